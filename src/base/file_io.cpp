@@ -1,0 +1,190 @@
+#include "base/file_io.hpp"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+
+#include "base/error.hpp"
+
+namespace a2pack {
+
+namespace {
+std::atomic<uint64_t> g_tmp_counter{0};
+constexpr size_t kWriteBuffer = 1 << 20;
+}  // namespace
+
+std::vector<uint8_t> read_file(const std::string& path) {
+  ReadFd f(path);
+  uint64_t size = f.size();
+  std::vector<uint8_t> out(size);
+  if (size) f.pread_exact(out.data(), size, 0);
+  return out;
+}
+
+std::string parent_dir(const std::string& path) {
+  auto pos = path.find_last_of('/');
+  if (pos == std::string::npos) return ".";
+  if (pos == 0) return "/";
+  return path.substr(0, pos);
+}
+
+void fsync_dir(const std::string& dir) {
+  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) fail_errno("open folder", dir, errno);
+  int rc = ::fsync(fd);
+  int err = errno;
+  ::close(fd);
+  // Some filesystems refuse fsync on folders; that is not a data loss.
+  if (rc != 0 && err != EINVAL && err != EROFS) fail_errno("fsync folder", dir, err);
+}
+
+// ---------------------------------------------------------------- ReadFd
+ReadFd::ReadFd(const std::string& path, int extra_flags) : path_(path) {
+  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | extra_flags);
+  if (fd_ < 0) fail_errno("open", path, errno);
+}
+ReadFd::~ReadFd() {
+  if (fd_ >= 0) ::close(fd_);
+}
+uint64_t ReadFd::size() const {
+  struct stat st;
+  if (::fstat(fd_, &st) != 0) fail_errno("stat", path_, errno);
+  if (S_ISDIR(st.st_mode)) fail(A2PACK_E_INVALID_ARGUMENT, "{}: is a folder, not a file", path_);
+  return static_cast<uint64_t>(st.st_size);
+}
+void ReadFd::pread_exact(void* buf, size_t len, uint64_t offset) const {
+  auto* p = static_cast<uint8_t*>(buf);
+  size_t done = 0;
+  while (done < len) {
+    ssize_t n = ::pread(fd_, p + done, len - done, static_cast<off_t>(offset + done));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      fail_errno(fmt::format("read {} bytes at offset {}", len, offset), path_, errno);
+    }
+    if (n == 0)
+      fail(A2PACK_E_CORRUPT, "{}: unexpected end of file at offset {} (wanted {} bytes at {})",
+           path_, offset + done, len, offset);
+    done += static_cast<size_t>(n);
+  }
+}
+
+// ---------------------------------------------------------------- MappedFile
+MappedFile::MappedFile(const std::string& path, Advice advice) : path_(path) {
+  ReadFd f(path);
+  uint64_t size = f.size();
+  if (size == 0) return;
+  void* p = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, f.fd(), 0);
+  if (p == MAP_FAILED) fail_errno("mmap", path, errno);
+  data_ = static_cast<const uint8_t*>(p);
+  size_ = size;
+  if (advice != Advice::normal) this->advise(advice);
+}
+MappedFile::~MappedFile() { reset(); }
+MappedFile::MappedFile(MappedFile&& o) noexcept
+    : path_(std::move(o.path_)), data_(o.data_), size_(o.size_) {
+  o.data_ = nullptr;
+  o.size_ = 0;
+}
+MappedFile& MappedFile::operator=(MappedFile&& o) noexcept {
+  if (this != &o) {
+    reset();
+    path_ = std::move(o.path_);
+    data_ = o.data_;
+    size_ = o.size_;
+    o.data_ = nullptr;
+    o.size_ = 0;
+  }
+  return *this;
+}
+void MappedFile::reset() noexcept {
+  if (data_) ::munmap(const_cast<uint8_t*>(data_), size_);
+  data_ = nullptr;
+  size_ = 0;
+}
+void MappedFile::advise(Advice advice, size_t offset, size_t len) const {
+  if (!data_) return;
+  int a = advice == Advice::random ? MADV_RANDOM
+          : advice == Advice::sequential ? MADV_SEQUENTIAL : MADV_NORMAL;
+  size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  size_t start = offset / page * page;
+  size_t end = len ? offset + len : size_;
+  if (end > size_) end = size_;
+  if (end <= start) return;
+  ::madvise(const_cast<uint8_t*>(data_) + start, end - start, a);  // a hint: failure is harmless
+}
+
+// ---------------------------------------------------------------- AtomicFile
+AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {
+  tmp_ = fmt::format("{}.tmp-{}-{}", path_, ::getpid(), g_tmp_counter.fetch_add(1));
+  fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd_ < 0) fail_errno("create", tmp_, errno);
+  buf_.reserve(kWriteBuffer);
+}
+AtomicFile::~AtomicFile() {
+  if (fd_ >= 0) ::close(fd_);
+  if (!committed_) ::unlink(tmp_.c_str());
+}
+void AtomicFile::flush_buffer() {
+  size_t done = 0;
+  while (done < buf_.size()) {
+    ssize_t n = ::write(fd_, buf_.data() + done, buf_.size() - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      fail_errno("write", tmp_, errno);
+    }
+    done += static_cast<size_t>(n);
+  }
+  buf_.clear();
+}
+void AtomicFile::write(const void* data, size_t len) {
+  if (committed_) fail(A2PACK_E_CLOSED, "{}: write after commit", path_);
+  const auto* p = static_cast<const uint8_t*>(data);
+  if (buf_.size() + len > kWriteBuffer) flush_buffer();
+  if (len >= kWriteBuffer) {
+    buf_.assign(p, p + len);  // large writes go straight through
+    flush_buffer();
+  } else {
+    buf_.insert(buf_.end(), p, p + len);
+  }
+  written_ += len;
+}
+void AtomicFile::pwrite(const void* data, size_t len, uint64_t offset) {
+  if (offset + len > written_) fail(A2PACK_E_INTERNAL, "{}: pwrite past the end", tmp_);
+  flush_buffer();
+  const auto* p = static_cast<const uint8_t*>(data);
+  size_t done = 0;
+  while (done < len) {
+    ssize_t n = ::pwrite(fd_, p + done, len - done, static_cast<off_t>(offset + done));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      fail_errno("write", tmp_, errno);
+    }
+    done += static_cast<size_t>(n);
+  }
+}
+void AtomicFile::commit() {
+  if (committed_) return;
+  flush_buffer();
+  if (::fsync(fd_) != 0) fail_errno("fsync", tmp_, errno);
+  if (::close(fd_) != 0) {
+    fd_ = -1;
+    fail_errno("close", tmp_, errno);
+  }
+  fd_ = -1;
+  if (::rename(tmp_.c_str(), path_.c_str()) != 0) fail_errno("rename to " + path_, tmp_, errno);
+  committed_ = true;
+  fsync_dir(parent_dir(path_));
+}
+
+void write_file_atomic(const std::string& path, const void* data, size_t len) {
+  AtomicFile f(path);
+  f.write(data, len);
+  f.commit();
+}
+
+}  // namespace a2pack

@@ -1,0 +1,98 @@
+// Files: whole-file reads, read-only memory maps, positional reads, and the
+// atomic writer every format uses (temporary name, fsync, rename).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace a2pack {
+
+// Read a whole file. Errors name the path.
+std::vector<uint8_t> read_file(const std::string& path);
+
+// A read-only mapping of a whole file (empty files map to an empty view).
+class MappedFile {
+ public:
+  enum class Advice { normal, random, sequential };
+  MappedFile() = default;
+  explicit MappedFile(const std::string& path, Advice advice = Advice::normal);
+  ~MappedFile();
+  MappedFile(MappedFile&& o) noexcept;
+  MappedFile& operator=(MappedFile&& o) noexcept;
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+
+  const uint8_t* data() const { return data_; }
+  size_t size() const { return size_; }
+  const std::string& path() const { return path_; }
+  void advise(Advice advice, size_t offset = 0, size_t len = 0) const;
+
+ private:
+  void reset() noexcept;
+  std::string path_;
+  const uint8_t* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+// A file descriptor opened read-only, closed on destruction.
+class ReadFd {
+ public:
+  explicit ReadFd(const std::string& path, int extra_flags = 0);
+  ~ReadFd();
+  ReadFd(ReadFd&& o) noexcept : fd_(o.fd_), path_(std::move(o.path_)) { o.fd_ = -1; }
+  ReadFd(const ReadFd&) = delete;
+  ReadFd& operator=(const ReadFd&) = delete;
+  int fd() const { return fd_; }
+  const std::string& path() const { return path_; }
+  uint64_t size() const;
+  // Read exactly len bytes at offset (retrying short reads); a read past the
+  // end fails with A2PACK_E_CORRUPT naming the offset.
+  void pread_exact(void* buf, size_t len, uint64_t offset) const;
+
+ private:
+  int fd_ = -1;
+  std::string path_;
+};
+
+// Writes `path` atomically: data goes to "<path>.tmp-<pid>-<n>" in the same
+// folder; commit() flushes, fsyncs, renames over `path` and fsyncs the folder.
+// Destroying an uncommitted writer removes the temporary file, so a failed or
+// interrupted write never leaves a file under the final name.
+class AtomicFile {
+ public:
+  explicit AtomicFile(std::string path);
+  ~AtomicFile();
+  AtomicFile(const AtomicFile&) = delete;
+  AtomicFile& operator=(const AtomicFile&) = delete;
+
+  void write(const void* data, size_t len);
+  void write(std::string_view s) { write(s.data(), s.size()); }
+  // Positional write into what was already written (for headers patched last).
+  void pwrite(const void* data, size_t len, uint64_t offset);
+  uint64_t bytes_written() const { return written_; }
+  void commit();
+  const std::string& path() const { return path_; }
+  const std::string& temp_path() const { return tmp_; }
+
+ private:
+  void flush_buffer();
+  std::string path_, tmp_;
+  int fd_ = -1;
+  uint64_t written_ = 0;
+  std::vector<uint8_t> buf_;
+  bool committed_ = false;
+};
+
+// Write a whole file atomically.
+void write_file_atomic(const std::string& path, const void* data, size_t len);
+
+// fsync a folder so a rename or a new entry in it is durable.
+void fsync_dir(const std::string& dir);
+
+// Folder part of a path ("." when none).
+std::string parent_dir(const std::string& path);
+
+}  // namespace a2pack

@@ -1,0 +1,133 @@
+#include "base/worker_pool.hpp"
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace a2pack {
+namespace {
+
+struct Job {
+  const std::function<void(unsigned, size_t)>* body;
+  size_t n, grain;
+  std::atomic<size_t> next{0};
+  std::atomic<unsigned> next_worker{1};  // 0 is the caller
+  std::atomic<int> active{0};
+  std::mutex mu;
+  std::condition_variable done_cv;
+  std::exception_ptr error;
+
+  // Claim chunks until none are left. Runs on the caller and on pool threads.
+  void work(unsigned worker) {
+    for (;;) {
+      size_t i = next.fetch_add(grain);
+      if (i >= n) return;
+      size_t end = i + grain < n ? i + grain : n;
+      try {
+        for (; i < end; ++i) (*body)(worker, i);
+      } catch (...) {
+        std::lock_guard<std::mutex> lk(mu);
+        if (!error) error = std::current_exception();
+        next.store(n, std::memory_order_relaxed);  // stop the others early
+        return;
+      }
+    }
+  }
+};
+
+class Pool {
+ public:
+  static Pool& instance() {
+    static Pool* pool = new Pool();  // never destroyed: threads may outlive statics
+    return *pool;
+  }
+
+  void submit(const std::shared_ptr<Job>& job, unsigned tickets) {
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      while (threads_.size() < tickets && threads_.size() < kMaxThreads) {
+        threads_.emplace_back([this] { loop(); });
+        threads_.back().detach();
+      }
+      for (unsigned t = 0; t < tickets; ++t) queue_.push_back(job);
+    }
+    cv_.notify_all();
+  }
+
+ private:
+  static constexpr size_t kMaxThreads = 256;
+
+  void loop() {
+    for (;;) {
+      std::shared_ptr<Job> job;
+      {
+        std::unique_lock<std::mutex> lk(mu_);
+        cv_.wait(lk, [this] { return !queue_.empty(); });
+        job = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      job->active.fetch_add(1);
+      if (job->next.load(std::memory_order_relaxed) < job->n) {
+        job->work(job->next_worker.fetch_add(1));
+      }
+      if (job->active.fetch_sub(1) == 1) {
+        std::lock_guard<std::mutex> lk(job->mu);
+        job->done_cv.notify_all();
+      }
+    }
+  }
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::shared_ptr<Job>> queue_;
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace
+
+unsigned hardware_threads() {
+  unsigned n = std::thread::hardware_concurrency();
+  return n ? n : 1;
+}
+
+unsigned resolve_workers(uint32_t requested) {
+  return requested == 0 ? hardware_threads() : requested;
+}
+
+void parallel_for_worker(size_t n, uint32_t workers,
+                         const std::function<void(unsigned, size_t)>& body, size_t grain) {
+  if (n == 0) return;
+  if (grain == 0) grain = 1;
+  unsigned w = resolve_workers(workers);
+  size_t chunks = (n + grain - 1) / grain;
+  if (chunks < w) w = static_cast<unsigned>(chunks);
+  if (w <= 1) {
+    for (size_t i = 0; i < n; ++i) body(0, i);
+    return;
+  }
+  auto job = std::make_shared<Job>();
+  job->body = &body;
+  job->n = n;
+  job->grain = grain;
+  Pool::instance().submit(job, w - 1);
+  job->work(0);
+  // Every claimed chunk belongs to a thread counted in `active`; wait for them.
+  {
+    std::unique_lock<std::mutex> lk(job->mu);
+    job->done_cv.wait(lk, [&] { return job->active.load() == 0; });
+  }
+  if (job->error) std::rethrow_exception(job->error);
+}
+
+void parallel_for(size_t n, uint32_t workers, const std::function<void(size_t)>& body,
+                  size_t grain) {
+  parallel_for_worker(
+      n, workers, [&](unsigned, size_t i) { body(i); }, grain);
+}
+
+}  // namespace a2pack

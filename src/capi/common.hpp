@@ -1,0 +1,82 @@
+// Shared by every file of the C ABI layer: turning C++ exceptions into
+// a2pack_status plus the thread-local error message, argument checks, and
+// copying option structs that begin with their own size.
+#pragma once
+
+#include <cstring>
+#include <new>
+#include <string>
+
+#include "a2pack.h"
+#include "base/error.hpp"
+
+#define A2PACK_EXPORT extern "C" __attribute__((visibility("default")))
+
+namespace a2pack::capi {
+
+void set_error(a2pack_status status, std::string message);
+void clear_error();
+
+// Run fn, mapping exceptions to a status. Every fallible API function is
+// `return guard([&] { ... });`.
+template <typename F>
+a2pack_status guard(F&& fn) noexcept {
+  try {
+    fn();
+    return A2PACK_OK;
+  } catch (const Error& e) {
+    set_error(e.status(), e.what());
+    return e.status();
+  } catch (const std::bad_alloc&) {
+    set_error(A2PACK_E_NO_MEMORY, "out of memory");
+    return A2PACK_E_NO_MEMORY;
+  } catch (const std::length_error& e) {
+    set_error(A2PACK_E_NO_MEMORY, std::string("allocation too large: ") + e.what());
+    return A2PACK_E_NO_MEMORY;
+  } catch (const std::exception& e) {
+    set_error(A2PACK_E_INTERNAL, std::string("internal error: ") + e.what());
+    return A2PACK_E_INTERNAL;
+  } catch (...) {
+    set_error(A2PACK_E_INTERNAL, "internal error: unknown exception");
+    return A2PACK_E_INTERNAL;
+  }
+}
+
+// Fail with INVALID_ARGUMENT when p is null.
+inline void require(const void* p, const char* name) {
+  if (!p) fail(A2PACK_E_INVALID_ARGUMENT, "{} must not be NULL", name);
+}
+
+// Copy a caller's option struct (which starts with `size_t size`) over the
+// defaults, reading no more than the caller's size and no more than we know.
+template <typename T>
+T read_options(const T* user, void (*init)(T*)) {
+  T opts;
+  init(&opts);
+  if (!user) return opts;
+  if (user->size < sizeof(size_t))
+    fail(A2PACK_E_INVALID_ARGUMENT, "options.size is {}; call the _options_init function first",
+         user->size);
+  size_t n = user->size < sizeof(T) ? user->size : sizeof(T);
+  std::memcpy(static_cast<void*>(&opts), user, n);
+  opts.size = sizeof(T);
+  return opts;
+}
+
+// Fill a caller's output struct (starting with `size_t size`) up to its size.
+template <typename T>
+void write_out(T* out, const T& full) {
+  require(out, "out");
+  if (out->size < sizeof(size_t))
+    fail(A2PACK_E_INVALID_ARGUMENT, "out->size is {}; set it to the struct's sizeof", out->size);
+  size_t n = out->size < sizeof(T) ? out->size : sizeof(T);
+  size_t caller_size = out->size;
+  std::memcpy(static_cast<void*>(out), &full, n);
+  out->size = caller_size;
+}
+
+// Copy bytes into library-owned memory that a2pack_free() releases.
+uint8_t* owned_copy(const void* data, size_t len);
+char* owned_string(const std::string& s);
+
+}  // namespace a2pack::capi

@@ -1,0 +1,86 @@
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+
+#include <fmt/format.h>
+
+#include "cli/command.hpp"
+
+namespace a2cli {
+
+void check(a2pack_status st) {
+  if (st != A2PACK_OK) throw CliError(a2pack_last_error());
+}
+
+Globals& globals() {
+  static Globals g;
+  return g;
+}
+
+std::vector<Registered>& registry() {
+  static std::vector<Registered> r;
+  return r;
+}
+
+Registrar::Registrar(const char* name, Setup setup) { registry().push_back({name, std::move(setup)}); }
+
+static int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+double now_seconds() { return static_cast<double>(now_ns()) * 1e-9; }
+
+Progress::Progress(std::string label, bool enabled)
+    : label_(std::move(label)), active_(enabled && !globals().quiet && ::isatty(2)), start_ns_(now_ns()) {}
+
+Progress::~Progress() { finish(); }
+
+void Progress::update(uint64_t done, uint64_t total) {
+  if (!active_) return;
+  int64_t t = now_ns();
+  if (done < total && t - last_draw_ns_ < 100'000'000) return;  // 10 redraws a second at most
+  last_draw_ns_ = t;
+  const int width = 30;
+  double frac = total ? static_cast<double>(done) / static_cast<double>(total) : 1.0;
+  int filled = static_cast<int>(frac * width);
+  double secs = static_cast<double>(t - start_ns_) * 1e-9;
+  std::string eta = "";
+  if (done && done < total) eta = fmt::format(" eta {:.0f}s", secs / frac - secs);
+  fmt::print(stderr, "\r{} [{}{}] {}/{} {:.0f}s{}\x1b[K", label_, std::string(filled, '#'),
+             std::string(width - filled, '.'), done, total, secs, eta);
+  std::fflush(stderr);
+}
+
+void Progress::finish() {
+  if (active_ && !finished_ && last_draw_ns_) fmt::print(stderr, "\n");
+  finished_ = true;
+}
+
+int Progress::callback(void* self, uint64_t done, uint64_t total) {
+  static_cast<Progress*>(self)->update(done, total);
+  return 0;
+}
+
+std::string human_bytes(double b) {
+  const char* units[] = {"B", "KB", "MB", "GB", "TB"};
+  int u = 0;
+  while (b >= 1000 && u < 4) { b /= 1000; ++u; }
+  return u ? fmt::format("{:.1f} {}", b, units[u]) : fmt::format("{:.0f} B", b);
+}
+
+std::string board_grid(uint64_t board, const std::string& indent) {
+  std::string out;
+  for (int r = 0; r < 4; ++r) {
+    out += indent;
+    for (int c = 0; c < 4; ++c) {
+      unsigned e = (board >> (60 - 4 * (4 * r + c))) & 0xF;
+      out += e ? fmt::format("{:>6}", 1u << e) : fmt::format("{:>6}", ".");
+    }
+    out += "\n";
+  }
+  return out;
+}
+
+}  // namespace a2cli

@@ -1,0 +1,73 @@
+#include "run/batch.hpp"
+
+#include "base/error.hpp"
+#include "base/worker_pool.hpp"
+
+namespace a2pack::run {
+
+Batch decode_batch(const Payload* payloads, size_t n, uint32_t workers, const char* what,
+                   const uint64_t* ids) {
+  auto with_context = [&](size_t i, auto&& fn) {
+    try {
+      fn();
+    } catch (const Error& e) {
+      rethrow_with_context(e, fmt::format("{} {}", what, ids ? ids[i] : i));
+    }
+  };
+  // Pass 1: headers (v1 CRCs included), in parallel.
+  std::vector<Header> headers(n);
+  parallel_for(n, workers, [&](size_t i) {
+    with_context(i, [&] { headers[i] = parse_header(payloads[i].data, payloads[i].len); });
+  });
+
+  Batch b;
+  b.step_offsets.resize(n + 1);
+  b.engine_offsets.resize(n + 1);
+  uint64_t steps = 0, engine_bytes = 0;
+  for (size_t i = 0; i < n; ++i) {
+    b.step_offsets[i] = steps;
+    b.engine_offsets[i] = engine_bytes;
+    steps += headers[i].n_steps;
+    if (headers[i].meta.engine) engine_bytes += headers[i].meta.engine->size();
+  }
+  b.step_offsets[n] = steps;
+  b.engine_offsets[n] = engine_bytes;
+  b.boards.resize(steps);
+  b.moves.resize(steps);
+  b.values.resize(4 * steps);
+  b.legal.resize(steps);
+  b.present.resize(steps);
+  b.final_boards.resize(n);
+  b.meta_steps.resize(n);
+  b.start_unix_s.resize(n);
+  b.elapsed_s.resize(n);
+  b.max_score.resize(n);
+  b.highest_tile.resize(n);
+  b.source_kind.resize(n);
+  b.has_engine.resize(n);
+  b.engine_bytes.resize(engine_bytes);
+  for (size_t i = 0; i < n; ++i) {
+    const Meta& m = headers[i].meta;
+    b.meta_steps[i] = m.steps;
+    b.start_unix_s[i] = m.start_unix_s;
+    b.elapsed_s[i] = m.elapsed_s;
+    b.max_score[i] = m.max_score;
+    b.highest_tile[i] = m.highest_tile;
+    b.source_kind[i] = static_cast<uint8_t>(headers[i].kind);
+    b.has_engine[i] = m.engine.has_value();
+    if (m.engine) b.engine_bytes.replace(b.engine_offsets[i], m.engine->size(), *m.engine);
+  }
+
+  // Pass 2: steps, each run into its own slice of the columns.
+  parallel_for(n, workers, [&](size_t i) {
+    with_context(i, [&] {
+      size_t o = b.step_offsets[i];
+      StepColumns out{b.boards.data() + o, b.moves.data() + o, b.values.data() + 4 * o,
+                      b.legal.data() + o, b.present.data() + o};
+      b.final_boards[i] = decode_steps(payloads[i].data, payloads[i].len, headers[i], out);
+    });
+  });
+  return b;
+}
+
+}  // namespace a2pack::run

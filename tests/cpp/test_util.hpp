@@ -1,0 +1,48 @@
+// Helpers shared by the C++ test files.
+#pragma once
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+namespace a2test {
+
+// The upstream fixture: $A2PACK_FIXTURE, else ../shared/fixtures beside the repo.
+inline std::string fixture_path() {
+  const char* env = std::getenv("A2PACK_FIXTURE");
+  return env && *env ? env : A2PACK_FIXTURE_DEFAULT;
+}
+
+inline std::vector<uint8_t> read_bytes(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::vector<uint8_t>(std::istreambuf_iterator<char>(f), {});
+}
+
+inline void write_bytes(const std::string& path, const void* data, size_t len) {
+  std::ofstream f(path, std::ios::binary);
+  f.write(static_cast<const char*>(data), static_cast<std::streamsize>(len));
+}
+
+// A fresh temporary folder removed when the object goes away.
+class TempDir {
+ public:
+  TempDir() {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "a2pack-test-XXXXXX").string();
+    path_ = ::mkdtemp(tmpl.data()) ? tmpl : throw std::runtime_error("mkdtemp failed");
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+}  // namespace a2test
