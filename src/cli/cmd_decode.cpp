@@ -8,7 +8,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "cli/command.hpp"
+#include "command.hpp"
 
 namespace fs = std::filesystem;
 

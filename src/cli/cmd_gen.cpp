@@ -1,7 +1,7 @@
 // a2pack gen: play games and write them as run files.
 #include <fmt/format.h>
 
-#include "cli/command.hpp"
+#include "command.hpp"
 
 namespace a2cli {
 namespace {

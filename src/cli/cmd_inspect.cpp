@@ -1,8 +1,8 @@
 // a2pack inspect: print one run (a run file, or later a packfile entry).
 #include <fmt/format.h>
 
-#include "cli/command.hpp"
-#include "cli/run_view.hpp"
+#include "command.hpp"
+#include "run_view.hpp"
 
 namespace a2cli {
 namespace {

@@ -5,7 +5,7 @@
 
 #include <fmt/format.h>
 
-#include "cli/command.hpp"
+#include "command.hpp"
 
 namespace a2cli {
 

@@ -3,7 +3,7 @@
 
 #include <fmt/format.h>
 
-#include "cli/command.hpp"
+#include "command.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{"a2pack: 2048 game-play data (run files, packfiles, datasets, record files, logs)"};

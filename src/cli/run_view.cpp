@@ -1,11 +1,11 @@
-#include "cli/run_view.hpp"
+#include "run_view.hpp"
 
 #include <fmt/format.h>
 
 #include <array>
 #include <vector>
 
-#include "cli/command.hpp"
+#include "command.hpp"
 
 namespace a2cli {
 namespace {

@@ -20,6 +20,10 @@ struct GenOptions {
   uint32_t max_steps = 0;          // 0 = until game over
 };
 
+// Throws Error INVALID_ARGUMENT for an unknown policy or an expectimax depth
+// outside 1..6 (play_game and generate_dir check this themselves).
+void check_options(const GenOptions& opts);
+
 // Play one game; deterministic in (options, seed).
 run::Run play_game(const GenOptions& opts, uint64_t seed);
 

@@ -12,14 +12,26 @@
 namespace a2pack::engine {
 namespace {
 
-// nneonneo's tuned weights. The baseline keeps every live line positive.
+// nneonneo's tuned weights. The per-line baseline keeps most boards above 0,
+// but not all: a non-monotone line such as 256, 0, 256, 0 already scores
+// below 0, and the lowest line (2^15, 2, 2^15, 2^15) scores about -2.6e6.
 constexpr double kLostPenalty = 200000.0;
-constexpr double kMonotonicityPower = 4.0;
-constexpr double kMonotonicityWeight = 47.0;
-constexpr double kSumPower = 3.5;
-constexpr double kSumWeight = 11.0;
+constexpr double kMonotonicityWeight = 47.0;  // on rank^4
+constexpr double kSumWeight = 11.0;           // on rank^3.5
 constexpr double kMergesWeight = 700.0;
 constexpr double kEmptyWeight = 270.0;
+
+// The powers are spelled out instead of std::pow: pow is not correctly
+// rounded in every libm, while *, sqrt and integer powers are exact or
+// IEEE-rounded, so the tables (and so the games) are the same everywhere.
+double pow4(unsigned rank) {
+  double r = rank;
+  return r * r * r * r;
+}
+double pow_sum(unsigned rank) {
+  double r = rank;
+  return r * r * r * std::sqrt(r);
+}
 
 float line_score(unsigned row) {
   unsigned line[4];
@@ -29,7 +41,7 @@ float line_score(unsigned row) {
   int empty = 0, merges = 0;
   unsigned prev = 0, counter = 0;
   for (unsigned rank : line) {
-    sum += std::pow(static_cast<double>(rank), kSumPower);
+    sum += pow_sum(rank);
     if (rank == 0) {
       ++empty;
     } else {
@@ -46,8 +58,8 @@ float line_score(unsigned row) {
 
   double mono_left = 0, mono_right = 0;
   for (unsigned j = 1; j < 4; ++j) {
-    double a = std::pow(static_cast<double>(line[j - 1]), kMonotonicityPower);
-    double b = std::pow(static_cast<double>(line[j]), kMonotonicityPower);
+    double a = pow4(line[j - 1]);
+    double b = pow4(line[j]);
     if (line[j - 1] > line[j]) mono_left += a - b;
     else mono_right += b - a;
   }
@@ -60,8 +72,6 @@ float line_score(unsigned row) {
 struct Table {
   float line[65536];
   Table() {
-    // std::pow on small integers with integer-valued or .5 powers is exact
-    // enough that every libm agrees after rounding to float.
     for (unsigned r = 0; r < 65536; ++r) line[r] = line_score(r);
   }
 };

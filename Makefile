@@ -1,0 +1,75 @@
+# The two commands of the README: `make demo` and `make test`. Both install
+# what is missing (Debian packages, Python packages), build, then run. Each
+# step is skipped when already done, so a second run is quick.
+
+SHELL := /bin/bash
+BUILD ?= build
+PYTHON ?= python3
+JOBS ?= $(shell nproc)
+STAMPS := .stamps
+export CCACHE_NOHASHDIR := 1
+
+APT_PACKAGES := cmake ninja-build g++ pkg-config libzstd-dev libsqlite3-dev libfmt-dev \
+  nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev
+PIP_PACKAGES := cffi numpy pytest scikit-build-core pyarrow bagz
+
+.PHONY: all setup deps build python test test-cpp test-python demo bench clean
+
+all: build
+
+# ---------------------------------------------------------------- setup
+setup: $(STAMPS)/apt $(STAMPS)/pip
+
+# Install only what dpkg does not already have.
+$(STAMPS)/apt: Makefile
+	@missing=$$(for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  echo "apt-get install $$missing"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
+	fi
+	@mkdir -p $(STAMPS) && touch $@
+
+$(STAMPS)/pip: Makefile
+	@missing=$$(for p in $(PIP_PACKAGES); do $(PYTHON) -m pip show -q $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  echo "pip install $$missing"; \
+	  $(PYTHON) -m pip install -q $$missing; \
+	fi
+	@mkdir -p $(STAMPS) && touch $@
+
+# ---------------------------------------------------------------- build
+$(BUILD)/build.ninja: CMakeLists.txt | setup
+	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release \
+	  $$(command -v ccache >/dev/null && echo -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+
+build: setup $(BUILD)/build.ninja
+	cmake --build $(BUILD) -j $(JOBS)
+
+# The Python package, installed the way users install it (pip builds the C++
+# library into the wheel). Reinstalled only when a source changed.
+PY_SOURCES := $(shell find include src bindings/python/a2pack bindings/python/pyproject.toml bindings/python/gen_ffi.py CMakeLists.txt -type f -not -name '_ffi.py' -not -name '*.so*' 2>/dev/null)
+$(STAMPS)/python: $(PY_SOURCES) | setup
+	$(PYTHON) -m pip install -q --no-build-isolation ./bindings/python
+	@mkdir -p $(STAMPS) && touch $@
+
+python: setup $(STAMPS)/python
+
+# ---------------------------------------------------------------- test
+test: build python
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+	$(MAKE) --no-print-directory test-python
+
+test-python: python
+	cd tests/python && $(PYTHON) -m pytest -q -p no:cacheprovider .
+
+# ---------------------------------------------------------------- demo
+demo: build python
+	A2PACK=$(CURDIR)/$(BUILD)/a2pack PYTHON=$(PYTHON) bash scripts/demo.sh
+
+# ---------------------------------------------------------------- bench
+bench: build python
+	bash bench/run_all.sh $(BUILD)
+
+clean:
+	rm -rf $(BUILD) $(STAMPS) bindings/python/build

@@ -1,0 +1,31 @@
+"""a2pack: 2048 game-play data from run files to GPU batches.
+
+A thin Python layer over liba2pack's C ABI (through cffi). Logic lives in the
+C++ library; this package converts arguments, raises exceptions and hands out
+numpy arrays.
+"""
+
+from ._native import __version__, abi_version, library_path
+from .errors import (
+    Error,
+    IoError,
+    NotFoundError,
+    CorruptError,
+    ChecksumError,
+    UnsupportedError,
+    OutOfRangeError,
+    InvalidArgumentError,
+    NoMemoryError,
+    ClosedError,
+    InterruptedError_,
+    FullError,
+    InternalError,
+)
+from .board import board_score, board_highest_tile, board_apply_move, board_legal_moves, board_to_grid, normalise_branches
+from .run import RunV2, RunBatch, decode_batch, detect_kind
+from .gen import GenOptions, generate_run, generate_dir
+
+# capability: pack
+# capability: dataset
+# capability: bag (the sackli-compatible API is the submodule a2pack.bag)
+# capability: logger

@@ -1,0 +1,93 @@
+"""Loading liba2pack and turning C statuses into exceptions.
+
+The library is found, in order: $A2PACK_LIBRARY (a path), then the copy
+bundled in this package. It is opened by absolute path, so no LD_PRELOAD or
+LD_LIBRARY_PATH is needed.
+"""
+
+import os
+import pathlib
+
+from ._ffi import ffi
+from . import errors
+
+_HERE = pathlib.Path(__file__).resolve().parent
+
+
+def _library_path() -> str:
+    env = os.environ.get("A2PACK_LIBRARY")
+    if env:
+        return str(pathlib.Path(env).resolve())
+    for name in ("liba2pack.so", "liba2pack.so.0"):
+        p = _HERE / name
+        if p.exists():
+            return str(p)
+    raise ImportError(
+        "a2pack: liba2pack.so is not bundled in this package and A2PACK_LIBRARY is not set; "
+        "install with `pip install bindings/python` or point A2PACK_LIBRARY at a build")
+
+
+library_path = _library_path()
+lib = ffi.dlopen(library_path)
+
+if lib.a2pack_abi_version() != lib.A2PACK_ABI_VERSION:
+    raise ImportError(
+        f"a2pack: {library_path} implements ABI {lib.a2pack_abi_version()}, "
+        f"this package needs {lib.A2PACK_ABI_VERSION}")
+
+__version__ = ffi.string(lib.a2pack_version()).decode()
+abi_version = int(lib.a2pack_abi_version())
+
+
+def last_error() -> str:
+    return ffi.string(lib.a2pack_last_error()).decode("utf-8", "replace")
+
+
+def check(status: int) -> None:
+    """Raise the a2pack exception for a failed status (no-op for A2PACK_OK)."""
+    if status != 0:
+        raise errors.from_status(int(status), last_error())
+
+
+def fspath(path) -> bytes:
+    """A path-like as bytes for the C API."""
+    return os.fsencode(os.fspath(path))
+
+
+class _ArrayView:
+    """Exposes library memory to numpy while keeping its owner alive: the
+    array's .base is this object, which references the owning handle."""
+
+    __slots__ = ("_owner", "__array_interface__")
+
+    def __init__(self, owner, address: int, shape, typestr: str, readonly: bool):
+        self._owner = owner
+        self.__array_interface__ = {
+            "data": (address, readonly),
+            "shape": tuple(shape),
+            "typestr": typestr,
+            "version": 3,
+        }
+
+
+def view_array(owner, ptr, shape, dtype, readonly: bool = True):
+    """A numpy array viewing `ptr` (a cffi pointer) without copying.
+
+    `owner` must keep the memory valid (typically the Python object holding the
+    library handle); the array keeps `owner` alive for as long as it exists.
+    """
+    import numpy as np
+
+    dt = np.dtype(dtype)
+    shape = tuple(int(s) for s in (shape if isinstance(shape, (tuple, list)) else (shape,)))
+    count = 1
+    for s in shape:
+        count *= s
+    if count == 0 or ptr == ffi.NULL:
+        return np.zeros(shape, dtype=dt)
+    address = int(ffi.cast("uintptr_t", ptr))
+    if dt.fields is not None:
+        # Structured dtypes go through a byte view and are re-interpreted.
+        raw = np.asarray(_ArrayView(owner, address, (count * dt.itemsize,), "|u1", readonly))
+        return raw.view(dt).reshape(shape)
+    return np.asarray(_ArrayView(owner, address, shape, dt.str, readonly))

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Installs the build into a fresh prefix and checks the three ways a C host
+# consumes it: dlopen by absolute path (clean environment), pkg-config, and
+# CMake's find_package. Also checks the exported symbols.
+# Usage: run_c_abi_tests.sh BUILD_DIR SOURCE_DIR
+set -euo pipefail
+build=$(cd "$1" && pwd)
+src=$(cd "$2" && pwd)
+fixture=${A2PACK_FIXTURE:-$src/../shared/fixtures/example.a2run2}
+work=$(mktemp -d /tmp/a2pack-cabi-XXXXXX)
+trap 'rm -rf "$work"' EXIT
+prefix=$work/prefix
+cmake --install "$build" --prefix "$prefix" > "$work/install.log"
+lib=$(ls -d "$prefix"/lib*/liba2pack.so.0)
+cc=${CC:-cc}
+pass=0
+fail=0
+check() {  # name, command...
+  local name=$1; shift
+  if "$@"; then echo "PASS $name"; pass=$((pass + 1)); else echo "FAIL $name"; fail=$((fail + 1)); fi
+}
+
+# Only a2pack_* leaves the library.
+exports() {
+  local bad
+  bad=$(nm -D --defined-only "$lib" | awk '{print $3}' | grep -v '^a2pack_' || true)
+  [ -z "$bad" ] || { echo "unexpected exports: $bad"; return 1; }
+  [ "$(readelf -d "$lib" | grep -c 'SONAME.*liba2pack.so.0')" = 1 ]
+}
+check exports_and_soname exports
+
+# dlopen by absolute path, from a clean environment.
+$cc -std=c99 -Wall -Werror -I"$prefix/include" "$src/tests/c/dlopen_host.c" -o "$work/dlopen_host" -ldl
+check dlopen_host env -i "$work/dlopen_host" "$lib" "$fixture"
+
+# pkg-config only.
+flags=$(PKG_CONFIG_PATH=$(dirname "$lib")/pkgconfig pkg-config --cflags --libs a2pack)
+$cc -std=c99 -Wall -Werror "$src/tests/c/pkgconfig_client.c" -o "$work/pkgconfig_client" $flags
+check pkgconfig_client env -i "$work/pkgconfig_client" "$fixture"
+
+# CMake package config.
+cmake -S "$src/tests/c/cmake_consumer" -B "$work/consumer" -DCMAKE_PREFIX_PATH="$prefix" \
+  -DCMAKE_BUILD_TYPE=Release > "$work/consumer.log"
+cmake --build "$work/consumer" > "$work/consumer-build.log"
+check cmake_find_package env -i LD_LIBRARY_PATH="$(dirname "$lib")" "$work/consumer/consumer" "$fixture"
+
+# The header compiles as C89-compatible C99 and as C++ on its own.
+echo '#include "a2pack.h"' > "$work/h.c"
+check header_c99 $cc -std=c99 -Wall -Wextra -Werror -pedantic -fsyntax-only -I"$prefix/include" "$work/h.c"
+check header_cxx ${CXX:-c++} -x c++ -std=c++11 -Wall -Wextra -Werror -fsyntax-only -I"$prefix/include" "$work/h.c"
+
+echo "c-abi: $pass passed, $fail failed"
+[ "$fail" = 0 ]

@@ -1,0 +1,164 @@
+// Basics: CRC32C (both implementations), varints, worker pool, atomic files.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <filesystem>
+#include <random>
+
+#include "base/crc32c.hpp"
+#include "base/error.hpp"
+#include "base/file_io.hpp"
+#include "base/utf8.hpp"
+#include "base/varint.hpp"
+#include "base/worker_pool.hpp"
+#include "test_util.hpp"
+
+using namespace a2pack;
+
+TEST(Crc32c, StandardCheckValue) {
+  const char* s = "123456789";
+  EXPECT_EQ(crc32c::extend_table(0, s, 9), 0xE3069283u);
+  EXPECT_EQ(crc32c::compute(s, 9), 0xE3069283u);
+  if (crc32c::hardware_available()) EXPECT_EQ(crc32c::extend_hardware(0, s, 9), 0xE3069283u);
+}
+
+TEST(Crc32c, EmptyIsZero) { EXPECT_EQ(crc32c::compute("", 0), 0u); }
+
+TEST(Crc32c, HardwareMatchesTableOnRandomData) {
+  if (!crc32c::hardware_available()) GTEST_SKIP() << "CPU has no SSE4.2";
+  std::mt19937_64 rng(42);
+  std::vector<uint8_t> buf(100000);
+  for (auto& b : buf) b = static_cast<uint8_t>(rng());
+  // Lengths around the 3-stream block boundaries (3 * 4096) and odd offsets.
+  for (size_t len : {0ul, 1ul, 7ul, 8ul, 9ul, 4095ul, 12287ul, 12288ul, 12289ul, 24576ul,
+                     50001ul, 99990ul}) {
+    for (size_t off : {0ul, 1ul, 3ul}) {
+      if (off + len > buf.size()) continue;
+      EXPECT_EQ(crc32c::extend_hardware(0, buf.data() + off, len),
+                crc32c::extend_table(0, buf.data() + off, len))
+          << "len " << len << " off " << off;
+    }
+  }
+}
+
+TEST(Crc32c, ExtendEqualsWhole) {
+  std::vector<uint8_t> buf(30000);
+  for (size_t i = 0; i < buf.size(); ++i) buf[i] = static_cast<uint8_t>(i * 31 + 7);
+  uint32_t whole = crc32c::compute(buf.data(), buf.size());
+  uint32_t part = crc32c::extend(crc32c::compute(buf.data(), 12345), buf.data() + 12345,
+                                 buf.size() - 12345);
+  EXPECT_EQ(whole, part);
+}
+
+TEST(Varint, RoundTripAndSizes) {
+  for (uint64_t v : {0ull, 1ull, 127ull, 128ull, 300ull, 16383ull, 16384ull, 0xFFFFFFFFull,
+                     0x0010000000000001ull, ~0ull}) {
+    uint8_t buf[10];
+    uint8_t* e = varint::write(buf, v);
+    EXPECT_EQ(static_cast<size_t>(e - buf), varint::size(v));
+    const uint8_t* p = buf;
+    uint64_t out = 0;
+    ASSERT_EQ(varint::read<64>(p, e, out), varint::Result::ok);
+    EXPECT_EQ(out, v);
+    EXPECT_EQ(p, e);
+  }
+}
+
+TEST(Varint, RejectsTruncatedOverlongAndOverflow) {
+  uint64_t out;
+  {
+    const uint8_t b[] = {0x80, 0x80};
+    const uint8_t* p = b;
+    EXPECT_EQ(varint::read<64>(p, b + 2, out), varint::Result::truncated);
+    EXPECT_EQ(p, b);  // not advanced on failure
+  }
+  {
+    // 11 bytes for a u64: too long.
+    const uint8_t b[] = {0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x01};
+    const uint8_t* p = b;
+    EXPECT_EQ(varint::read<64>(p, b + 11, out), varint::Result::overlong);
+  }
+  {
+    // 10th byte with more than the one remaining bit: overflows u64.
+    const uint8_t b[] = {0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0x02};
+    const uint8_t* p = b;
+    EXPECT_EQ(varint::read<64>(p, b + 10, out), varint::Result::overlong);
+  }
+  {
+    // u32: 5th byte may carry only 4 bits.
+    const uint8_t ok[] = {0xFF, 0xFF, 0xFF, 0xFF, 0x0F};
+    const uint8_t* p = ok;
+    ASSERT_EQ(varint::read<32>(p, ok + 5, out), varint::Result::ok);
+    EXPECT_EQ(out, 0xFFFFFFFFull);
+    const uint8_t bad[] = {0xFF, 0xFF, 0xFF, 0xFF, 0x10};
+    p = bad;
+    EXPECT_EQ(varint::read<32>(p, bad + 5, out), varint::Result::overlong);
+  }
+}
+
+TEST(Varint, ZigZag) {
+  for (int64_t v : std::vector<int64_t>{0, -1, 1, -2, 123456789, INT64_MIN, INT64_MAX})
+    EXPECT_EQ(varint::zigzag_decode(varint::zigzag_encode(v)), v);
+  EXPECT_EQ(varint::zigzag_encode(-1), 1u);
+  EXPECT_EQ(varint::zigzag_encode(1), 2u);
+}
+
+TEST(Utf8, Validation) {
+  EXPECT_TRUE(utf8::valid("abc", 3));
+  EXPECT_TRUE(utf8::valid("S\xc3\xa4" "ckli", 7));
+  EXPECT_FALSE(utf8::valid("\xc3", 1));          // truncated
+  EXPECT_FALSE(utf8::valid("\xc0\xaf", 2));      // overlong
+  EXPECT_FALSE(utf8::valid("\xed\xa0\x80", 3));  // surrogate
+  EXPECT_FALSE(utf8::valid("\xff", 1));
+}
+
+TEST(WorkerPool, RunsEveryIndexOnceAtAnyWorkerCount) {
+  for (uint32_t w : {0u, 1u, 2u, 7u}) {
+    std::vector<std::atomic<int>> hits(1000);
+    parallel_for(hits.size(), w, [&](size_t i) { hits[i]++; }, 3);
+    for (auto& h : hits) ASSERT_EQ(h.load(), 1) << "workers " << w;
+  }
+}
+
+TEST(WorkerPool, RethrowsTheFirstError) {
+  EXPECT_THROW(parallel_for(100, 2,
+                            [](size_t i) {
+                              if (i == 57) fail(A2PACK_E_CORRUPT, "boom at {}", i);
+                            }),
+               Error);
+}
+
+TEST(WorkerPool, NestedCallsComplete) {
+  std::atomic<int> total{0};
+  parallel_for(8, 2, [&](size_t) { parallel_for(8, 2, [&](size_t) { total++; }); });
+  EXPECT_EQ(total.load(), 64);
+}
+
+TEST(AtomicFile, CommitRenamesAndAbortLeavesNothing) {
+  a2test::TempDir dir;
+  std::string path = dir / "out.bin";
+  {
+    AtomicFile f(path);
+    f.write("hello", 5);
+    EXPECT_FALSE(std::filesystem::exists(path));  // not visible before commit
+  }
+  EXPECT_FALSE(std::filesystem::exists(path));
+  EXPECT_TRUE(std::filesystem::is_empty(dir.path()));  // temp removed too
+  {
+    AtomicFile f(path);
+    f.write("hello", 5);
+    f.pwrite("J", 1, 0);
+    f.commit();
+  }
+  EXPECT_EQ(a2test::read_bytes(path), (std::vector<uint8_t>{'J', 'e', 'l', 'l', 'o'}));
+}
+
+TEST(Files, ErrorsNameThePath) {
+  try {
+    read_file("/nonexistent/a2pack/file");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.status(), A2PACK_E_NOT_FOUND);
+    EXPECT_NE(std::string(e.what()).find("/nonexistent/a2pack/file"), std::string::npos);
+  }
+}
