@@ -31,30 +31,34 @@ ZstdCompressor::ZstdCompressor() : ctx_(ZSTD_createCCtx()) {
 }
 ZstdCompressor::~ZstdCompressor() { ZSTD_freeCCtx(ctx_); }
 
-ZstdCodec::ZstdCodec(const ZstdSettings& s) : level_(s.level) {
+ZstdCodec::ZstdCodec(const ZstdSettings& s) : level_(s.level), dictionary_(s.dictionary) {
   if (s.level < ZSTD_minCLevel() || s.level > ZSTD_maxCLevel())
     fail(A2PACK_E_INVALID_ARGUMENT, "zstd level {} outside [{}, {}]", s.level, ZSTD_minCLevel(),
          ZSTD_maxCLevel());
   if (!s.dictionary.empty()) {
-    cdict_ = ZSTD_createCDict(s.dictionary.data(), s.dictionary.size(), level_);
     ddict_ = ZSTD_createDDict(s.dictionary.data(), s.dictionary.size());
-    if (!cdict_ || !ddict_) {
-      ZSTD_freeCDict(cdict_);
-      ZSTD_freeDDict(ddict_);
+    if (!ddict_) {
       fail(A2PACK_E_INVALID_ARGUMENT, "zstd refused the {}-byte dictionary", s.dictionary.size());
     }
   }
 }
 
 ZstdCodec::~ZstdCodec() {
-  ZSTD_freeCDict(cdict_);
   ZSTD_freeDDict(ddict_);
 }
 
 size_t ZstdCodec::compress(ZstdCompressor& c, const uint8_t* src, size_t n, uint8_t* dst,
                            size_t cap) const {
-  size_t r = cdict_ ? ZSTD_compress_usingCDict(c.get(), dst, cap, src, n, cdict_)
-                    : ZSTD_compressCCtx(c.get(), dst, cap, src, n, level_);
+  if (!c.configured_) {
+    // Sticky parameters, then compress2: the same path as bagz, so the
+    // frames are byte-identical to what bagz writes, dictionary or not.
+    size_t r = ZSTD_CCtx_setParameter(c.get(), ZSTD_c_compressionLevel, level_);
+    if (!ZSTD_isError(r) && !dictionary_.empty())
+      r = ZSTD_CCtx_loadDictionary(c.get(), dictionary_.data(), dictionary_.size());
+    if (ZSTD_isError(r)) fail(A2PACK_E_INVALID_ARGUMENT, "zstd setup failed: {}", ZSTD_getErrorName(r));
+    c.configured_ = true;
+  }
+  size_t r = ZSTD_compress2(c.get(), dst, cap, src, n);
   if (ZSTD_isError(r)) fail(A2PACK_E_INTERNAL, "zstd compression failed: {}", ZSTD_getErrorName(r));
   return r;
 }

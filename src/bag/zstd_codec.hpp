@@ -1,7 +1,9 @@
 // Per-record zstd as bagz writes it: one frame per non-empty record, with the
 // content size in the frame header and no checksum (zstd's defaults, which is
-// what bagz's frames carry: header byte 0x20 / 0x60..). A dictionary, when
-// given, is digested once (CDict/DDict) and shared by every thread.
+// what bagz's frames carry). Compression goes through the same zstd calls as
+// bagz (sticky level + dictionary, ZSTD_compress2), so the bytes match bagz's
+// byte for byte. A dictionary is loaded once per compression context and
+// digested once (DDict) for all decompressing threads.
 #pragma once
 
 #include <zstd.h>
@@ -21,11 +23,15 @@ class ZstdCompressor {
   ~ZstdCompressor();
   ZstdCompressor(const ZstdCompressor&) = delete;
   ZstdCompressor& operator=(const ZstdCompressor&) = delete;
-  ZstdCompressor(ZstdCompressor&& o) noexcept : ctx_(o.ctx_) { o.ctx_ = nullptr; }
+  ZstdCompressor(ZstdCompressor&& o) noexcept : ctx_(o.ctx_), configured_(o.configured_) {
+    o.ctx_ = nullptr;
+  }
   ZSTD_CCtx* get() const { return ctx_; }
 
  private:
+  friend class ZstdCodec;
   ZSTD_CCtx* ctx_;
+  bool configured_ = false;  // level and dictionary set (by the one codec using it)
 };
 
 class ZstdCodec {
@@ -52,7 +58,7 @@ class ZstdCodec {
 
  private:
   int level_;
-  ZSTD_CDict* cdict_ = nullptr;
+  std::string dictionary_;
   ZSTD_DDict* ddict_ = nullptr;
 };
 

@@ -31,7 +31,7 @@ namespace {
 // payloads plus their rows, whatever the dataset's size.
 constexpr size_t kChunkRuns = 256;
 
-std::atomic<uint64_t> g_old_counter{0};
+std::atomic<uint64_t> g_old_counter{0};  // names of temporary sibling folders
 
 bool path_exists(const std::string& p) {
   struct stat st;
@@ -348,8 +348,14 @@ BuildResult build(const RunSource& src, const std::string& out_dir, const BuildO
            out);
   }
   clean_stale_temps(out);
-  std::string tmp = fmt::format("{}.tmp-{}-XXXXXX", out, ::getpid());
-  if (!::mkdtemp(tmp.data())) fail_errno("create folder", tmp, errno);
+  // mkdir rather than mkdtemp: the folder becomes the dataset, so it gets the
+  // usual permissions (0777 less the umask), not mkdtemp's 0700.
+  std::string tmp;
+  for (;;) {
+    tmp = fmt::format("{}.tmp-{}-{}", out, ::getpid(), g_old_counter.fetch_add(1));
+    if (::mkdir(tmp.c_str(), 0777) == 0) break;
+    if (errno != EEXIST) fail_errno("create folder", tmp, errno);
+  }
   try {
     BuildResult r;
     StreamResult res;

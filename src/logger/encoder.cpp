@@ -4,6 +4,10 @@
 #include <cmath>
 #include <cstring>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 #include "base/error.hpp"
 #include "base/varint.hpp"
 
@@ -31,63 +35,36 @@ bool good_scale(double s) { return std::isnormal(s) && s > 0; }
        sid, i, cur, i - 1, prev);
 }
 
-// Branch-free varint store: the byte count comes from the bit length and the
-// 7-bit groups are spread into bytes with three shift-and-mask steps, then 8
-// bytes are stored at once (callers reserve kEncodeSlack spare bytes). Varint
-// lengths vary from value to value, so the usual byte loop mispredicts its
-// exit branch about once per value; this costs a dozen ALU ops instead.
-// Values of 2^56 and more (rare) take the loop.
-inline uint8_t* put(uint8_t* p, uint64_t v) {
-  if (v >= (uint64_t{1} << 56)) [[unlikely]]
-    return varint::write(p, v);
-  unsigned bits = 64u - static_cast<unsigned>(__builtin_clzll(v | 1));
-  unsigned len = (bits * 9 + 64) / 64;  // ceil(bits / 7) for bits in 1..64
-  uint64_t x = v;
-  x = (x & 0x000000000FFFFFFFull) | ((x & 0x00FFFFFFF0000000ull) << 4);
-  x = (x & 0x00003FFF00003FFFull) | ((x & 0x0FFFC0000FFFC000ull) << 2);
-  x = (x & 0x007F007F007F007Full) | ((x & 0x3F803F803F803F80ull) << 1);
-  x |= 0x8080808080808080ull & ((uint64_t{1} << (8 * (len - 1))) - 1);
-  std::memcpy(p, &x, 8);
-  return p + len;
-}
+// encode_body: two builds of the same code (encode_body.inc), a portable one
+// and one using BMI2's pdep to spread varint groups, chosen once at start-up.
+namespace generic {
+#include "logger/encode_body.inc"
+}  // namespace generic
+#if defined(__x86_64__)
+#pragma GCC push_options
+#pragma GCC target("bmi,bmi2,lzcnt")
+#define A2PACK_LOGGER_PDEP 1
+namespace fast {
+#include "logger/encode_body.inc"
+}  // namespace fast
+#undef A2PACK_LOGGER_PDEP
+#pragma GCC pop_options
+#endif
 
-// Indices then values. Returns nullptr (having written garbage) when the
-// indices are not strictly increasing or a value does not quantise; the
-// caller then finds and reports the exact problem (or sorts).
-inline uint8_t* encode_body(uint8_t* p, double value_scale, const uint32_t* idx,
-                            const double* val, size_t n) {
-  p = put(p, n);
-  if (n == 0) return p;
-  p = put(p, idx[0]);
-  uint32_t bad = 0;
-  for (size_t i = 1; i < n; ++i) {
-    bad |= idx[i] <= idx[i - 1];
-    p = put(p, static_cast<uint32_t>(idx[i] - idx[i - 1] - 1));
-  }
-  if (bad) [[unlikely]]
-    return nullptr;
-  // Values in blocks: quantise (a loop the compiler can keep branch-free),
-  // then store the varints.
-  constexpr size_t kBlock = 64;
-  uint64_t zz[kBlock];
-  for (size_t b = 0; b < n; b += kBlock) {
-    size_t m = n - b < kBlock ? n - b : kBlock;
-    bool ok = true;
-    for (size_t k = 0; k < m; ++k) {
-      double r = val[b + k] / value_scale;
-      bool in = r >= -9223372036854775808.0 && r < 9223372036854775808.0;  // false for NaN
-      ok &= in;
-      double t = (r + 6755399441055744.0) - 6755399441055744.0;  // round half even below 2^52
-      double rr = std::fabs(r) < 4503599627370496.0 ? t : r;
-      int64_t q = static_cast<int64_t>(in ? rr : 0.0);
-      zz[k] = varint::zigzag_encode(q);
-    }
-    if (!ok) [[unlikely]]
-      return nullptr;
-    for (size_t k = 0; k < m; ++k) p = put(p, zz[k]);
-  }
-  return p;
+using BodyFn = uint8_t* (*)(uint8_t*, double, const uint32_t*, const double*, size_t);
+
+BodyFn pick_body() {
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  // pdep is microcoded (slow) on AMD before Zen 3.
+  if (__builtin_cpu_supports("bmi2") && !__builtin_cpu_is("znver1") &&
+      !__builtin_cpu_is("znver2") && !__builtin_cpu_is("amdfam15h") &&
+      !__builtin_cpu_is("amdfam17h"))
+    return fast::encode_body;
+#endif
+  return generic::encode_body;
 }
+const BodyFn encode_body = pick_body();
 
 // The exact problem of a record encode_body refused (indices checked first).
 [[noreturn]] void explain(uint32_t sid, double value_scale, const uint32_t* idx,
@@ -126,11 +103,11 @@ uint8_t* encode_record(uint8_t* p, uint32_t sid, const StreamInfo& s, double epo
          "stream {}: epoch {} does not fit in int64 ticks of epoch_scale {}", sid, epoch,
          s.epoch_scale);
   }
-  p = put(p, sid);
+  p = generic::put(p, sid);
   // Wrapping difference: the decoder adds it back with the same wrap, so even
   // ticks at opposite ends of int64 round-trip exactly.
   uint64_t delta = static_cast<uint64_t>(t) - static_cast<uint64_t>(base_tick);
-  p = put(p, varint::zigzag_encode(static_cast<int64_t>(delta)));
+  p = generic::put(p, varint::zigzag_encode(static_cast<int64_t>(delta)));
   uint8_t* end = encode_body(p, s.value_scale, indices, values, n);
   if (!end) [[unlikely]] {
     bool unordered = false;
