@@ -50,8 +50,7 @@ ZstdCodec::~ZstdCodec() {
 size_t ZstdCodec::compress(ZstdCompressor& c, const uint8_t* src, size_t n, uint8_t* dst,
                            size_t cap) const {
   if (!c.configured_) {
-    // Sticky parameters, then compress2: the same path as bagz, so the
-    // frames are byte-identical to what bagz writes, dictionary or not.
+    // Sticky parameters: the dictionary is digested once per context.
     size_t r = ZSTD_CCtx_setParameter(c.get(), ZSTD_c_compressionLevel, level_);
     if (!ZSTD_isError(r) && !dictionary_.empty())
       r = ZSTD_CCtx_loadDictionary(c.get(), dictionary_.data(), dictionary_.size());
