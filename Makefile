@@ -8,8 +8,14 @@ PYTHON ?= python3
 JOBS ?= $(shell nproc)
 STAMPS := .stamps
 export CCACHE_NOHASHDIR := 1
+# The wheel build (pip) and build/ compile the same sources with the same
+# flags; ccache makes the second one nearly free.
+ifneq ($(shell command -v ccache 2>/dev/null),)
+export CMAKE_CXX_COMPILER_LAUNCHER := ccache
+export CMAKE_C_COMPILER_LAUNCHER := ccache
+endif
 
-APT_PACKAGES := cmake ninja-build g++ pkg-config libzstd-dev libsqlite3-dev libfmt-dev \
+APT_PACKAGES := cmake ninja-build g++ pkg-config ccache libzstd-dev libsqlite3-dev libfmt-dev \
   nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev
 PIP_PACKAGES := cffi numpy pytest scikit-build-core pyarrow bagz
 
@@ -40,8 +46,7 @@ $(STAMPS)/pip: Makefile
 
 # ---------------------------------------------------------------- build
 $(BUILD)/build.ninja: CMakeLists.txt | setup
-	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release \
-	  $$(command -v ccache >/dev/null && echo -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release
 
 build: setup $(BUILD)/build.ninja
 	cmake --build $(BUILD) -j $(JOBS)
