@@ -6,7 +6,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 export A2PACK=${A2PACK:-$here/../build/a2pack}
 export PYTHON=${PYTHON:-python3}
-export DEMO_DIR=${DEMO_DIR:-$here/../demo-out}
+export DEMO_DIR=${DEMO_DIR:-$(cd "$here/.." && pwd)/demo-out}
 rm -rf "$DEMO_DIR"
 mkdir -p "$DEMO_DIR"
 for step in "$here"/demo.d/*.sh; do
