@@ -66,7 +66,7 @@ test: build python
 	$(MAKE) --no-print-directory test-python
 
 test-python: python
-	cd tests/python && $(PYTHON) -m pytest -q -p no:cacheprovider .
+	cd tests/python && A2PACK_CLI=$(CURDIR)/$(BUILD)/a2pack $(PYTHON) -m pytest -q -p no:cacheprovider .
 
 # ---------------------------------------------------------------- demo
 demo: build python

@@ -327,8 +327,328 @@ A2PACK_API a2pack_status a2pack_gen_dir(const a2pack_gen_options *opts, const ch
                                         a2pack_progress_fn progress, void *progress_user);
 
 /* ======================================================================
- * Section: pack
+ * Section: pack — A2PACK packfiles (FORMATS.md §4): many runs in one
+ * read-only file with an index, for O(1) random access and fast scans.
+ *
+ * A pack handle (reader) is thread-safe: every function taking an
+ * a2pack_pack* may be called from several threads at once. Writers and
+ * iterators are not: use one from one thread at a time.
+ * Entry indices are uint64_t; an index >= a2pack_pack_len() fails with
+ * A2PACK_E_OUT_OF_RANGE. Errors name the pack path and the entry.
  * ====================================================================== */
+
+typedef struct a2pack_pack a2pack_pack;
+
+typedef struct a2pack_pack_options {
+  size_t size;         /* sizeof(a2pack_pack_options) */
+  int32_t use_mmap;    /* 1 (default): memory-map the file; 0: positional reads (pread) */
+  int32_t verify_crc;  /* 1 (default): entry reads check the entry's stored CRC32C */
+} a2pack_pack_options;
+
+A2PACK_API void a2pack_pack_options_init(a2pack_pack_options *opts);
+
+/* Open a pack. Checks the header, footer and index CRCs, every entry's
+ * bounds, data_end and the stats block, in O(count), without touching any
+ * payload. Rejections: A2PACK_E_CORRUPT (short file, bad magic, entry outside
+ * the data region, bad data_end, bad stats block, non-zero padding),
+ * A2PACK_E_CHECKSUM (header, index or footer CRC), A2PACK_E_UNSUPPORTED
+ * (version or header flags). `opts` may be NULL. Close with a2pack_pack_close. */
+A2PACK_API a2pack_status a2pack_pack_open(const char *path, const a2pack_pack_options *opts,
+                                          a2pack_pack **out);
+
+/* Release a pack. Accepts NULL. Iterators opened from it stay usable. */
+A2PACK_API void a2pack_pack_close(a2pack_pack *pack);
+
+/* Number of entries (0 for NULL). */
+A2PACK_API uint64_t a2pack_pack_len(const a2pack_pack *pack);
+
+/* Flags of the read calls below. */
+enum a2pack_pack_read_flags {
+  /* Skip the entry CRC check for this call (trusted sequential scans). */
+  A2PACK_PACK_NO_VERIFY = 1
+};
+
+/* Index entry `flags`: how the payload is stored. */
+enum a2pack_pack_entry_flags {
+  A2PACK_PACK_ENTRY_STORED = 0, /* the run file's bytes verbatim */
+  A2PACK_PACK_ENTRY_ZSTD = 1    /* one zstd frame of the run file's bytes */
+};
+
+typedef struct a2pack_pack_entry {
+  size_t size;          /* sizeof(a2pack_pack_entry), set by the caller */
+  uint64_t offset;      /* absolute file offset of the stored bytes */
+  uint32_t length;      /* stored bytes */
+  uint16_t kind;        /* 1 = v1, 2 = v2, as the index says */
+  uint16_t flags;       /* a2pack_pack_entry_flags */
+  uint32_t crc32c;      /* CRC32C of the stored bytes, 0 = none */
+  uint32_t raw_length;  /* bytes of the run file (after decompression) */
+} a2pack_pack_entry;
+
+/* Index entry i, as stored (no payload is read). */
+A2PACK_API a2pack_status a2pack_pack_entry_info(const a2pack_pack *pack, uint64_t i,
+                                                a2pack_pack_entry *out);
+
+/* Run format of entry i by the index: A2PACK_RUN_V1 or A2PACK_RUN_V2
+ * (A2PACK_E_UNSUPPORTED for any other kind value). */
+A2PACK_API a2pack_status a2pack_pack_kind(const a2pack_pack *pack, uint64_t i,
+                                          a2pack_run_kind *out);
+
+/* Zero-copy view of entry i's stored bytes (for A2PACK_PACK_ENTRY_ZSTD
+ * entries, the compressed frame). The CRC is checked unless verification is
+ * off. `*data` is a view valid until the pack is closed. Needs a mapped pack:
+ * A2PACK_E_UNSUPPORTED when opened with use_mmap = 0. */
+A2PACK_API a2pack_status a2pack_pack_get_slice(const a2pack_pack *pack, uint64_t i, uint32_t flags,
+                                               const uint8_t **data, size_t *len);
+
+/* Entry i's run-file bytes exactly as they were packed (decompressed, CRC
+ * checked unless verification is off, kind checked against the index).
+ * `*out_data` is owned: release with a2pack_free. Works in both open modes. */
+A2PACK_API a2pack_status a2pack_pack_read(const a2pack_pack *pack, uint64_t i, uint32_t flags,
+                                          uint8_t **out_data, size_t *out_len);
+
+/* Decode entry i (v1 upgraded to v2). `*out` is owned: a2pack_run_close. A
+ * corrupt entry fails alone: every other entry still decodes. */
+A2PACK_API a2pack_status a2pack_pack_decode(const a2pack_pack *pack, uint64_t i, uint32_t flags,
+                                            a2pack_run **out);
+
+/* Decode entries indices[0..n) in parallel on up to `workers` threads for
+ * this call only (0 = all cores) into out_runs[0..n) (caller's array; each
+ * run owned, release with a2pack_run_close). On failure every out_runs[k] is
+ * NULL. */
+A2PACK_API a2pack_status a2pack_pack_decode_runs(const a2pack_pack *pack, const uint64_t *indices,
+                                                 size_t n, uint32_t workers, uint32_t flags,
+                                                 a2pack_run **out_runs);
+
+/* Decode entries indices[0..n) in parallel (workers as above) into one
+ * columnar batch, run r of the batch being entry indices[r]. `*out` is owned:
+ * a2pack_run_batch_close. Errors name the entry. */
+A2PACK_API a2pack_status a2pack_pack_decode_batch(const a2pack_pack *pack,
+                                                  const uint64_t *indices, size_t n,
+                                                  uint32_t workers, uint32_t flags,
+                                                  a2pack_run_batch **out);
+
+/* The order of an epoch over all entries: 0..len-1, or with `shuffle` a
+ * permutation that depends only on (len, seed) (SplitMix64 Fisher-Yates),
+ * never on threads or platform. `out` has room for a2pack_pack_len entries. */
+A2PACK_API a2pack_status a2pack_pack_permutation(const a2pack_pack *pack, int32_t shuffle,
+                                                 uint64_t seed, uint64_t *out, size_t out_len);
+
+/* ---- batch iterator: an epoch in batches of columnar runs ------------- */
+typedef struct a2pack_pack_iter a2pack_pack_iter;
+
+typedef struct a2pack_pack_iter_options {
+  size_t size;          /* sizeof(a2pack_pack_iter_options) */
+  uint64_t batch_size;  /* runs per batch, default 256 (the last may be short) */
+  int32_t shuffle;      /* 0 (default): pack order; 1: a2pack_pack_permutation(seed) */
+  uint64_t seed;        /* default 0 */
+  uint32_t workers;     /* decode threads per batch, 0 (default) = all cores */
+  uint32_t flags;       /* a2pack_pack_read_flags */
+} a2pack_pack_iter_options;
+
+A2PACK_API void a2pack_pack_iter_options_init(a2pack_pack_iter_options *opts);
+
+/* Start an epoch. The batches (which entries, in which order) depend only on
+ * the pack, batch_size, shuffle and seed. The iterator keeps the pack's file
+ * open. `opts` may be NULL. */
+A2PACK_API a2pack_status a2pack_pack_iter_open(a2pack_pack *pack,
+                                               const a2pack_pack_iter_options *opts,
+                                               a2pack_pack_iter **out);
+
+/* The next batch: `*out` (owned, a2pack_run_batch_close) and, when
+ * `indices`/`n` are not NULL, the entry indices of its runs (a view valid
+ * until the iterator is closed). At the end: A2PACK_OK with *out NULL, *n 0.
+ * A batch that fails (a corrupt entry) is not skipped: the error names the
+ * entry and the next call tries the same batch again. */
+A2PACK_API a2pack_status a2pack_pack_iter_next(a2pack_pack_iter *it, a2pack_run_batch **out,
+                                               const uint64_t **indices, size_t *n);
+
+/* Release an iterator. Accepts NULL. */
+A2PACK_API void a2pack_pack_iter_close(a2pack_pack_iter *it);
+
+/* ---- statistics ---------------------------------------------------------- */
+typedef struct a2pack_pack_stats {
+  size_t size;           /* sizeof(a2pack_pack_stats), set by the caller */
+  uint64_t count;
+  uint64_t total_steps;  /* run lengths are the runs' meta.steps */
+  uint32_t min_len;
+  uint32_t max_len;
+  double mean_len;
+  uint32_t p50;          /* element round(q * (n - 1)) of the sorted lengths */
+  uint32_t p90;
+  uint32_t p99;
+  int32_t from_block;    /* 1: read from the pack's stats block; 0: computed */
+} a2pack_pack_stats;
+
+/* The pack's stats block when it has one; otherwise computed once from the
+ * runs' headers in parallel (workers: 0 = all cores) and cached. */
+A2PACK_API a2pack_status a2pack_pack_stats_get(a2pack_pack *pack, uint32_t workers,
+                                               a2pack_pack_stats *out);
+
+typedef struct a2pack_pack_histograms {
+  size_t size;                    /* sizeof(a2pack_pack_histograms), set by the caller */
+  size_t n_tiles;
+  const uint32_t *tile_values;    /* ascending meta.highest_tile values */
+  const uint64_t *tile_counts;
+  size_t n_engines;               /* distinct engine strings ("none" first, then by bytes) */
+  const uint8_t *engine_present;  /* 0: runs that store no engine string */
+  const uint64_t *engine_offsets; /* n_engines + 1, into engine_bytes */
+  const char *engine_bytes;       /* UTF-8, not NUL-terminated */
+  const uint64_t *engine_counts;
+} a2pack_pack_histograms;
+
+/* Highest-tile and engine-string histograms, computed once from the runs'
+ * headers in parallel and cached. All arrays are views valid until the pack
+ * is closed. */
+A2PACK_API a2pack_status a2pack_pack_histograms_get(a2pack_pack *pack, uint32_t workers,
+                                                    a2pack_pack_histograms *out);
+
+/* Validate. full = 0: the open-time checks plus a CRC check and decode of up
+ * to 16 entries spread over the pack. full = 1: every entry's CRC and full
+ * decode, the stats block against the runs, all padding zero, no overlapping
+ * entries, and the data CRC when one is stored. The error message lists the
+ * failing entries (up to 10); the status is the first one's. `progress` may
+ * be NULL. */
+A2PACK_API a2pack_status a2pack_pack_validate(a2pack_pack *pack, int32_t full, uint32_t workers,
+                                              a2pack_progress_fn progress, void *progress_user);
+
+/* JSONL export modes (FORMATS.md §4, upstream's schemas). */
+typedef enum a2pack_pack_jsonl_mode {
+  A2PACK_PACK_JSONL_RUNS = 0,  /* one line per run */
+  A2PACK_PACK_JSONL_STEPS = 1  /* one line per step */
+} a2pack_pack_jsonl_mode;
+
+/* Write every entry as JSONL to `path` (atomically), decoded and serialised
+ * in parallel (workers: 0 = all cores) and written in pack order: the bytes
+ * are the same for any worker count. `out_bytes` (may be NULL) receives the
+ * size written. `flags`: a2pack_pack_read_flags. */
+A2PACK_API a2pack_status a2pack_pack_to_jsonl(a2pack_pack *pack, const char *path,
+                                              a2pack_pack_jsonl_mode mode, uint32_t workers,
+                                              uint32_t flags, a2pack_progress_fn progress,
+                                              void *progress_user, uint64_t *out_bytes);
+
+/* ---- building packs ------------------------------------------------------ */
+typedef struct a2pack_pack_writer a2pack_pack_writer;
+
+typedef enum a2pack_pack_compression {
+  A2PACK_PACK_COMPRESS_NONE = 0,
+  A2PACK_PACK_COMPRESS_ZSTD = 1  /* per entry; an entry zstd does not shrink is stored */
+} a2pack_pack_compression;
+
+/* Told about each bad input that skip_bad skips: its path, the error status
+ * and message. Called from the thread that called the library. */
+typedef void (*a2pack_pack_bad_input_fn)(void *user, const char *path, a2pack_status status,
+                                         const char *message);
+
+typedef struct a2pack_pack_writer_options {
+  size_t size;                  /* sizeof(a2pack_pack_writer_options) */
+  uint32_t align;               /* payload alignment, power of two 1..1048576; default 4096 */
+  int32_t entry_crc;            /* store each payload's CRC32C; default 1 */
+  a2pack_pack_compression compression; /* default A2PACK_PACK_COMPRESS_NONE */
+  int32_t zstd_level;           /* default 3 */
+  uint64_t expected_count;      /* entries to come, 0 (default) = unknown: payloads
+                                   are then staged in a temporary file and copied
+                                   once at finish. A known count writes them in
+                                   place; adding more than it fails. */
+  uint32_t workers;             /* threads of add_files / a2pack_pack_dir, 0 = all cores */
+  int32_t skip_bad;             /* add_files / pack_dir: skip unreadable or corrupt runs
+                                   (counted, reported to on_bad_input) instead of failing */
+  a2pack_pack_bad_input_fn on_bad_input; /* may be NULL */
+  void *on_bad_input_user;
+} a2pack_pack_writer_options;
+
+A2PACK_API void a2pack_pack_writer_options_init(a2pack_pack_writer_options *opts);
+
+typedef struct a2pack_pack_build_summary {
+  size_t size;                  /* sizeof(a2pack_pack_build_summary), set by the caller */
+  uint64_t entries;             /* runs in the pack */
+  uint64_t skipped;             /* bad inputs skipped */
+  uint64_t input_bytes;         /* run-file bytes of the entries */
+  uint64_t stored_bytes;        /* payload bytes stored (after compression) */
+  uint64_t compressed_entries;  /* entries stored as zstd */
+  uint64_t file_bytes;          /* size of the pack file */
+} a2pack_pack_build_summary;
+
+/* Start a pack at `path`. Nothing appears under that name before
+ * a2pack_pack_writer_finish succeeds. `opts` may be NULL. */
+A2PACK_API a2pack_status a2pack_pack_writer_open(const char *path,
+                                                 const a2pack_pack_writer_options *opts,
+                                                 a2pack_pack_writer **out);
+
+/* Append one run file's bytes (v1 or v2), fully decoded first: invalid bytes
+ * fail (the writer stays usable) and nothing is added. */
+A2PACK_API a2pack_status a2pack_pack_writer_add(a2pack_pack_writer *w, const uint8_t *data,
+                                                size_t len);
+
+/* Append a run file read from `path`. */
+A2PACK_API a2pack_status a2pack_pack_writer_add_file(a2pack_pack_writer *w, const char *path);
+
+/* Append run files read, checked and compressed in parallel (options.workers)
+ * and appended in the given order. A bad file stops the call with an error
+ * naming it (entries before it stay added) unless options.skip_bad. */
+A2PACK_API a2pack_status a2pack_pack_writer_add_files(a2pack_pack_writer *w,
+                                                      const char *const *paths, size_t n,
+                                                      a2pack_progress_fn progress,
+                                                      void *progress_user);
+
+/* Entries added so far. */
+A2PACK_API uint64_t a2pack_pack_writer_count(const a2pack_pack_writer *w);
+
+/* Write the index, stats block and footer and move the pack into place.
+ * `out` may be NULL. Later calls other than close fail with A2PACK_E_CLOSED. */
+A2PACK_API a2pack_status a2pack_pack_writer_finish(a2pack_pack_writer *w,
+                                                   a2pack_pack_build_summary *out);
+
+/* Release a writer; an unfinished pack is abandoned (no file is left). */
+A2PACK_API void a2pack_pack_writer_close(a2pack_pack_writer *w);
+
+/* Pack every *.a2run2 file under `input_dir` (recursively, in path order)
+ * into `output`. A2PACK_E_NOT_FOUND when there are none. Uses options'
+ * align, entry_crc, compression, zstd_level, workers, skip_bad and
+ * on_bad_input (expected_count is the number of files). `progress` counts
+ * files; `out` may be NULL. */
+A2PACK_API a2pack_status a2pack_pack_dir(const char *input_dir, const char *output,
+                                         const a2pack_pack_writer_options *opts,
+                                         a2pack_progress_fn progress, void *progress_user,
+                                         a2pack_pack_build_summary *out);
+
+typedef struct a2pack_pack_api {
+  size_t size;
+  void (*options_init)(a2pack_pack_options *);
+  a2pack_status (*open)(const char *, const a2pack_pack_options *, a2pack_pack **);
+  void (*close)(a2pack_pack *);
+  uint64_t (*len)(const a2pack_pack *);
+  a2pack_status (*entry_info)(const a2pack_pack *, uint64_t, a2pack_pack_entry *);
+  a2pack_status (*kind)(const a2pack_pack *, uint64_t, a2pack_run_kind *);
+  a2pack_status (*get_slice)(const a2pack_pack *, uint64_t, uint32_t, const uint8_t **, size_t *);
+  a2pack_status (*read)(const a2pack_pack *, uint64_t, uint32_t, uint8_t **, size_t *);
+  a2pack_status (*decode)(const a2pack_pack *, uint64_t, uint32_t, a2pack_run **);
+  a2pack_status (*decode_runs)(const a2pack_pack *, const uint64_t *, size_t, uint32_t, uint32_t,
+                               a2pack_run **);
+  a2pack_status (*decode_batch)(const a2pack_pack *, const uint64_t *, size_t, uint32_t, uint32_t,
+                                a2pack_run_batch **);
+  a2pack_status (*permutation)(const a2pack_pack *, int32_t, uint64_t, uint64_t *, size_t);
+  void (*iter_options_init)(a2pack_pack_iter_options *);
+  a2pack_status (*iter_open)(a2pack_pack *, const a2pack_pack_iter_options *, a2pack_pack_iter **);
+  a2pack_status (*iter_next)(a2pack_pack_iter *, a2pack_run_batch **, const uint64_t **, size_t *);
+  void (*iter_close)(a2pack_pack_iter *);
+  a2pack_status (*stats_get)(a2pack_pack *, uint32_t, a2pack_pack_stats *);
+  a2pack_status (*histograms_get)(a2pack_pack *, uint32_t, a2pack_pack_histograms *);
+  a2pack_status (*validate)(a2pack_pack *, int32_t, uint32_t, a2pack_progress_fn, void *);
+  a2pack_status (*to_jsonl)(a2pack_pack *, const char *, a2pack_pack_jsonl_mode, uint32_t,
+                            uint32_t, a2pack_progress_fn, void *, uint64_t *);
+  void (*writer_options_init)(a2pack_pack_writer_options *);
+  a2pack_status (*writer_open)(const char *, const a2pack_pack_writer_options *,
+                               a2pack_pack_writer **);
+  a2pack_status (*writer_add)(a2pack_pack_writer *, const uint8_t *, size_t);
+  a2pack_status (*writer_add_file)(a2pack_pack_writer *, const char *);
+  a2pack_status (*writer_add_files)(a2pack_pack_writer *, const char *const *, size_t,
+                                    a2pack_progress_fn, void *);
+  uint64_t (*writer_count)(const a2pack_pack_writer *);
+  a2pack_status (*writer_finish)(a2pack_pack_writer *, a2pack_pack_build_summary *);
+  void (*writer_close)(a2pack_pack_writer *);
+  a2pack_status (*dir)(const char *, const char *, const a2pack_pack_writer_options *,
+                       a2pack_progress_fn, void *, a2pack_pack_build_summary *);
+} a2pack_pack_api;
 /* (end of section pack) */
 
 /* ======================================================================

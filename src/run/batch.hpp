@@ -7,17 +7,19 @@
 #include <string>
 #include <vector>
 
+#include "base/uninit_vector.hpp"
 #include "run/codec.hpp"
 
 namespace a2pack::run {
 
 struct Batch {
   std::vector<uint64_t> step_offsets{0};  // n_runs + 1
-  std::vector<uint64_t> boards;
-  std::vector<uint8_t> moves;
-  std::vector<float> values;
-  std::vector<uint8_t> legal;
-  std::vector<uint8_t> present;
+  // Step columns: every element is written by the decoder.
+  uninit_vector<uint64_t> boards;
+  uninit_vector<uint8_t> moves;
+  uninit_vector<float> values;
+  uninit_vector<uint8_t> legal;
+  uninit_vector<uint8_t> present;
   std::vector<uint64_t> final_boards;
   std::vector<uint32_t> meta_steps;
   std::vector<uint64_t> start_unix_s;

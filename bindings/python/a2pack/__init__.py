@@ -26,6 +26,7 @@ from .run import RunV2, RunBatch, decode_batch, detect_kind
 from .gen import GenOptions, generate_run, generate_dir
 
 # capability: pack
+from .pack import PackReader, PackWriter, PackStats, PackEntry, PackBuildSummary, pack_dir
 # capability: dataset
 # capability: bag (the sackli-compatible API is the submodule a2pack.bag)
 # capability: logger

@@ -1,0 +1,238 @@
+// Packfile benchmarks (issue 3):
+//  - open + validate of a 100 000-entry pack (open checks all CRCs of the
+//    header, index and footer and every entry's bounds; validate quick adds
+//    16 sampled entries);
+//  - decode_batch of 256 random runs at 1 and 2 workers, against the
+//    baseline run::decode_batch of the same payloads already in memory;
+//  - full JSONL export in both modes at 1 and 2 workers.
+// Runs are copies of the upstream fixture (a real v2 run with branches)
+// when it is present, synthetic runs of the same shape otherwise.
+#include <benchmark/benchmark.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "base/file_io.hpp"
+#include "pack/jsonl.hpp"
+#include "pack/reader.hpp"
+#include "pack/writer.hpp"
+#include "run/batch.hpp"
+#include "run/codec.hpp"
+
+namespace fs = std::filesystem;
+using namespace a2pack;
+
+namespace {
+
+std::string fixture_path() {
+  const char* env = std::getenv("A2PACK_FIXTURE");
+  return env && *env ? env : A2PACK_FIXTURE_DEFAULT;
+}
+
+// A run shaped like real expectimax output: ~1000 steps, all with branches.
+std::string synthetic_run(uint64_t seed, size_t n) {
+  run::Run r;
+  std::mt19937_64 rng(seed);
+  r.meta.steps = static_cast<uint32_t>(n);
+  r.meta.highest_tile = 2048;
+  r.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    r.boards[i] = (rng() >> 8) | (1ull << 56);
+    r.moves[i] = static_cast<uint8_t>(rng() % 4);
+    r.present[i] = 1;
+    r.legal[i] = 0xF;
+    for (int k = 0; k < 4; ++k) r.values[4 * i + k] = static_cast<float>(rng() % 1000) / 1000.0f;
+  }
+  return run::encode_v2(r);
+}
+
+struct Data {
+  std::string dir;
+  std::string big;     // 100 000 small entries
+  std::string runs;    // 1024 realistic runs
+  std::vector<std::string> payloads;
+  uint64_t payload_bytes = 0;
+
+  Data() {
+    // Files live in memory (/dev/shm) when possible so the figures are the
+    // library's, not the disk's; A2PACK_BENCH_DIR picks another place.
+    const char* env = std::getenv("A2PACK_BENCH_DIR");
+    std::string base = env && *env ? env : ::access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp";
+    std::string tmpl = base + "/a2pack-bench-pack-XXXXXX";
+    if (!::mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp failed in " + base);
+    dir = tmpl;
+    std::string fx;
+    if (fs::exists(fixture_path())) {
+      auto b = read_file(fixture_path());
+      fx.assign(b.begin(), b.end());
+    }
+    for (int i = 0; i < 1024; ++i) {
+      payloads.push_back(fx.empty() ? synthetic_run(i, 960) : fx);
+      payload_bytes += payloads.back().size();
+    }
+    runs = dir + "/runs.a2pack";
+    {
+      pack::WriterOptions o;
+      o.expected_count = payloads.size();
+      pack::Writer w(runs, o);
+      for (auto& p : payloads) w.add(reinterpret_cast<const uint8_t*>(p.data()), p.size());
+      w.finish();
+    }
+    big = dir + "/big.a2pack";
+    {
+      pack::WriterOptions o;
+      o.expected_count = 100000;
+      o.align = 64;  // open reads only the index; keep the file small
+      pack::Writer w(big, o);
+      std::string small = synthetic_run(7, 8);
+      pack::Prepared p = pack::prepare(reinterpret_cast<const uint8_t*>(small.data()), small.size(), o);
+      for (int i = 0; i < 100000; ++i) w.append(p);
+      w.finish();
+    }
+  }
+  ~Data() { fs::remove_all(dir); }
+};
+
+Data& data() {
+  static Data d;
+  return d;
+}
+
+std::vector<uint64_t> random_indices(size_t n, uint64_t count, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<uint64_t> idx(n);
+  for (auto& i : idx) i = rng() % count;
+  return idx;
+}
+
+void BM_OpenValidate100k(benchmark::State& state) {
+  Data& d = data();
+  for (auto _ : state) {
+    pack::Reader r(d.big);
+    r.validate(false, 1, {});
+    benchmark::DoNotOptimize(r.size());
+  }
+  state.counters["entries"] = 100000;
+}
+BENCHMARK(BM_OpenValidate100k)->Unit(benchmark::kMillisecond);
+
+void BM_PackDecodeBatch256(benchmark::State& state) {
+  Data& d = data();
+  pack::Reader r(d.runs);
+  const uint32_t workers = static_cast<uint32_t>(state.range(0));
+  const bool verify = state.range(1) != 0;
+  uint64_t seed = 1, bytes = 0, steps = 0;
+  for (auto _ : state) {
+    auto idx = random_indices(256, r.size(), seed++);
+    run::Batch b = r.decode_batch(idx.data(), idx.size(), workers, verify);
+    for (uint64_t i : idx) bytes += r.entry(i).length;
+    steps += b.n_steps();
+    benchmark::DoNotOptimize(b.boards.data());
+  }
+  state.counters["payload_MB/s"] =
+      benchmark::Counter(static_cast<double>(bytes) / 1e6, benchmark::Counter::kIsRate);
+  state.counters["Msteps/s"] =
+      benchmark::Counter(static_cast<double>(steps) / 1e6, benchmark::Counter::kIsRate);
+}
+// CPU time is the whole process's (all worker threads): payload bytes / CPU
+// time is the per-core rate even on a loaded machine.
+BENCHMARK(BM_PackDecodeBatch256)
+    ->ArgNames({"workers", "crc"})
+    ->Args({1, 1})
+    ->Args({2, 1})
+    ->Args({1, 0})
+    ->Args({2, 0})
+    ->Unit(benchmark::kMillisecond)
+    ->MeasureProcessCPUTime()
+    ->UseRealTime();
+
+// Baseline: the run layer's batch decode of the same payloads in memory (no
+// pack, no CRC check).
+void BM_BaselineRunDecodeBatch256(benchmark::State& state) {
+  Data& d = data();
+  const uint32_t workers = static_cast<uint32_t>(state.range(0));
+  uint64_t seed = 1, bytes = 0, steps = 0;
+  for (auto _ : state) {
+    auto idx = random_indices(256, d.payloads.size(), seed++);
+    std::vector<run::Payload> p;
+    for (uint64_t i : idx) {
+      p.push_back({reinterpret_cast<const uint8_t*>(d.payloads[i].data()), d.payloads[i].size()});
+      bytes += d.payloads[i].size();
+    }
+    run::Batch b = run::decode_batch(p.data(), p.size(), workers);
+    steps += b.n_steps();
+    benchmark::DoNotOptimize(b.boards.data());
+  }
+  state.counters["payload_MB/s"] =
+      benchmark::Counter(static_cast<double>(bytes) / 1e6, benchmark::Counter::kIsRate);
+  state.counters["Msteps/s"] =
+      benchmark::Counter(static_cast<double>(steps) / 1e6, benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_BaselineRunDecodeBatch256)
+    ->ArgName("workers")
+    ->Arg(1)
+    ->Arg(2)
+    ->Unit(benchmark::kMillisecond)
+    ->MeasureProcessCPUTime()
+    ->UseRealTime();
+
+void BM_ToJsonl(benchmark::State& state) {
+  Data& d = data();
+  pack::Reader r(d.runs);
+  const auto mode = static_cast<pack::JsonlMode>(state.range(0));
+  const uint32_t workers = static_cast<uint32_t>(state.range(1));
+  const std::string out = d.dir + "/out.jsonl";
+  uint64_t bytes = 0;
+  for (auto _ : state) bytes += pack::export_jsonl(r, out, mode, workers, true, {}).bytes;
+  state.counters["json_MB/s"] =
+      benchmark::Counter(static_cast<double>(bytes) / 1e6, benchmark::Counter::kIsRate);
+  state.SetLabel(mode == pack::JsonlMode::runs ? "runs" : "steps");
+}
+BENCHMARK(BM_ToJsonl)
+    ->Args({0, 1})
+    ->Args({0, 2})
+    ->Args({1, 1})
+    ->Args({1, 2})
+    ->Unit(benchmark::kMillisecond)
+    ->MeasureProcessCPUTime()
+    ->UseRealTime();
+
+// Serialisation alone, one thread, no file: decode + JSON of every run into
+// memory. This is the per-core JSON rate; BM_ToJsonl adds the file writes,
+// the fsync of the atomic commit and the parallel shards.
+void BM_JsonSerializeOneCore(benchmark::State& state) {
+  Data& d = data();
+  pack::Reader r(d.runs);
+  const auto mode = static_cast<pack::JsonlMode>(state.range(0));
+  uint64_t bytes = 0;
+  pack::JsonBuf buf;
+  run::Run run;
+  for (auto _ : state) {
+    for (uint64_t i = 0; i < r.size(); ++i) {
+      buf.clear();
+      uint32_t crc = 0;
+      pack::EntryBytes b = r.payload_and_crc(i, true, crc);
+      pack::decode_reusing(run, b.data, b.size);
+      if (mode == pack::JsonlMode::runs)
+        pack::append_run_json(buf, i, run);
+      else
+        pack::append_steps_json(buf, i, crc, run);
+      bytes += buf.size();
+    }
+  }
+  state.counters["json_MB/s"] =
+      benchmark::Counter(static_cast<double>(bytes) / 1e6, benchmark::Counter::kIsRate);
+  state.SetLabel(mode == pack::JsonlMode::runs ? "runs" : "steps");
+}
+BENCHMARK(BM_JsonSerializeOneCore)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
+
+}  // namespace
+
+BENCHMARK_MAIN();

@@ -1,0 +1,68 @@
+// a2pack pack: every .a2run2 file under a folder into one packfile.
+#include <fmt/format.h>
+
+#include "command.hpp"
+#include "pack_util.hpp"
+
+namespace a2cli {
+namespace {
+
+struct PackArgs {
+  std::string input, output;
+  uint32_t align = 4096;
+  std::string compress = "none";
+  int32_t zstd_level = 3;
+  bool no_crc = false;
+  uint32_t workers = 0;
+  bool skip_bad = false;
+};
+
+void report_bad(void* /*user*/, const char* path, a2pack_status status, const char* message) {
+  fmt::print(stderr, "a2pack: skipped {} ({}): {}\n", path, a2pack_status_name(status), message);
+}
+
+void run_pack(const PackArgs& a) {
+  a2pack_pack_writer_options o;
+  a2pack_pack_writer_options_init(&o);
+  o.align = a.align;
+  o.entry_crc = !a.no_crc;
+  o.compression = a.compress == "zstd" ? A2PACK_PACK_COMPRESS_ZSTD : A2PACK_PACK_COMPRESS_NONE;
+  o.zstd_level = a.zstd_level;
+  o.workers = a.workers;
+  o.skip_bad = a.skip_bad;
+  o.on_bad_input = &report_bad;
+  a2pack_pack_build_summary s{};
+  s.size = sizeof s;
+  Progress bar("pack");
+  double t0 = now_seconds();
+  check(a2pack_pack_dir(a.input.c_str(), a.output.c_str(), &o, &Progress::callback, &bar, &s));
+  bar.finish();
+  double dt = now_seconds() - t0;
+  fmt::print("packed {} runs from {} into {} ({} of runs, pack {}) in {:.2f}s ({}/s)\n", s.entries,
+             a.input, a.output, human_bytes(static_cast<double>(s.input_bytes)),
+             human_bytes(static_cast<double>(s.file_bytes)), dt,
+             human_bytes(dt > 0 ? static_cast<double>(s.input_bytes) / dt : 0.0));
+  if (s.compressed_entries)
+    fmt::print("zstd: {} of {} entries compressed, {} stored\n", s.compressed_entries, s.entries,
+               human_bytes(static_cast<double>(s.stored_bytes)));
+  if (s.skipped) fmt::print("skipped {} bad input(s)\n", s.skipped);
+}
+
+Registrar reg("pack", [](CLI::App& app) {
+  auto a = std::make_shared<PackArgs>();
+  auto* c = app.add_subcommand("pack", "Pack every .a2run2 file under a folder into a packfile");
+  c->add_option("--input", a->input, "Folder to walk recursively for *.a2run2")->required();
+  c->add_option("--output", a->output, "Packfile to write (atomically)")->required();
+  c->add_option("--align", a->align, "Payload alignment in bytes (power of two)");
+  c->add_option("--compress", a->compress, "Per-entry compression")
+      ->check(CLI::IsMember({"none", "zstd"}));
+  c->add_option("--zstd-level", a->zstd_level, "zstd level for --compress zstd");
+  c->add_flag("--no-crc", a->no_crc, "Do not store per-entry CRC32C");
+  c->add_option("--workers,-j", a->workers, "Threads reading and checking runs (0 = all cores)");
+  c->add_flag("--skip-bad", a->skip_bad, "Skip unreadable or corrupt runs instead of failing");
+  c->add_flag("-q,--quiet", globals().quiet, "Print no progress bar");
+  c->callback([a] { run_pack(*a); });
+});
+
+}  // namespace
+}  // namespace a2cli

@@ -1,0 +1,478 @@
+#include "pack/reader.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+
+#include "base/bytes.hpp"
+#include "base/crc32c.hpp"
+#include "base/error.hpp"
+#include "base/worker_pool.hpp"
+#include "pack/zstd_entry.hpp"
+
+namespace a2pack::pack {
+
+EntryBytes& EntryBytes::operator=(EntryBytes&& o) noexcept {
+  bool owned = o.data && o.data == o.storage.data();
+  storage = std::move(o.storage);
+  data = owned ? storage.data() : o.data;
+  size = o.size;
+  o.data = nullptr;
+  o.size = 0;
+  return *this;
+}
+
+// ------------------------------------------------------------------ source
+PackSource::PackSource(const std::string& path, bool use_mmap) : path_(path), mapped_(use_mmap) {
+  if (use_mmap) {
+    map_ = MappedFile(path);
+    size_ = map_.size();
+  } else {
+    fd_ = std::make_unique<ReadFd>(path);
+    size_ = fd_->size();
+  }
+}
+
+void PackSource::read(void* buf, size_t len, uint64_t offset) const {
+  if (len == 0) return;
+  if (mapped_)
+    std::memcpy(buf, map_.data() + offset, len);
+  else
+    fd_->pread_exact(buf, len, offset);
+}
+
+// ------------------------------------------------------------------ open
+Reader::Reader(const std::string& path, ReaderOptions opts)
+    : src_(path, opts.use_mmap), opts_(opts) {
+  try {
+    open();
+  } catch (const Error& e) {
+    rethrow_with_context(e, path);
+  }
+}
+
+void Reader::open() {
+  const uint64_t size = src_.size();
+  if (size < kHeaderSize + kFooterSize)
+    fail(A2PACK_E_CORRUPT, "file is {} bytes, shorter than the {}-byte header and {}-byte footer",
+         size, kHeaderSize, kFooterSize);
+
+  uint8_t hb[kHeaderSize];
+  src_.read(hb, kHeaderSize, 0);
+  if (std::memcmp(hb, kMagic, sizeof kMagic) != 0)
+    fail(A2PACK_E_CORRUPT, "offset 0: bad magic (expected \"A2PACK\\0\\0\"): not a packfile");
+  uint32_t stored_hcrc = le::load<uint32_t>(hb + 24);
+  uint32_t hcrc = crc32c::compute(hb, 24);
+  if (stored_hcrc != hcrc)
+    fail(A2PACK_E_CHECKSUM, "offset 24: header CRC32C mismatch: stored {:#010x}, computed {:#010x}",
+         stored_hcrc, hcrc);
+  header_.version = le::load<uint32_t>(hb + 8);
+  header_.flags = le::load<uint32_t>(hb + 12);
+  header_.count = le::load<uint64_t>(hb + 16);
+  if (header_.version != kVersion)
+    fail(A2PACK_E_UNSUPPORTED, "offset 8: unsupported packfile version {} (this build reads {})",
+         header_.version, kVersion);
+  if (header_.flags != 0)
+    fail(A2PACK_E_UNSUPPORTED, "offset 12: unknown header flags {:#x}", header_.flags);
+  const uint64_t room = (size - kHeaderSize - kFooterSize) / kEntrySize;
+  if (header_.count > room)
+    fail(A2PACK_E_CORRUPT,
+         "offset 16: count {} needs {} index bytes but the file has room for {} entries",
+         header_.count, header_.count > UINT64_MAX / kEntrySize ? UINT64_MAX : header_.count * kEntrySize,
+         room);
+
+  const uint64_t fstart = size - kFooterSize;
+  uint8_t fb[kFooterSize];
+  src_.read(fb, kFooterSize, fstart);
+  uint32_t stored_fcrc = le::load<uint32_t>(fb + 24);
+  uint32_t fcrc = crc32c::compute(fb, 24);
+  if (stored_fcrc != fcrc)
+    fail(A2PACK_E_CHECKSUM, "offset {}: footer CRC32C mismatch: stored {:#010x}, computed {:#010x}",
+         fstart + 24, stored_fcrc, fcrc);
+  for (size_t k = 28; k < kFooterSize; ++k)
+    if (fb[k] != 0)
+      fail(A2PACK_E_CORRUPT, "offset {}: footer padding byte is {:#04x}, must be 0", fstart + k,
+           fb[k]);
+  footer_.data_end = le::load<uint64_t>(fb);
+  footer_.index_crc = le::load<uint32_t>(fb + 8);
+  footer_.data_crc = le::load<uint32_t>(fb + 12);
+  footer_.stats_offset = le::load<uint64_t>(fb + 16);
+
+  // Index: CRC first, then every entry's bounds.
+  const size_t count = static_cast<size_t>(header_.count);
+  const size_t index_bytes = count * kEntrySize;
+  std::vector<uint8_t> index_copy;
+  const uint8_t* index;
+  if (src_.mapped()) {
+    index = src_.view(kHeaderSize);
+  } else {
+    index_copy.resize(index_bytes);
+    src_.read(index_copy.data(), index_bytes, kHeaderSize);
+    index = index_copy.data();
+  }
+  uint32_t icrc = crc32c::compute(index, index_bytes);
+  if (icrc != footer_.index_crc)
+    fail(A2PACK_E_CHECKSUM, "index CRC32C mismatch: footer says {:#010x}, computed {:#010x}",
+         footer_.index_crc, icrc);
+  const uint64_t iend = kHeaderSize + index_bytes;
+  entries_.resize(count);
+  uint64_t max_end = 0, min_offset = fstart;
+  for (size_t i = 0; i < count; ++i) {
+    Entry e = decode_entry(index + i * kEntrySize);
+    if (e.offset < iend || e.offset > fstart || e.length > fstart - e.offset)
+      fail(A2PACK_E_CORRUPT,
+           "entry {}: payload [{}, {}) lies outside the data region [{}, {}) between the index "
+           "and the footer",
+           i, e.offset, e.offset + e.length, iend, fstart);
+    max_end = std::max(max_end, e.end());
+    min_offset = std::min(min_offset, e.offset);
+    entries_[i] = e;
+  }
+  if (footer_.data_end != max_end)
+    fail(A2PACK_E_CORRUPT, "offset {}: footer data_end is {} but the entries end at {}", fstart,
+         footer_.data_end, max_end);
+
+  uint64_t region_end = fstart;  // where the data region's padding stops
+  if (footer_.stats_offset != 0) {
+    const uint64_t so = footer_.stats_offset;
+    const uint64_t lo = std::max(max_end, iend);
+    if (so < lo || so > fstart || fstart - so < 4)
+      fail(A2PACK_E_CORRUPT,
+           "offset {}: stats_offset {} lies outside [{}, {}) after the data and before the footer",
+           fstart + 16, so, lo, fstart - 4);
+    uint8_t lb[4];
+    src_.read(lb, 4, so);
+    uint32_t len = le::load<uint32_t>(lb);
+    if (len > fstart - so - 4)
+      fail(A2PACK_E_CORRUPT, "offset {}: stats block length {} runs past the footer at {}", so,
+           len, fstart);
+    std::vector<uint8_t> body(len);
+    src_.read(body.data(), len, so + 4);
+    stats_block_ = decode_stats_block(body.data(), len, so + 4);
+    if (stats_block_->count != header_.count)
+      fail(A2PACK_E_CORRUPT, "offset {}: stats block counts {} runs, the header {}", so + 4,
+           stats_block_->count, header_.count);
+    stats_block_end_ = so + 4 + len;
+    if (count == 0) region_end = so;
+  }
+  // The padding between the index and the first payload is checked here
+  // (bounded, so a hostile gap cannot make open slow); validate(full) checks
+  // every gap.
+  uint64_t pad_end = count ? min_offset : region_end;
+  uint64_t pad = std::min<uint64_t>(pad_end - iend, kOpenPadCheck);
+  if (auto at = first_nonzero(iend, pad))
+    fail(A2PACK_E_CORRUPT, "offset {}: non-zero byte in the padding after the index", *at);
+}
+
+std::optional<uint64_t> Reader::first_nonzero(uint64_t offset, uint64_t len) const {
+  constexpr size_t kChunk = 1 << 16;
+  std::vector<uint8_t> buf;
+  while (len) {
+    size_t n = static_cast<size_t>(std::min<uint64_t>(len, kChunk));
+    const uint8_t* p;
+    if (src_.mapped()) {
+      p = src_.view(offset);
+    } else {
+      buf.resize(n);
+      src_.read(buf.data(), n, offset);
+      p = buf.data();
+    }
+    for (size_t k = 0; k < n; ++k)
+      if (p[k]) return offset + k;
+    offset += n;
+    len -= n;
+  }
+  return std::nullopt;
+}
+
+// ------------------------------------------------------------------ entries
+void Reader::fail_entry(uint64_t i, const Error& e) const {
+  rethrow_with_context(e, fmt::format("{}: entry {}", path(), i));
+}
+
+const Entry& Reader::entry(uint64_t i) const {
+  if (i >= entries_.size())
+    fail(A2PACK_E_OUT_OF_RANGE, "{}: entry {} out of range: the pack has {} entries", path(), i,
+         entries_.size());
+  return entries_[i];
+}
+
+run::Kind Reader::kind(uint64_t i) const {
+  const Entry& e = entry(i);
+  if (e.kind == kKindV1) return run::Kind::v1;
+  if (e.kind == kKindV2) return run::Kind::v2;
+  fail(A2PACK_E_UNSUPPORTED, "{}: entry {}: unknown run kind {} (1 = v1, 2 = v2)", path(), i,
+       e.kind);
+}
+
+namespace {
+void check_crc(const Entry& e, const uint8_t* data) {
+  if (e.crc == 0) return;
+  uint32_t c = crc32c::compute(data, e.length);
+  if (c != e.crc)
+    fail(A2PACK_E_CHECKSUM, "offset {}: payload CRC32C mismatch: index says {:#010x}, computed {:#010x}",
+         e.offset, e.crc, c);
+}
+}  // namespace
+
+const uint8_t* Reader::stored_view(uint64_t i, bool verify) const {
+  const Entry& e = entry(i);
+  if (!src_.mapped())
+    fail(A2PACK_E_UNSUPPORTED,
+         "{}: zero-copy slices need a memory-mapped pack (opened with use_mmap = 0); read the "
+         "entry instead",
+         path());
+  const uint8_t* p = src_.view(e.offset);
+  try {
+    if (verify) check_crc(e, p);
+  } catch (const Error& err) {
+    fail_entry(i, err);
+  }
+  return p;
+}
+
+EntryBytes Reader::payload_and_crc(uint64_t i, bool verify, uint32_t& crc) const {
+  const Entry& e = entry(i);
+  run::Kind k = kind(i);
+  EntryBytes out;
+  try {
+    if (e.flags != kEntryStored && e.flags != kEntryZstd)
+      fail(A2PACK_E_UNSUPPORTED, "unknown entry flags {:#x} (0 = stored, 1 = zstd)", e.flags);
+    const uint8_t* stored;
+    std::vector<uint8_t> buf;
+    if (src_.mapped()) {
+      stored = src_.view(e.offset);
+    } else {
+      buf.resize(e.length);
+      src_.read(buf.data(), e.length, e.offset);
+      stored = buf.data();
+    }
+    if (verify) check_crc(e, stored);
+    if (e.flags == kEntryZstd) {
+      zstd_decompress(stored, e.length, e.reserved, out.storage);
+      out.data = out.storage.data();
+      out.size = out.storage.size();
+      crc = crc32c::compute(out.data, out.size);
+    } else {
+      if (src_.mapped()) {
+        out.data = stored;
+      } else {
+        out.storage = std::move(buf);
+        out.data = out.storage.data();
+      }
+      out.size = e.length;
+      crc = e.crc ? e.crc : crc32c::compute(out.data, out.size);
+    }
+    run::Kind actual = run::detect_kind(out.data, out.size);
+    if (actual != k)
+      fail(A2PACK_E_CORRUPT, "the index says a v{} run but the payload is a v{} run",
+           static_cast<int>(k), static_cast<int>(actual));
+  } catch (const Error& err) {
+    fail_entry(i, err);
+  }
+  return out;
+}
+
+EntryBytes Reader::payload(uint64_t i, bool verify) const {
+  uint32_t crc;
+  return payload_and_crc(i, verify, crc);
+}
+
+run::Run Reader::decode(uint64_t i, bool verify) const {
+  EntryBytes b = payload(i, verify);
+  try {
+    return run::decode(b.data, b.size);
+  } catch (const Error& err) {
+    fail_entry(i, err);
+  }
+}
+
+std::vector<run::Run> Reader::decode_many(const uint64_t* idx, size_t n, uint32_t workers,
+                                          bool verify) const {
+  for (size_t k = 0; k < n; ++k) entry(idx[k]);  // range errors before any work
+  std::vector<run::Run> out(n);
+  parallel_for(n, workers, [&](size_t k) { out[k] = decode(idx[k], verify); });
+  return out;
+}
+
+run::Batch Reader::decode_batch(const uint64_t* idx, size_t n, uint32_t workers,
+                                bool verify) const {
+  for (size_t k = 0; k < n; ++k) entry(idx[k]);
+  std::vector<EntryBytes> bytes(n);
+  parallel_for(n, workers, [&](size_t k) { bytes[k] = payload(idx[k], verify); });
+  std::vector<run::Payload> p(n);
+  for (size_t k = 0; k < n; ++k) p[k] = {bytes[k].data, bytes[k].size};
+  try {
+    return run::decode_batch(p.data(), n, workers, "entry", idx);
+  } catch (const Error& err) {
+    rethrow_with_context(err, path());
+  }
+}
+
+// ------------------------------------------------------------------ stats
+void Reader::compute_summary(uint32_t workers) const {
+  const size_t n = entries_.size();
+  std::vector<uint32_t> lengths(n);
+  unsigned w = resolve_workers(workers);
+  std::vector<HistogramBuilder> hist(w);
+  parallel_for_worker(
+      n, workers,
+      [&](unsigned worker, size_t i) {
+        EntryBytes b = payload(i, opts_.verify_crc);
+        run::Header h;
+        try {
+          h = run::parse_header(b.data, b.size);
+        } catch (const Error& err) {
+          fail_entry(i, err);
+        }
+        lengths[i] = h.meta.steps;
+        hist[worker].add(h.meta.highest_tile, h.meta.engine);
+      },
+      64);
+  for (unsigned k = 1; k < w; ++k) hist[0].merge(hist[k]);
+  computed_stats_ = summarize_lengths(lengths);
+  histograms_ = std::make_unique<Histograms>(hist[0].finish());
+}
+
+Reader::Stats Reader::stats(uint32_t workers) const {
+  if (stats_block_) return {*stats_block_, true};
+  std::lock_guard<std::mutex> lk(mu_);
+  if (!computed_stats_) compute_summary(workers);
+  return {*computed_stats_, false};
+}
+
+const Histograms& Reader::histograms(uint32_t workers) const {
+  std::lock_guard<std::mutex> lk(mu_);
+  if (!histograms_) compute_summary(workers);
+  return *histograms_;
+}
+
+// ------------------------------------------------------------------ validate
+namespace {
+struct Failure {
+  uint64_t order;  // entry index, or past the entries for file-level problems
+  a2pack_status status;
+  std::string message;
+};
+}  // namespace
+
+void Reader::validate(bool full, uint32_t workers, const ProgressFn& progress) const {
+  const size_t n = entries_.size();
+  std::vector<uint64_t> todo;
+  if (full) {
+    todo.resize(n);
+    for (size_t i = 0; i < n; ++i) todo[i] = i;
+  } else {
+    const size_t m = std::min<size_t>(n, 16);
+    for (size_t k = 0; k < m; ++k) todo.push_back(m == 1 ? 0 : k * (n - 1) / (m - 1));
+  }
+
+  std::mutex fmu;
+  std::vector<Failure> failures;
+  auto record = [&](uint64_t order, const Error& e) {
+    std::lock_guard<std::mutex> lk(fmu);
+    failures.push_back({order, e.status(), e.what()});
+  };
+  std::vector<uint32_t> lengths(todo.size());
+  std::atomic<bool> lengths_ok{true};
+
+  // Entries in waves so progress is reported from this thread.
+  const size_t wave = std::max<size_t>(256, 64 * size_t{resolve_workers(workers)});
+  for (size_t first = 0; first < todo.size(); first += wave) {
+    size_t count = std::min(wave, todo.size() - first);
+    parallel_for(
+        count, workers,
+        [&](size_t k) {
+          uint64_t i = todo[first + k];
+          try {
+            run::Run r = decode(i, true);
+            lengths[first + k] = r.meta.steps;
+          } catch (const Error& e) {
+            lengths_ok = false;
+            record(i, e);
+          }
+        },
+        4);
+    if (progress && !progress(first + count, todo.size()))
+      fail(A2PACK_E_INTERRUPTED, "{}: validation interrupted", path());
+  }
+
+  if (full) {
+    auto file_problem = [&](a2pack_status st, std::string msg) {
+      record(UINT64_MAX, Error(st, fmt::format("{}: {}", path(), msg)));
+    };
+    if (stats_block_ && lengths_ok) {
+      StatsBlock actual = summarize_lengths(lengths);
+      if (!(actual == *stats_block_))
+        file_problem(A2PACK_E_CORRUPT,
+                     fmt::format("the stats block (count {}, total_steps {}, min {}, max {}, "
+                                 "p50/p90/p99 {}/{}/{}) disagrees with the runs (count {}, "
+                                 "total_steps {}, min {}, max {}, p50/p90/p99 {}/{}/{})",
+                                 stats_block_->count, stats_block_->total_steps,
+                                 stats_block_->min_len, stats_block_->max_len, stats_block_->p50,
+                                 stats_block_->p90, stats_block_->p99, actual.count,
+                                 actual.total_steps, actual.min_len, actual.max_len, actual.p50,
+                                 actual.p90, actual.p99));
+    }
+    // Every byte that is neither header, index, payload, stats nor footer
+    // must be zero; entries must not overlap.
+    std::vector<uint64_t> order(n);
+    for (size_t i = 0; i < n; ++i) order[i] = i;
+    std::sort(order.begin(), order.end(), [&](uint64_t a, uint64_t b) {
+      return entries_[a].offset < entries_[b].offset ||
+             (entries_[a].offset == entries_[b].offset && a < b);
+    });
+    uint64_t pos = index_end();
+    auto gap = [&](uint64_t end, const char* where) {
+      if (end > pos)
+        if (auto at = first_nonzero(pos, end - pos))
+          file_problem(A2PACK_E_CORRUPT,
+                       fmt::format("offset {}: non-zero byte in the padding {}", *at, where));
+    };
+    for (size_t k = 0; k < n; ++k) {
+      const Entry& e = entries_[order[k]];
+      if (e.offset < pos && k > 0 && e.length > 0)
+        file_problem(A2PACK_E_CORRUPT, fmt::format("entries {} and {} overlap at offset {}",
+                                                   order[k - 1], order[k], e.offset));
+      gap(e.offset, k == 0 ? "after the index" : "between entries");
+      pos = std::max(pos, e.end());
+    }
+    if (stats_block_) {
+      gap(footer_.stats_offset, "before the stats block");
+      pos = std::max(pos, stats_block_end_);
+    }
+    gap(footer_start(), "before the footer");
+    if (footer_.data_crc != 0) {
+      uint32_t c = 0;
+      uint64_t off = index_end();
+      std::vector<uint8_t> buf;
+      while (off < footer_.data_end) {
+        size_t len = static_cast<size_t>(std::min<uint64_t>(footer_.data_end - off, 1 << 20));
+        if (src_.mapped()) {
+          c = crc32c::extend(c, src_.view(off), len);
+        } else {
+          buf.resize(len);
+          src_.read(buf.data(), len, off);
+          c = crc32c::extend(c, buf.data(), len);
+        }
+        off += len;
+      }
+      if (c != footer_.data_crc)
+        file_problem(A2PACK_E_CHECKSUM,
+                     fmt::format("data CRC32C mismatch over [{}, {}): footer says {:#010x}, "
+                                 "computed {:#010x}",
+                                 index_end(), footer_.data_end, footer_.data_crc, c));
+    }
+  }
+
+  if (failures.empty()) return;
+  std::sort(failures.begin(), failures.end(),
+            [](const Failure& a, const Failure& b) { return a.order < b.order; });
+  if (failures.size() == 1) throw Error(failures[0].status, failures[0].message);
+  std::string msg = fmt::format("{}: {} problems found:", path(), failures.size());
+  for (size_t k = 0; k < failures.size() && k < 10; ++k) msg += "\n  " + failures[k].message;
+  if (failures.size() > 10) msg += fmt::format("\n  ... and {} more", failures.size() - 10);
+  throw Error(failures[0].status, msg);
+}
+
+}  // namespace a2pack::pack

@@ -1,0 +1,149 @@
+// Reading A2PACK packfiles: open-time checks, entry access, parallel batch
+// decode, statistics and validation.
+//
+// Opening checks the header, footer and index CRCs and every entry's bounds
+// in O(count) and touches no payload. Entry access checks the entry's CRC
+// (when one is stored and verification is on), undoes zstd compression, and
+// checks that the payload's format matches the index's `kind`. A bad entry
+// fails alone; every other entry still reads.
+//
+// A Reader is immutable after construction except for its statistics cache,
+// which a mutex guards: every method may be called from several threads.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/error.hpp"
+#include "base/file_io.hpp"
+#include "pack/format.hpp"
+#include "pack/stats.hpp"
+#include "run/batch.hpp"
+#include "run/codec.hpp"
+
+namespace a2pack::pack {
+
+struct ReaderOptions {
+  bool use_mmap = true;    // false: positional reads (pread) only
+  bool verify_crc = true;  // default for entry access; calls may turn it off
+};
+
+// The run-file bytes of one entry: a view of the mapping, or owned storage
+// (pread mode, decompressed entries).
+struct EntryBytes {
+  const uint8_t* data = nullptr;
+  size_t size = 0;
+  std::vector<uint8_t> storage;
+  EntryBytes() = default;
+  EntryBytes(EntryBytes&& o) noexcept { *this = std::move(o); }
+  EntryBytes& operator=(EntryBytes&& o) noexcept;
+};
+
+// Called between units of work of long operations with (done, total);
+// returning false stops the operation with Error(INTERRUPTED).
+using ProgressFn = std::function<bool(uint64_t, uint64_t)>;
+
+// What an open file offers: a mapping or a descriptor for positional reads.
+class PackSource {
+ public:
+  PackSource(const std::string& path, bool use_mmap);
+  uint64_t size() const { return size_; }
+  bool mapped() const { return mapped_; }
+  const std::string& path() const { return path_; }
+  // A view of [offset, offset+len) (mapped sources only; bounds checked by callers).
+  const uint8_t* view(uint64_t offset) const { return map_.data() + offset; }
+  // Copy [offset, offset+len) into buf (either kind of source).
+  void read(void* buf, size_t len, uint64_t offset) const;
+
+ private:
+  std::string path_;
+  bool mapped_;
+  MappedFile map_;
+  std::unique_ptr<ReadFd> fd_;
+  uint64_t size_ = 0;
+};
+
+class Reader {
+ public:
+  explicit Reader(const std::string& path, ReaderOptions opts = {});
+
+  const std::string& path() const { return src_.path(); }
+  uint64_t size() const { return entries_.size(); }
+  uint64_t file_size() const { return src_.size(); }
+  bool mapped() const { return src_.mapped(); }
+  const ReaderOptions& options() const { return opts_; }
+  const Header& header() const { return header_; }
+  const Footer& footer() const { return footer_; }
+  uint64_t index_end() const { return kHeaderSize + kEntrySize * entries_.size(); }
+  uint64_t footer_start() const { return src_.size() - kFooterSize; }
+  const std::optional<StatsBlock>& stats_block() const { return stats_block_; }
+
+  // Entry metadata; Error(OUT_OF_RANGE) for i >= size().
+  const Entry& entry(uint64_t i) const;
+  // Run format by the index; Error(UNSUPPORTED) for a kind other than 1 or 2.
+  run::Kind kind(uint64_t i) const;
+
+  // Zero-copy view of the stored bytes (compressed for zstd entries), the
+  // entry CRC checked when `verify`. Mapped readers only (UNSUPPORTED else).
+  const uint8_t* stored_view(uint64_t i, bool verify) const;
+  // The run-file bytes (decompressed), checked as described at the top.
+  EntryBytes payload(uint64_t i, bool verify) const;
+  // The payload of entry i and the CRC32C of those run-file bytes (taken
+  // from the index when the entry is stored verbatim with a CRC).
+  EntryBytes payload_and_crc(uint64_t i, bool verify, uint32_t& crc) const;
+
+  run::Run decode(uint64_t i, bool verify) const;
+  // Decode entries idx[0..n) in parallel on up to `workers` threads.
+  std::vector<run::Run> decode_many(const uint64_t* idx, size_t n, uint32_t workers,
+                                    bool verify) const;
+  run::Batch decode_batch(const uint64_t* idx, size_t n, uint32_t workers, bool verify) const;
+
+  // The stats block when the pack has one, else computed once (in parallel)
+  // and cached. `from_block` says which.
+  struct Stats {
+    StatsBlock stats;
+    bool from_block = false;
+  };
+  Stats stats(uint32_t workers) const;
+  // Highest-tile and engine histograms, computed once from the runs' metadata
+  // and cached. Pointers into the result stay valid while the reader lives.
+  const Histograms& histograms(uint32_t workers) const;
+
+  // Quick: the open-time checks plus a CRC check and full decode of up to 16
+  // entries spread over the pack. Full: every entry's CRC and full decode,
+  // the stats block against the runs, the zero padding everywhere, entry
+  // overlaps, and the data CRC when one is stored. Throws Error naming every
+  // failing entry (up to 10) with the status of the first.
+  void validate(bool full, uint32_t workers, const ProgressFn& progress) const;
+
+ private:
+  void open();
+  [[noreturn]] void fail_entry(uint64_t i, const Error& e) const;
+  // First non-zero byte in [offset, offset+len), or nullopt.
+  std::optional<uint64_t> first_nonzero(uint64_t offset, uint64_t len) const;
+  void compute_summary(uint32_t workers) const;  // fills the caches; mu_ held
+
+  PackSource src_;
+  ReaderOptions opts_;
+  Header header_;
+  Footer footer_;
+  std::vector<Entry> entries_;
+  std::optional<StatsBlock> stats_block_;
+  uint64_t stats_block_end_ = 0;
+
+  mutable std::mutex mu_;
+  mutable std::optional<StatsBlock> computed_stats_;
+  mutable std::unique_ptr<Histograms> histograms_;
+};
+
+// Open-time limit on the zero padding after the index that is checked (the
+// whole padding is checked by validate(full)).
+inline constexpr uint64_t kOpenPadCheck = 1 << 20;
+
+}  // namespace a2pack::pack

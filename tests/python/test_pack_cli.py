@@ -1,0 +1,116 @@
+"""The packfile subcommands of the `a2pack` CLI (pack, validate, stats,
+to-jsonl, extract, inspect --packfile), run as a user would.
+
+The CLI is $A2PACK_CLI, else the `a2pack` binary beside the library in use;
+`make test` sets A2PACK_CLI; a missing CLI is an error, not a skip.
+"""
+
+import json
+import os
+import pathlib
+import subprocess
+
+import numpy as np
+import pytest
+
+import a2pack
+from a2pack.run import Meta
+
+
+def _cli():
+    env = os.environ.get("A2PACK_CLI")
+    if env:
+        return pathlib.Path(env)
+    return pathlib.Path(a2pack.library_path).resolve().parent / "a2pack"
+
+
+CLI = _cli()
+if not CLI.exists():
+    raise RuntimeError(f"no a2pack CLI at {CLI}: build it and set A2PACK_CLI")
+
+
+def run(*args, ok=True):
+    p = subprocess.run([str(CLI), *map(str, args)], capture_output=True, text=True)
+    if ok:
+        assert p.returncode == 0, p.stderr
+    return p
+
+
+@pytest.fixture
+def runs(tmp_path):
+    d = tmp_path / "runs"
+    (d / "b").mkdir(parents=True)
+    files = []
+    for i in range(8):
+        rng = np.random.default_rng(i)
+        n = 20 + i
+        r = a2pack.RunV2.from_arrays(
+            Meta(n, 1_700_000_000, 1.25, 10 * i, 2048, "cli-test" if i % 2 else None),
+            rng.integers(0, 2**60, n, dtype=np.uint64), rng.integers(0, 4, n, dtype=np.uint8),
+            rng.random((n, 4), dtype=np.float32), np.full(n, 0xF, np.uint8), None, final_board=i)
+        p = (d / "b" if i < 3 else d) / f"r{i}.a2run2"
+        p.write_bytes(r.to_bytes("v1", drop_branches=True) if i == 5 else r.to_bytes())
+        files.append(p)
+    ordered = sorted(files, key=lambda p: p.relative_to(d).parts)
+    return d, ordered
+
+
+def test_pack_validate_stats_extract_inspect(runs, tmp_path):
+    d, files = runs
+    pack = tmp_path / "p.a2pack"
+    p = run("pack", "--input", d, "--output", pack, "--workers", 2)
+    assert "packed 8 runs" in p.stdout
+    assert p.stderr == ""  # not a terminal: no progress bar
+    assert "OK" in run("validate", "--packfile", pack, "--full").stdout
+    s = json.loads(run("stats", "--packfile", pack, "--json").stdout)
+    assert s["count"] == 8 and s["min_len"] == 20 and s["max_len"] == 27
+    assert s["highest_tile_hist"] == {"2048": 8}
+    assert s["engine_counts"] == [[None, 4], ["cli-test", 4]]
+    assert "runs: 8" in run("stats", "--packfile", pack).stdout
+    out = tmp_path / "ex"
+    run("extract", "--packfile", pack, "--indices", "0,5,6-7", "--output", out)
+    for i in (0, 5, 6, 7):
+        assert (out / f"run-{i:06d}.a2run2").read_bytes() == files[i].read_bytes()
+    j = json.loads(run("inspect", "--packfile", pack, "--index", 5, "--json").stdout)
+    assert j["index"] == 5 and j["kind"] == "v1" and j["entry"]["storage"] == "stored"
+    assert "index         3 of 8" in run("inspect", "--packfile", pack, "--index", 3).stdout
+    bad = run("inspect", "--packfile", pack, "--index", 8, ok=False)
+    assert bad.returncode != 0 and "entry 8 out of range" in bad.stderr
+    bad = run("extract", "--packfile", pack, "--indices", "1,zz", "--output", out, ok=False)
+    assert bad.returncode != 0 and "zz" in bad.stderr
+
+
+def test_to_jsonl_and_compression(runs, tmp_path):
+    d, _ = runs
+    plain, z = tmp_path / "p.a2pack", tmp_path / "z.a2pack"
+    run("pack", "--input", d, "--output", plain, "--align", 512, "--no-crc")
+    run("pack", "--input", d, "--output", z, "--compress", "zstd", "-q")
+    assert a2pack.PackReader(plain).entry(0).crc32c == 0
+    for mode in ("--runs", "--steps"):
+        a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+        run("to-jsonl", "--packfile", plain, "--output", a, mode, "--workers", 1)
+        run("to-jsonl", "--packfile", z, "--output", b, mode, "--workers", 2)
+        assert a.read_bytes() == b.read_bytes()
+        lines = a.read_bytes().split(b"\n")
+        assert lines[-1] == b"" and all(json.loads(x) for x in lines[:-1])
+        assert len(lines) - 1 == (8 if mode == "--runs" else sum(range(20, 28)))
+    both = run("to-jsonl", "--packfile", plain, "--output", tmp_path / "c.jsonl", "--runs",
+               "--steps", ok=False)
+    assert both.returncode != 0
+
+
+def test_bad_inputs(runs, tmp_path):
+    d, files = runs
+    files[2].write_bytes(b"A2T1\x01\x00 truncated")
+    pack = tmp_path / "p.a2pack"
+    p = run("pack", "--input", d, "--output", pack, ok=False)
+    assert p.returncode != 0 and files[2].name in p.stderr
+    assert not pack.exists()
+    p = run("pack", "--input", d, "--output", pack, "--skip-bad")
+    assert "skipped 1" in p.stdout and files[2].name in p.stderr
+    assert len(a2pack.PackReader(pack)) == 7
+    data = bytearray(pack.read_bytes())
+    data[30] ^= 1  # inside the index
+    (tmp_path / "bad.a2pack").write_bytes(bytes(data))
+    v = run("validate", "--packfile", tmp_path / "bad.a2pack", ok=False)
+    assert v.returncode != 0 and "index CRC32C mismatch" in v.stderr
