@@ -652,18 +652,776 @@ typedef struct a2pack_pack_api {
 /* (end of section pack) */
 
 /* ======================================================================
- * Section: dataset
+ * Section: dataset — step datasets (FORMATS.md §5, seed 003): a folder
+ * holding steps.npy (one 32-byte row per step, loadable with np.load),
+ * metadata.db (SQLite, one row per run) and manifest.json (the commit record:
+ * row and run counts, CRC32C of the rows, sources).
+ *
+ * Row layout (little-endian, packed, numpy dtype
+ * [('board','<u8'),('move','u1'),('ev_legal','u1'),('ev_values','<f4',(4,)),
+ *  ('run_id','<u4'),('step_index','<u2')]):
+ *   offset 0 board u64 · 8 move u8 · 9 ev_legal u8 (bit i = move i legal) ·
+ *   10 ev_values f32[4] (the chosen move 1.0, illegal 0.0) · 26 run_id u32 ·
+ *   30 step_index u16.
+ *
+ * An open dataset (a2pack_dataset*) is read-only and thread-safe: every
+ * function taking a const a2pack_dataset* may be called from several threads
+ * at once. A sampler is not: use one from one thread at a time (or one per
+ * thread). Builds and appends are atomic: an error or a crash at any point
+ * leaves the previous dataset (or none, for a first build), never a mix.
  * ====================================================================== */
+
+enum { A2PACK_DATASET_ROW_BYTES = 32 };
+
+typedef struct a2pack_dataset a2pack_dataset;
+typedef struct a2pack_dataset_sampler a2pack_dataset_sampler;
+
+typedef struct a2pack_dataset_build_options {
+  size_t size;                    /* sizeof(a2pack_dataset_build_options) */
+  uint32_t workers;               /* decode threads, 0 (default) = all cores */
+  int32_t allow_missing_branches; /* 0 (default): a run without branch values is an error
+                                     naming it; 1: only the chosen move is legal, at 1.0 */
+  int32_t overwrite;              /* build only. 0 (default): an existing output folder is an
+                                     error; 1: replace it (it must be a dataset or empty) */
+  a2pack_progress_fn progress;    /* runs done of total; may be NULL (default) */
+  void *progress_user;
+} a2pack_dataset_build_options;
+
+A2PACK_API void a2pack_dataset_build_options_init(a2pack_dataset_build_options *opts);
+
+typedef struct a2pack_dataset_build_result {
+  size_t size;          /* sizeof(a2pack_dataset_build_result), set by the caller */
+  uint64_t runs_added;
+  uint64_t rows_added;
+  uint64_t total_runs;  /* of the dataset after the call */
+  uint64_t total_rows;
+} a2pack_dataset_build_result;
+
+/* Build a dataset in `out_dir` from `input`: a folder (every *.a2run2 under
+ * it, in path order) or a packfile (its entries in order). Run ids are
+ * 0..n-1. The folder is written under a temporary sibling name and renamed
+ * into place. `opts` and `result` may be NULL. */
+A2PACK_API a2pack_status a2pack_dataset_build(const char *input, const char *out_dir,
+                                              const a2pack_dataset_build_options *opts,
+                                              a2pack_dataset_build_result *result);
+
+/* Append the runs of `input` (as for build) to the dataset in `dataset_dir`,
+ * with fresh run ids and first_step_idx after the existing ones. Takes an
+ * exclusive lock on the folder (A2PACK_E_IO naming it when another append
+ * holds it) and first repairs what an interrupted append left. `overwrite` is
+ * ignored. `opts` and `result` may be NULL. */
+A2PACK_API a2pack_status a2pack_dataset_append(const char *dataset_dir, const char *input,
+                                               const a2pack_dataset_build_options *opts,
+                                               a2pack_dataset_build_result *result);
+
+enum a2pack_dataset_verify_flags {
+  /* First bring an interrupted append back to the committed state: remove
+   * temporary files, uncommitted runs and rows beyond the manifest. */
+  A2PACK_DATASET_VERIFY_REPAIR = 1
+};
+
+/* Check a dataset completely: files, header and dtype, manifest CRC, row
+ * counts, and every row against its run (run_id, step_index, move, values).
+ * A2PACK_OK when sound; otherwise the status of the first problem, with the
+ * problems in the message. `*out_report_json` (may be NULL; owned, release
+ * with a2pack_free) receives {"ok", "rows", "runs", "errors", "notes",
+ * "actions"} in both cases. */
+A2PACK_API a2pack_status a2pack_dataset_verify(const char *dataset_dir, uint32_t flags,
+                                               uint32_t workers, char **out_report_json);
+
+typedef struct a2pack_dataset_open_options {
+  size_t size;                /* sizeof(a2pack_dataset_open_options) */
+  int32_t mmap;               /* 0 (default): read the rows into RAM with large parallel
+                                 reads; 1: map steps.npy (MADV_RANDOM, MADV_HUGEPAGE) */
+  int32_t verify_crc;         /* 1 (default): check the rows against manifest.json's CRC32C */
+  int32_t huge_pages;         /* 1 (default): back RAM rows with transparent huge pages */
+  uint32_t workers;           /* threads for loading and checking, 0 (default) = all cores */
+  int32_t allow_extra_files;  /* 0 (default): a file a dataset does not hold is an error */
+} a2pack_dataset_open_options;
+
+A2PACK_API void a2pack_dataset_open_options_init(a2pack_dataset_open_options *opts);
+
+/* Open a dataset and load its committed rows. Refuses, naming the file: a
+ * missing steps.npy or metadata.db, an unexpected file, an NPY header or
+ * dtype other than the step dtype (A2PACK_E_UNSUPPORTED), a truncated
+ * steps.npy or row counts that disagree between steps.npy, manifest.json and
+ * metadata.db (A2PACK_E_CORRUPT), a CRC mismatch (A2PACK_E_CHECKSUM). A
+ * dataset without manifest.json (written by the upstream tool) opens without
+ * a CRC check. `opts` may be NULL. Close with a2pack_dataset_close. */
+A2PACK_API a2pack_status a2pack_dataset_open(const char *dataset_dir,
+                                             const a2pack_dataset_open_options *opts,
+                                             a2pack_dataset **out);
+
+/* Release a dataset (its rows too). Accepts NULL. */
+A2PACK_API void a2pack_dataset_close(a2pack_dataset *ds);
+
+typedef struct a2pack_dataset_info {
+  size_t size;               /* sizeof(a2pack_dataset_info), set by the caller */
+  uint64_t rows;             /* committed rows */
+  uint64_t runs;             /* committed runs */
+  uint64_t next_run_id;      /* the id the next appended run gets */
+  const uint8_t *data;       /* view: rows * 32 bytes, row 0 first (NULL when rows is 0);
+                                64-byte aligned in RAM mode */
+  int32_t mapped;            /* 1 when the rows are a mapping of steps.npy */
+  int32_t huge_pages;        /* 1 when the kernel accepted the huge-page hint */
+  int32_t has_manifest;      /* 0 for a dataset from the upstream tool */
+  uint32_t steps_crc32c;     /* from the manifest (0 without one) */
+  uint64_t uncommitted_rows; /* rows past the committed ones (interrupted append), ignored */
+} a2pack_dataset_info;
+
+/* Fill `out` (set out->size first). */
+A2PACK_API a2pack_status a2pack_dataset_get_info(const a2pack_dataset *ds,
+                                                 a2pack_dataset_info *out);
+
+/* Copy rows idx[0..n) into out_rows (n * 32 bytes), in index order, splitting
+ * the batch over up to `workers` threads (0 = all cores; 1 = the calling
+ * thread only; small batches stay on the calling thread). An index outside
+ * [0, rows) fails with A2PACK_E_OUT_OF_RANGE naming it, before anything is
+ * written. */
+A2PACK_API a2pack_status a2pack_dataset_gather(const a2pack_dataset *ds, const int64_t *idx,
+                                               size_t n, void *out_rows, uint32_t workers);
+
+/* Destination arrays of a column gather; NULL members are skipped. */
+typedef struct a2pack_dataset_columns {
+  size_t size;             /* sizeof(a2pack_dataset_columns) */
+  uint8_t *exponents;      /* n * 16: tile exponents, cell 0 (top-left) first */
+  uint64_t *boards;        /* n */
+  uint8_t *moves;          /* n: chosen move 0..3 */
+  uint8_t *legal;          /* n * 4: 1 where the move is legal, else 0 (a numpy bool array) */
+  uint8_t *legal_mask;     /* n: the ev_legal bitmask */
+  float *ev_values;        /* n * 4 */
+  uint32_t *run_ids;       /* n */
+  uint16_t *step_indices;  /* n */
+} a2pack_dataset_columns;
+
+/* Gather rows idx[0..n) straight into training arrays (see
+ * a2pack_dataset_columns), in one pass. Indices and workers as for
+ * a2pack_dataset_gather. */
+A2PACK_API a2pack_status a2pack_dataset_gather_columns(const a2pack_dataset *ds,
+                                                       const int64_t *idx, size_t n,
+                                                       const a2pack_dataset_columns *out,
+                                                       uint32_t workers);
+
+/* A value bound to a `?` of a filter. */
+typedef enum a2pack_sql_type {
+  A2PACK_SQL_NULL = 0,
+  A2PACK_SQL_INTEGER = 1,
+  A2PACK_SQL_REAL = 2,
+  A2PACK_SQL_TEXT = 3
+} a2pack_sql_type;
+
+typedef struct a2pack_sql_param {
+  a2pack_sql_type type;
+  int64_t integer;
+  double real;
+  const char *text;  /* UTF-8, text_len bytes (copied during the call) */
+  size_t text_len;
+} a2pack_sql_param;
+
+/* Step indices (ascending, owned int64 array: release with a2pack_free) of
+ * the committed runs matching `where`: an SQL expression over the columns of
+ * metadata.db's `runs` table (id, first_step_idx, num_steps, max_score,
+ * highest_tile, engine, start_time, elapsed_s), e.g.
+ * "max_score BETWEEN ? AND ?", with `?` bound to params[0..n_params). NULL or
+ * "" selects every run. An SQL error, a statement that writes, or a wrong
+ * parameter count is A2PACK_E_INVALID_ARGUMENT with SQLite's message. With no
+ * match, *out_indices is NULL and *out_n 0. */
+A2PACK_API a2pack_status a2pack_dataset_select(const a2pack_dataset *ds, const char *where,
+                                               const a2pack_sql_param *params, size_t n_params,
+                                               int64_t **out_indices, size_t *out_n);
+
+/* Ids (ascending, owned int64 array) of the committed runs matching `where`. */
+A2PACK_API a2pack_status a2pack_dataset_select_runs(const a2pack_dataset *ds, const char *where,
+                                                    const a2pack_sql_param *params,
+                                                    size_t n_params, int64_t **out_ids,
+                                                    size_t *out_n);
+
+/* Run-disjoint train/validation split of the runs matching `where` (as for
+ * select; NULL = all). With `val_where` (an SQL expression, its parameters
+ * following `params` in one numbering: use plain `?`), the matching runs are
+ * the validation set; otherwise each run goes to validation with probability
+ * `val_fraction` by a hash of (seed, run id), so a run keeps its side when the
+ * dataset grows. Outputs are owned int64 step-index arrays (ascending). */
+A2PACK_API a2pack_status a2pack_dataset_split(const a2pack_dataset *ds, const char *where,
+                                              const a2pack_sql_param *params, size_t n_params,
+                                              double val_fraction, uint64_t seed,
+                                              const char *val_where,
+                                              const a2pack_sql_param *val_params,
+                                              size_t n_val_params, int64_t **out_train,
+                                              size_t *out_n_train, int64_t **out_val,
+                                              size_t *out_n_val);
+
+/* Statistics as a JSON object (owned string, release with a2pack_free): rows,
+ * runs, run_steps and max_score {min,max,mean}, highest_tile and engine
+ * counts, moves and legal-move-count histograms, manifest fields. */
+A2PACK_API a2pack_status a2pack_dataset_stats_json(const a2pack_dataset *ds, uint32_t workers,
+                                                   char **out_json);
+
+/* Epoch sampler over `indices[0..n)` (copied), or over 0..n-1 when `indices`
+ * is NULL: batches of `batch_size` of a permutation that depends only on
+ * (seed, epoch) — same seed, same batches, on any platform. The last batch is
+ * short unless `drop_last`. At most 2^32 - 1 indices. Starts at epoch 0. */
+A2PACK_API a2pack_status a2pack_dataset_sampler_open(const int64_t *indices, uint64_t n,
+                                                     uint64_t seed, size_t batch_size,
+                                                     int32_t drop_last,
+                                                     a2pack_dataset_sampler **out);
+
+/* Release a sampler. Accepts NULL. */
+A2PACK_API void a2pack_dataset_sampler_close(a2pack_dataset_sampler *s);
+
+/* Reshuffle for `epoch` (O(n)). */
+A2PACK_API a2pack_status a2pack_dataset_sampler_set_epoch(a2pack_dataset_sampler *s,
+                                                          uint64_t epoch);
+
+/* Number of batches per epoch (0 for NULL). */
+A2PACK_API size_t a2pack_dataset_sampler_batch_count(const a2pack_dataset_sampler *s);
+
+/* Batch `b` of the current epoch into out (room for batch_size values);
+ * `*out_n` receives its length. A2PACK_E_OUT_OF_RANGE for b >= batch count. */
+A2PACK_API a2pack_status a2pack_dataset_sampler_batch(const a2pack_dataset_sampler *s, size_t b,
+                                                      int64_t *out, size_t *out_n);
+
+typedef struct a2pack_dataset_api {
+  size_t size;
+  void (*build_options_init)(a2pack_dataset_build_options *);
+  a2pack_status (*build)(const char *, const char *, const a2pack_dataset_build_options *,
+                         a2pack_dataset_build_result *);
+  a2pack_status (*append)(const char *, const char *, const a2pack_dataset_build_options *,
+                          a2pack_dataset_build_result *);
+  a2pack_status (*verify)(const char *, uint32_t, uint32_t, char **);
+  void (*open_options_init)(a2pack_dataset_open_options *);
+  a2pack_status (*open)(const char *, const a2pack_dataset_open_options *, a2pack_dataset **);
+  void (*close)(a2pack_dataset *);
+  a2pack_status (*get_info)(const a2pack_dataset *, a2pack_dataset_info *);
+  a2pack_status (*gather)(const a2pack_dataset *, const int64_t *, size_t, void *, uint32_t);
+  a2pack_status (*gather_columns)(const a2pack_dataset *, const int64_t *, size_t,
+                                  const a2pack_dataset_columns *, uint32_t);
+  a2pack_status (*select)(const a2pack_dataset *, const char *, const a2pack_sql_param *, size_t,
+                          int64_t **, size_t *);
+  a2pack_status (*select_runs)(const a2pack_dataset *, const char *, const a2pack_sql_param *,
+                               size_t, int64_t **, size_t *);
+  a2pack_status (*split)(const a2pack_dataset *, const char *, const a2pack_sql_param *, size_t,
+                         double, uint64_t, const char *, const a2pack_sql_param *, size_t,
+                         int64_t **, size_t *, int64_t **, size_t *);
+  a2pack_status (*stats_json)(const a2pack_dataset *, uint32_t, char **);
+  a2pack_status (*sampler_open)(const int64_t *, uint64_t, uint64_t, size_t, int32_t,
+                                a2pack_dataset_sampler **);
+  void (*sampler_close)(a2pack_dataset_sampler *);
+  a2pack_status (*sampler_set_epoch)(a2pack_dataset_sampler *, uint64_t);
+  size_t (*sampler_batch_count)(const a2pack_dataset_sampler *);
+  a2pack_status (*sampler_batch)(const a2pack_dataset_sampler *, size_t, int64_t *, size_t *);
+} a2pack_dataset_api;
+
 /* (end of section dataset) */
 
 /* ======================================================================
  * Section: bag
+ * Bagz / Säckli record files (FORMATS.md §6), format-compatible with the
+ * `bagz` and `sackli` packages: a records section (each record stored, or one
+ * zstd frame per non-empty record in .bagz) and a limits section of u64 end
+ * offsets, at the file's tail or in a sibling "limits.<name>" file.
  * ====================================================================== */
+
+typedef enum a2pack_bag_compression {
+  A2PACK_BAG_COMPRESSION_AUTO = 0, /* by extension: .bagz → zstd, anything else → none */
+  A2PACK_BAG_COMPRESSION_NONE = 1,
+  A2PACK_BAG_COMPRESSION_ZSTD = 2
+} a2pack_bag_compression;
+
+typedef enum a2pack_bag_limits_placement {
+  A2PACK_BAG_LIMITS_TAIL = 0,    /* limits appended to the records file */
+  A2PACK_BAG_LIMITS_SEPARATE = 1 /* limits in "limits.<basename>" beside it */
+} a2pack_bag_limits_placement;
+
+typedef enum a2pack_bag_limits_storage {
+  A2PACK_BAG_LIMITS_ON_DISK = 0,  /* read limits from the file on each lookup */
+  A2PACK_BAG_LIMITS_IN_MEMORY = 1 /* load (and fully check) all limits at open */
+} a2pack_bag_limits_storage;
+
+typedef enum a2pack_bag_access_pattern {
+  A2PACK_BAG_ACCESS_SYSTEM = 0,     /* no hint */
+  A2PACK_BAG_ACCESS_RANDOM = 1,     /* madvise / posix_fadvise RANDOM */
+  A2PACK_BAG_ACCESS_SEQUENTIAL = 2  /* madvise / posix_fadvise SEQUENTIAL */
+} a2pack_bag_access_pattern;
+
+typedef enum a2pack_bag_cache_policy {
+  A2PACK_BAG_CACHE_SYSTEM = 0,          /* mmap; the page cache keeps what was read */
+  A2PACK_BAG_CACHE_DROP_AFTER_READ = 1, /* pread + posix_fadvise(DONTNEED) */
+  A2PACK_BAG_CACHE_DIRECT_IO = 2        /* O_DIRECT, aligned reads; buffered DROP_AFTER_READ
+                                           where the filesystem refuses O_DIRECT */
+} a2pack_bag_cache_policy;
+
+typedef enum a2pack_bag_sharding {
+  A2PACK_BAG_SHARDING_CONCATENATED = 0, /* shards one after another */
+  A2PACK_BAG_SHARDING_INTERLEAVED = 1   /* round-robin: index g → shard g % S, record g / S */
+} a2pack_bag_sharding;
+
+/* ---- writer ------------------------------------------------------------ */
+
+typedef struct a2pack_bag_writer a2pack_bag_writer;
+
+typedef struct a2pack_bag_writer_options {
+  size_t size;                                 /* sizeof(a2pack_bag_writer_options) */
+  a2pack_bag_compression compression;          /* default AUTO */
+  int32_t zstd_level;                          /* 0 = zstd's default (3), as bagz */
+  const uint8_t *zstd_dictionary;              /* NULL/0 = none; copied at open */
+  size_t zstd_dictionary_len;
+  a2pack_bag_limits_placement limits_placement; /* default TAIL */
+  uint32_t workers;                            /* threads compressing write_batch, 0 = all cores */
+} a2pack_bag_writer_options;
+
+A2PACK_API void a2pack_bag_writer_options_init(a2pack_bag_writer_options *opts);
+
+/* Start writing `path`. Nothing appears under `path` (or, for SEPARATE,
+ * "limits.<name>") until a2pack_bag_writer_commit() succeeds: the bytes go to
+ * temporary names in the same folder. `*out` is owned: release with
+ * a2pack_bag_writer_close(). A writer is used by one thread at a time. */
+A2PACK_API a2pack_status a2pack_bag_writer_open(const char *path,
+                                                const a2pack_bag_writer_options *opts,
+                                                a2pack_bag_writer **out);
+
+/* Append one record (copied; compressed when the file is). After any failed
+ * write the writer only accepts close: commit fails with A2PACK_E_CLOSED. */
+A2PACK_API a2pack_status a2pack_bag_writer_write(a2pack_bag_writer *w, const uint8_t *data,
+                                                 size_t len);
+
+/* Append `n` records in order: record i is data[offsets[i] - offsets[0],
+ * offsets[i+1] - offsets[0]); `offsets` has n+1 non-decreasing entries.
+ * Compression runs in parallel (options.workers). One call per batch. */
+A2PACK_API a2pack_status a2pack_bag_writer_write_batch(a2pack_bag_writer *w, const uint8_t *data,
+                                                       const uint64_t *offsets, size_t n);
+
+/* Hand buffered bytes to the operating system (the file is still under its
+ * temporary name). */
+A2PACK_API a2pack_status a2pack_bag_writer_flush(a2pack_bag_writer *w);
+
+/* Finish the file: write the limits, fsync and rename into place (for
+ * SEPARATE: the old records file is removed first, then limits and records are
+ * renamed in). Calling it again is a no-op; writes after it fail with
+ * A2PACK_E_CLOSED. */
+A2PACK_API a2pack_status a2pack_bag_writer_commit(a2pack_bag_writer *w);
+
+/* Records written so far. */
+A2PACK_API uint64_t a2pack_bag_writer_count(const a2pack_bag_writer *w);
+
+/* Release the writer. An uncommitted writer's temporary files are removed, so
+ * closing without commit abandons the file. Accepts NULL. */
+A2PACK_API void a2pack_bag_writer_close(a2pack_bag_writer *w);
+
+/* ---- reader ------------------------------------------------------------ */
+
+typedef struct a2pack_bag_reader a2pack_bag_reader;
+
+typedef struct a2pack_bag_reader_options {
+  size_t size;                                  /* sizeof(a2pack_bag_reader_options) */
+  a2pack_bag_compression compression;           /* default AUTO (per shard, by extension) */
+  const uint8_t *zstd_dictionary;               /* NULL/0 = none; copied at open */
+  size_t zstd_dictionary_len;
+  a2pack_bag_limits_placement limits_placement; /* default TAIL */
+  a2pack_bag_limits_storage limits_storage;     /* default ON_DISK */
+  a2pack_bag_access_pattern access_pattern;     /* default SYSTEM */
+  a2pack_bag_cache_policy cache_policy;         /* default SYSTEM */
+  a2pack_bag_sharding sharding;                 /* default CONCATENATED */
+  uint32_t max_parallelism;                     /* threads per batch read, 0 = all cores */
+} a2pack_bag_reader_options;
+
+A2PACK_API void a2pack_bag_reader_options_init(a2pack_bag_reader_options *opts);
+
+/* Open a file spec: "f.bagz", "name@N.bagz" (name-00000-of-0000N.bagz ...),
+ * "name@*.bagz" (N found on disk), or a comma-separated list of these. A
+ * missing file, a missing limits file or malformed limits fail here with a
+ * message naming the file. `*out` is owned: release with
+ * a2pack_bag_reader_close(). A reader may be used from many threads at once. */
+A2PACK_API a2pack_status a2pack_bag_reader_open(const char *spec,
+                                                const a2pack_bag_reader_options *opts,
+                                                a2pack_bag_reader **out);
+
+/* Open the `n` files in `paths` (no spec expansion) as shards, in order. */
+A2PACK_API a2pack_status a2pack_bag_reader_open_paths(const char *const *paths, size_t n,
+                                                      const a2pack_bag_reader_options *opts,
+                                                      a2pack_bag_reader **out);
+
+/* Release a reader. Batches and indexes made from it stay valid. Accepts NULL. */
+A2PACK_API void a2pack_bag_reader_close(a2pack_bag_reader *r);
+
+/* Number of records over all shards. */
+A2PACK_API uint64_t a2pack_bag_reader_count(const a2pack_bag_reader *r);
+
+/* Size of all records sections (stored bytes: compressed for .bagz). */
+A2PACK_API uint64_t a2pack_bag_reader_stored_bytes(const a2pack_bag_reader *r);
+
+/* Number of shards. */
+A2PACK_API size_t a2pack_bag_reader_shard_count(const a2pack_bag_reader *r);
+
+/* Shard `i`: its path (view valid while the reader lives; NULL when i is out
+ * of range), its record count, whether it is decompressed, and how its bytes
+ * are read ("mmap", "pread+dontneed", "o_direct/<alignment>", "buffered
+ * fallback (O_DIRECT refused)"; view). Any output may be NULL. */
+A2PACK_API a2pack_status a2pack_bag_reader_shard_info(const a2pack_bag_reader *r, size_t i,
+                                                      const char **path, uint64_t *records,
+                                                      int32_t *compressed, const char **mode);
+
+/* A batch of records in one contiguous buffer. */
+typedef struct a2pack_bag_batch a2pack_bag_batch;
+
+/* Read records by global index (any order, repeats allowed) into one batch,
+ * reading and decompressing on up to `workers` threads (0 = the reader's
+ * max_parallelism). A2PACK_E_OUT_OF_RANGE names the first index >= count;
+ * A2PACK_E_CORRUPT names shard and record for bad limits or a bad zstd frame.
+ * `*out` is owned: release with a2pack_bag_batch_close(). */
+A2PACK_API a2pack_status a2pack_bag_reader_read(const a2pack_bag_reader *r,
+                                                const uint64_t *indices, size_t n,
+                                                uint32_t workers, a2pack_bag_batch **out);
+
+/* Read records [start, start + count) into one batch. */
+A2PACK_API a2pack_status a2pack_bag_reader_read_range(const a2pack_bag_reader *r, uint64_t start,
+                                                      uint64_t count, uint32_t workers,
+                                                      a2pack_bag_batch **out);
+
+/* Where records lie without reading them, for bindings that copy each record
+ * once straight from the mapping: shards[k] and [begins[k], ends[k]) of record
+ * indices[k] within that shard's mapping (see a2pack_bag_reader_shard_map).
+ * Checked like a read (OUT_OF_RANGE, CORRUPT limits). Caller's arrays of n. */
+A2PACK_API a2pack_status a2pack_bag_reader_spans(const a2pack_bag_reader *r,
+                                                 const uint64_t *indices, size_t n,
+                                                 uint32_t *shards, uint64_t *begins,
+                                                 uint64_t *ends);
+
+/* As a2pack_bag_reader_spans for records [start, start + count). */
+A2PACK_API a2pack_status a2pack_bag_reader_spans_range(const a2pack_bag_reader *r, uint64_t start,
+                                                       uint64_t count, uint32_t *shards,
+                                                       uint64_t *begins, uint64_t *ends);
+
+/* The read-only mapping of shard i (a view valid while the reader lives) when
+ * every shard of the reader is read through mmap (cache policy SYSTEM) and
+ * stores records uncompressed; A2PACK_E_UNSUPPORTED otherwise. `*base` may be
+ * NULL for an empty file. Records are the bytes [begin, end) given by
+ * a2pack_bag_reader_spans. */
+A2PACK_API a2pack_status a2pack_bag_reader_shard_map(const a2pack_bag_reader *r, size_t i,
+                                                     const uint8_t **base, uint64_t *size);
+
+/* Views of a batch: record i is data[offsets[i], offsets[i+1]); offsets has
+ * n+1 entries. Valid until the batch is closed. Any output may be NULL. */
+A2PACK_API void a2pack_bag_batch_view(const a2pack_bag_batch *b, const uint8_t **data,
+                                      const uint64_t **offsets, size_t *n);
+
+/* Release a batch. Accepts NULL. */
+A2PACK_API void a2pack_bag_batch_close(a2pack_bag_batch *b);
+
+/* ---- reverse index ------------------------------------------------------ */
+
+/* Positions of every distinct record: bagz's Index (first position) and
+ * MultiIndex (all positions) in one. */
+typedef struct a2pack_bag_index a2pack_bag_index;
+
+/* Index records reader[indices[k]] for k < n, reporting positions k; with
+ * indices == NULL, every record of the reader (n ignored; positions are
+ * global indices). Reads on up to `workers` threads. `*out` is owned: release
+ * with a2pack_bag_index_close(). */
+A2PACK_API a2pack_status a2pack_bag_index_build(const a2pack_bag_reader *r,
+                                                const uint64_t *indices, uint64_t n,
+                                                uint32_t workers, a2pack_bag_index **out);
+
+/* Positions (ascending) of records equal to key[0, len). `*positions` is a
+ * view valid while the index lives; `*count` is 0 when the key is absent.
+ * Thread-safe. */
+A2PACK_API a2pack_status a2pack_bag_index_find(const a2pack_bag_index *idx, const uint8_t *key,
+                                               size_t len, const uint64_t **positions,
+                                               uint64_t *count);
+
+/* Number of distinct records. */
+A2PACK_API uint64_t a2pack_bag_index_unique(const a2pack_bag_index *idx);
+
+/* Release an index. Accepts NULL. */
+A2PACK_API void a2pack_bag_index_close(a2pack_bag_index *idx);
+
+/* Every function of this section, for a2pack_api_table.bag. */
+typedef struct a2pack_bag_api {
+  size_t size;
+  void (*writer_options_init)(a2pack_bag_writer_options *);
+  a2pack_status (*writer_open)(const char *, const a2pack_bag_writer_options *,
+                               a2pack_bag_writer **);
+  a2pack_status (*writer_write)(a2pack_bag_writer *, const uint8_t *, size_t);
+  a2pack_status (*writer_write_batch)(a2pack_bag_writer *, const uint8_t *, const uint64_t *,
+                                      size_t);
+  a2pack_status (*writer_flush)(a2pack_bag_writer *);
+  a2pack_status (*writer_commit)(a2pack_bag_writer *);
+  uint64_t (*writer_count)(const a2pack_bag_writer *);
+  void (*writer_close)(a2pack_bag_writer *);
+  void (*reader_options_init)(a2pack_bag_reader_options *);
+  a2pack_status (*reader_open)(const char *, const a2pack_bag_reader_options *,
+                               a2pack_bag_reader **);
+  a2pack_status (*reader_open_paths)(const char *const *, size_t,
+                                     const a2pack_bag_reader_options *, a2pack_bag_reader **);
+  void (*reader_close)(a2pack_bag_reader *);
+  uint64_t (*reader_count)(const a2pack_bag_reader *);
+  uint64_t (*reader_stored_bytes)(const a2pack_bag_reader *);
+  size_t (*reader_shard_count)(const a2pack_bag_reader *);
+  a2pack_status (*reader_shard_info)(const a2pack_bag_reader *, size_t, const char **,
+                                     uint64_t *, int32_t *, const char **);
+  a2pack_status (*reader_read)(const a2pack_bag_reader *, const uint64_t *, size_t, uint32_t,
+                               a2pack_bag_batch **);
+  a2pack_status (*reader_read_range)(const a2pack_bag_reader *, uint64_t, uint64_t, uint32_t,
+                                     a2pack_bag_batch **);
+  a2pack_status (*reader_spans)(const a2pack_bag_reader *, const uint64_t *, size_t, uint32_t *,
+                                uint64_t *, uint64_t *);
+  a2pack_status (*reader_spans_range)(const a2pack_bag_reader *, uint64_t, uint64_t, uint32_t *,
+                                      uint64_t *, uint64_t *);
+  a2pack_status (*reader_shard_map)(const a2pack_bag_reader *, size_t, const uint8_t **,
+                                    uint64_t *);
+  void (*batch_view)(const a2pack_bag_batch *, const uint8_t **, const uint64_t **, size_t *);
+  void (*batch_close)(a2pack_bag_batch *);
+  a2pack_status (*index_build)(const a2pack_bag_reader *, const uint64_t *, uint64_t, uint32_t,
+                               a2pack_bag_index **);
+  a2pack_status (*index_find)(const a2pack_bag_index *, const uint8_t *, size_t,
+                              const uint64_t **, uint64_t *);
+  uint64_t (*index_unique)(const a2pack_bag_index *);
+  void (*index_close)(a2pack_bag_index *);
+} a2pack_bag_api;
+
 /* (end of section bag) */
 
 /* ======================================================================
- * Section: logger
+ * Section: logger — sparse-vector data logger (seed 004, docs/logger.md)
+ *
+ * Records (stream id, epoch, sparse vector of uint32 indices and float64
+ * values) from any number of threads into <dir>/segments/NNNNN.seg.zst:
+ * fixed-point quantised, varint encoded, many records per zstd frame, each
+ * frame behind a checksummed header so a reader detects a torn tail and
+ * resynchronises. Streams are described by <dir>/streams/<id>.json.
+ *
+ * Thread safety: register_stream, record, record_batch, flush, stats and
+ * finish may be called from any number of threads at once on one logger.
+ * a2pack_logger_close must not race with other calls on the same handle
+ * (use finish to stop a logger other threads may still touch).
  * ====================================================================== */
+
+typedef struct a2pack_logger a2pack_logger;
+
+/* What record() does when the writer is behind and ring_bytes are queued. */
+typedef enum a2pack_logger_when_full {
+  A2PACK_LOGGER_BLOCK = 0,      /* wait for the writer (default) */
+  A2PACK_LOGGER_RETURN_FULL = 1 /* fail with A2PACK_E_FULL; nothing of the record is kept */
+} a2pack_logger_when_full;
+
+typedef struct a2pack_logger_options {
+  size_t size;                /* sizeof(a2pack_logger_options) */
+  uint64_t ring_bytes;        /* memory for frames waiting for the writer; default 1<<27.
+                                 Total memory is about ring_bytes + one frame per
+                                 recording thread. Must be >= frame_bytes. */
+  uint64_t rotate_bytes;      /* start a new segment before one would pass this; default
+                                 256<<20, at least 4096 */
+  int32_t zstd_level;         /* default 1; negative levels are zstd's fast modes */
+  uint32_t frame_bytes;       /* uncompressed bytes per frame; default 256 KiB, 4096..2^28 */
+  uint32_t flush_interval_ms; /* a partly filled frame is handed to the writer after at most
+                                 this long, so an idle thread's records reach the file;
+                                 default 100; 0 = only full frames and flush() write */
+  uint32_t when_full;         /* a2pack_logger_when_full; default A2PACK_LOGGER_BLOCK */
+  uint32_t writer_threads;    /* threads compressing frames, one of which also appends them
+                                 in order; 0 = auto (2, or 1 on a one-core machine) */
+} a2pack_logger_options;
+
+A2PACK_API void a2pack_logger_options_init(a2pack_logger_options *opts);
+
+/* Stream flags for a2pack_logger_register_stream. */
+enum a2pack_logger_stream_flags {
+  /* Sort each record's (index, value) pairs when the indices are not strictly
+   * increasing (duplicates are still refused). Without it such a record fails
+   * with A2PACK_E_INVALID_ARGUMENT. */
+  A2PACK_LOGGER_SORT = 1
+};
+
+/* Open a logger on folder `dir` (created when missing, with segments/ and
+ * streams/). A folder another open logger holds is refused (lock file
+ * <dir>/.lock). Streams registered by earlier sessions in the folder remain
+ * valid ids; new segments are numbered after existing ones. `opts` may be NULL
+ * (defaults). `*out` is owned: release with a2pack_logger_close(). Starts one
+ * background writer thread. */
+A2PACK_API a2pack_status a2pack_logger_open(const char *dir, const a2pack_logger_options *opts,
+                                            a2pack_logger **out);
+
+/* Register a stream and write its sidecar streams/<id>.json durably (atomic
+ * write). `labels_json`: a JSON object as UTF-8 text (NULL or "" = {}), e.g.
+ * {"entity":"x","measure":"y"}. Scales must be positive normal numbers:
+ * epoch ticks are round(epoch / epoch_scale) and values are stored as
+ * round(value / value_scale) (round half to even). `flags`:
+ * a2pack_logger_stream_flags. Ids are dense, from 0 (or after the streams of
+ * earlier sessions). */
+A2PACK_API a2pack_status a2pack_logger_register_stream(a2pack_logger *logger,
+                                                       const char *labels_json,
+                                                       double epoch_scale, double value_scale,
+                                                       uint32_t flags, uint32_t *out_stream_id);
+
+/* Record one sparse vector: `n` indices (strictly increasing, unless the
+ * stream has A2PACK_LOGGER_SORT) and `n` finite values; both may be NULL when
+ * n == 0. Encodes into this thread's frame buffer and returns; the writer
+ * thread compresses and appends. Errors (nothing of the record is kept):
+ * A2PACK_E_INVALID_ARGUMENT for an unknown stream, NaN/inf epoch or value,
+ * indices out of order or repeated, n > 2^26; A2PACK_E_OUT_OF_RANGE when a
+ * quantised value or tick does not fit in int64; A2PACK_E_FULL in
+ * RETURN_FULL mode when the queue is full (retry later); A2PACK_E_CLOSED after
+ * finish/close; the writer's I/O error once it has failed. The arrays are only
+ * read during the call. */
+A2PACK_API a2pack_status a2pack_logger_record(a2pack_logger *logger, uint32_t stream_id,
+                                              double epoch, const uint32_t *indices,
+                                              const double *values, size_t n);
+
+/* Record `n_records` records at once: record i is (stream_ids[i], epochs[i],
+ * indices/values[offsets[i] .. offsets[i+1])); `offsets` has n_records + 1
+ * entries, non-decreasing. Records are taken in order; on an error
+ * `*n_done` (may be NULL) tells how many were accepted before the failing
+ * one, which the message names ("record 17 of the batch: ..."), and nothing
+ * of that record or later ones is kept. */
+A2PACK_API a2pack_status a2pack_logger_record_batch(a2pack_logger *logger, size_t n_records,
+                                                    const uint32_t *stream_ids,
+                                                    const double *epochs,
+                                                    const uint64_t *offsets,
+                                                    const uint32_t *indices,
+                                                    const double *values, size_t *n_done);
+
+/* Make everything recorded (by any thread) before this call durable: written,
+ * fdatasync'ed, and the directory entries of new segments fsync'ed. */
+A2PACK_API a2pack_status a2pack_logger_flush(a2pack_logger *logger);
+
+/* Flush, stop the writer and release the folder, keeping the handle valid:
+ * later record/flush/register calls fail with A2PACK_E_CLOSED. Idempotent
+ * (later calls return A2PACK_OK). Returns the writer's I/O error, if it met
+ * one. */
+A2PACK_API a2pack_status a2pack_logger_finish(a2pack_logger *logger);
+
+/* finish, then release the handle (also when finish fails, whose status is
+ * returned). Accepts NULL (returns A2PACK_OK). */
+A2PACK_API a2pack_status a2pack_logger_close(a2pack_logger *logger);
+
+typedef struct a2pack_logger_stats {
+  size_t size;               /* sizeof(a2pack_logger_stats), set by the caller */
+  uint64_t records;          /* records handed to the kernel so far */
+  uint64_t values;           /* their non-zeros */
+  uint64_t raw_bytes;        /* encoded bytes before compression */
+  uint64_t frames;           /* zstd frames written */
+  uint64_t file_bytes;       /* bytes appended to segments, headers included */
+  uint64_t segments;         /* segments this logger created */
+  uint64_t full_events;      /* records that found the queue full (waited or failed) */
+  uint64_t queued_bytes;     /* frame memory queued for the writer now */
+  uint64_t max_queued_bytes; /* its high-water mark (<= ring_bytes + a frame per thread) */
+  uint64_t flushes;          /* flush barriers completed */
+} a2pack_logger_stats;
+
+/* Counters of a logger (also after finish). `out->size` must be set. */
+A2PACK_API a2pack_status a2pack_logger_stats_get(const a2pack_logger *logger,
+                                                 a2pack_logger_stats *out);
+
+/* ---- decoding ------------------------------------------------------------
+ * A whole logger folder decoded into columns, in parallel across segments
+ * and frames. Damage never stops a decode: a torn or corrupt frame is
+ * skipped and reported as a problem (file, offset, message) and every good
+ * frame is returned. Records come in file order: segments ascending, frames
+ * and records as written (one thread's records of a stream keep their
+ * order). */
+typedef struct a2pack_logger_data a2pack_logger_data;
+
+typedef struct a2pack_logger_decode_options {
+  size_t size;      /* sizeof(a2pack_logger_decode_options) */
+  uint32_t workers; /* threads for this call, 0 = all cores (default) */
+  uint32_t strict;  /* non-zero: the first problem fails the decode (default 0) */
+} a2pack_logger_decode_options;
+
+A2PACK_API void a2pack_logger_decode_options_init(a2pack_logger_decode_options *opts);
+
+/* Decode <dir>/segments/NNNNN.seg.zst with the scales of <dir>/streams/ID.json.
+ * A missing folder or segments/ is A2PACK_E_NOT_FOUND; damage inside is
+ * reported through a2pack_logger_data_problem unless `strict`. May be called
+ * while a logger records into the folder (frames being written then show as
+ * a torn tail). `*out` is owned: release with a2pack_logger_data_close(). */
+A2PACK_API a2pack_status a2pack_logger_decode(const char *dir,
+                                              const a2pack_logger_decode_options *opts,
+                                              a2pack_logger_data **out);
+
+/* The decoded records as columns (views valid while the data lives).
+ * Record r: stream_ids[r], epochs[r] (= tick * epoch_scale), non-zeros
+ * indices/values[offsets[r] .. offsets[r+1]) (values = q * value_scale). */
+typedef struct a2pack_logger_columns {
+  size_t size;                /* sizeof(a2pack_logger_columns), set by the caller */
+  size_t n_records;
+  size_t n_values;
+  const uint32_t *stream_ids; /* n_records */
+  const double *epochs;       /* n_records */
+  const uint64_t *offsets;    /* n_records + 1 */
+  const uint32_t *indices;    /* n_values */
+  const double *values;       /* n_values */
+} a2pack_logger_columns;
+
+A2PACK_API a2pack_status a2pack_logger_data_columns(const a2pack_logger_data *data,
+                                                    a2pack_logger_columns *out);
+
+typedef struct a2pack_logger_summary {
+  size_t size;         /* sizeof(a2pack_logger_summary), set by the caller */
+  uint64_t segments;   /* segment files read */
+  uint64_t frames;     /* good frames decoded */
+  uint64_t bad_frames; /* frames or damaged byte ranges skipped */
+  uint64_t file_bytes; /* bytes of all segments */
+  uint64_t raw_bytes;  /* decompressed bytes of the good frames */
+  uint64_t records;
+  uint64_t values;
+  uint64_t streams;    /* sidecars read */
+  uint64_t problems;
+} a2pack_logger_summary;
+
+A2PACK_API a2pack_status a2pack_logger_data_summary(const a2pack_logger_data *data,
+                                                    a2pack_logger_summary *out);
+
+/* Stream i (0 <= i < summary.streams, ascending id) of the decoded folder. */
+typedef struct a2pack_logger_stream_info {
+  size_t size;             /* sizeof(a2pack_logger_stream_info), set by the caller */
+  uint32_t stream_id;
+  uint32_t flags;          /* a2pack_logger_stream_flags */
+  double epoch_scale;
+  double value_scale;
+  const char *labels_json; /* compact JSON object, NUL-terminated; view valid while the
+                              data lives */
+} a2pack_logger_stream_info;
+
+A2PACK_API a2pack_status a2pack_logger_data_stream(const a2pack_logger_data *data, size_t i,
+                                                   a2pack_logger_stream_info *out);
+
+/* Problem i (0 <= i < summary.problems): what was skipped and where. */
+typedef struct a2pack_logger_problem {
+  size_t size;         /* sizeof(a2pack_logger_problem), set by the caller */
+  a2pack_status status;/* A2PACK_E_CORRUPT, _CHECKSUM, _UNSUPPORTED, _NOT_FOUND... */
+  uint64_t offset;     /* byte offset in the file */
+  const char *path;    /* NUL-terminated views valid while the data lives */
+  const char *message;
+} a2pack_logger_problem;
+
+A2PACK_API a2pack_status a2pack_logger_data_problem(const a2pack_logger_data *data, size_t i,
+                                                    a2pack_logger_problem *out);
+
+/* Release decoded data. Accepts NULL. */
+A2PACK_API void a2pack_logger_data_close(a2pack_logger_data *data);
+
+typedef struct a2pack_logger_api {
+  size_t size;
+  void (*options_init)(a2pack_logger_options *);
+  a2pack_status (*open)(const char *, const a2pack_logger_options *, a2pack_logger **);
+  a2pack_status (*register_stream)(a2pack_logger *, const char *, double, double, uint32_t,
+                                   uint32_t *);
+  a2pack_status (*record)(a2pack_logger *, uint32_t, double, const uint32_t *, const double *,
+                          size_t);
+  a2pack_status (*record_batch)(a2pack_logger *, size_t, const uint32_t *, const double *,
+                                const uint64_t *, const uint32_t *, const double *, size_t *);
+  a2pack_status (*flush)(a2pack_logger *);
+  a2pack_status (*finish)(a2pack_logger *);
+  a2pack_status (*close)(a2pack_logger *);
+  a2pack_status (*stats_get)(const a2pack_logger *, a2pack_logger_stats *);
+  void (*decode_options_init)(a2pack_logger_decode_options *);
+  a2pack_status (*decode)(const char *, const a2pack_logger_decode_options *,
+                          a2pack_logger_data **);
+  a2pack_status (*data_columns)(const a2pack_logger_data *, a2pack_logger_columns *);
+  a2pack_status (*data_summary)(const a2pack_logger_data *, a2pack_logger_summary *);
+  a2pack_status (*data_stream)(const a2pack_logger_data *, size_t, a2pack_logger_stream_info *);
+  a2pack_status (*data_problem)(const a2pack_logger_data *, size_t, a2pack_logger_problem *);
+  void (*data_close)(a2pack_logger_data *);
+} a2pack_logger_api;
 /* (end of section logger) */
 
 /* ======================================================================

@@ -129,16 +129,22 @@ AtomicFile::~AtomicFile() {
   if (fd_ >= 0) ::close(fd_);
   if (!committed_) ::unlink(tmp_.c_str());
 }
-void AtomicFile::flush_buffer() {
+namespace {
+void write_all(int fd, const uint8_t* p, size_t len, const std::string& path) {
   size_t done = 0;
-  while (done < buf_.size()) {
-    ssize_t n = ::write(fd_, buf_.data() + done, buf_.size() - done);
+  while (done < len) {
+    ssize_t n = ::write(fd, p + done, len - done);
     if (n < 0) {
       if (errno == EINTR) continue;
-      fail_errno("write", tmp_, errno);
+      fail_errno("write", path, errno);
     }
     done += static_cast<size_t>(n);
   }
+}
+}  // namespace
+
+void AtomicFile::flush_buffer() {
+  write_all(fd_, buf_.data(), buf_.size(), tmp_);
   buf_.clear();
 }
 void AtomicFile::write(const void* data, size_t len) {
@@ -146,8 +152,7 @@ void AtomicFile::write(const void* data, size_t len) {
   const auto* p = static_cast<const uint8_t*>(data);
   if (buf_.size() + len > kWriteBuffer) flush_buffer();
   if (len >= kWriteBuffer) {
-    buf_.assign(p, p + len);  // large writes go straight through
-    flush_buffer();
+    write_all(fd_, p, len, tmp_);  // large writes go straight through, uncopied
   } else {
     buf_.insert(buf_.end(), p, p + len);
   }

@@ -73,6 +73,9 @@ class AtomicFile {
   // Positional write into what was already written (for headers patched last).
   void pwrite(const void* data, size_t len, uint64_t offset);
   uint64_t bytes_written() const { return written_; }
+  // Hand buffered bytes to the kernel (no fsync; the file keeps its
+  // temporary name until commit()).
+  void flush() { flush_buffer(); }
   void commit();
   const std::string& path() const { return path_; }
   const std::string& temp_path() const { return tmp_; }

@@ -28,5 +28,7 @@ from .gen import GenOptions, generate_run, generate_dir
 # capability: pack
 from .pack import PackReader, PackWriter, PackStats, PackEntry, PackBuildSummary, pack_dir
 # capability: dataset
+from .dataset import STEP_DTYPE, Dataset, EpochSampler, build_dataset, append_dataset, verify_dataset
 # capability: bag (the sackli-compatible API is the submodule a2pack.bag)
-# capability: logger
+from . import bag
+from .logger import DataLogger, LogData, LogStream, LogProblem, DecodeWarning  # capability: logger

@@ -1,0 +1,865 @@
+"""Bagz / Säckli record files: the `sackli` (and `bagz`) Python API on liba2pack.
+
+Code written for sackli or bagz runs after changing the import::
+
+    from a2pack import bag as sackli
+
+    with sackli.Writer("/tmp/data.bagz") as w:
+        w.write(b"record")
+    r = sackli.Reader("/tmp/data.bagz")
+    r[0], r[-1], r[::2], r.read_indices([3, 1]), list(r.read_indices_iter(gen))
+
+Files move freely between a2pack, bagz and sackli (FORMATS.md §6). All the
+reading, decompression and index building happens in the C++ library; this
+module crosses the C boundary once per batch and turns batches into `bytes`.
+
+Differences from bagz, all deliberate:
+  * a Writer's file appears only when it is closed (temporary name, then
+    rename); leaving a ``with`` block by an exception abandons the file;
+  * negative indices work everywhere (``r[-1]``, ``read_indices([-1])``);
+  * ``Reader.Options.max_parallelism`` (100, as bagz) caps the threads that
+    wait on the disk; copying and decompressing use at most one per core.
+"""
+
+from __future__ import annotations
+
+import collections
+import concurrent.futures
+import enum
+import itertools
+import operator
+import os
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any, List, Optional, Union
+
+import numpy as np
+
+from . import errors
+from ._native import check, ffi, fspath, lib
+
+__all__ = [
+    "AccessPattern",
+    "CachePolicy",
+    "CompressionAutoDetect",
+    "CompressionNone",
+    "CompressionZstd",
+    "Index",
+    "LimitsPlacement",
+    "LimitsStorage",
+    "MultiIndex",
+    "Reader",
+    "ReaderIterator",
+    "ShardingLayout",
+    "Writer",
+]
+
+
+# ---------------------------------------------------------------- options
+
+class LimitsPlacement(enum.Enum):
+    TAIL = 0
+    SEPARATE = 1
+
+
+class LimitsStorage(enum.Enum):
+    ON_DISK = 0
+    IN_MEMORY = 1
+
+
+class ShardingLayout(enum.Enum):
+    CONCATENATED = 0
+    INTERLEAVED = 1
+
+
+class AccessPattern(enum.Enum):
+    SYSTEM = 0
+    RANDOM = 1
+    SEQUENTIAL = 2
+
+
+class CachePolicy(enum.Enum):
+    SYSTEM = 0
+    DROP_AFTER_READ = 1
+    DIRECT_IO = 2
+
+
+class CompressionAutoDetect:
+    """Compression by extension: `.bagz` → Zstandard, anything else → none."""
+
+    def __eq__(self, other):
+        return type(other) is CompressionAutoDetect
+
+    def __hash__(self):
+        return hash(CompressionAutoDetect)
+
+    def __repr__(self):
+        return "CompressionAutoDetect()"
+
+
+class CompressionNone:
+    """Records are stored as they are."""
+
+    def __eq__(self, other):
+        return type(other) is CompressionNone
+
+    def __hash__(self):
+        return hash(CompressionNone)
+
+    def __repr__(self):
+        return "CompressionNone()"
+
+
+class CompressionZstd:
+    """One Zstandard frame per record.
+
+    Args:
+      level: compression level (0 = zstd's default, 3); unused when reading.
+      dictionary: a zstd dictionary (trained, or raw content), or empty for
+        none. Readers must be given the same dictionary.
+    """
+
+    def __init__(self, level: int = 0, dictionary: Union[str, bytes] = ""):
+        self.level = int(level)
+        self.dictionary = dictionary
+
+    def _dictionary_bytes(self) -> bytes:
+        d = self.dictionary
+        return d.encode("utf-8") if isinstance(d, str) else bytes(d)
+
+    def __eq__(self, other):
+        return (type(other) is CompressionZstd and self.level == other.level
+                and self._dictionary_bytes() == other._dictionary_bytes())
+
+    def __hash__(self):
+        return hash((CompressionZstd, self.level, self._dictionary_bytes()))
+
+    def __repr__(self):
+        return f"CompressionZstd(level={self.level}, dictionary=<{len(self._dictionary_bytes())} bytes>)"
+
+
+_Compression = Union[CompressionAutoDetect, CompressionNone, CompressionZstd]
+
+
+def _compression_fields(c) -> tuple:
+    """(C enum, level, dictionary bytes) of a compression option."""
+    if c is None or isinstance(c, CompressionAutoDetect):
+        return lib.A2PACK_BAG_COMPRESSION_AUTO, 0, b""
+    if isinstance(c, CompressionNone):
+        return lib.A2PACK_BAG_COMPRESSION_NONE, 0, b""
+    if isinstance(c, CompressionZstd):
+        return lib.A2PACK_BAG_COMPRESSION_ZSTD, c.level, c._dictionary_bytes()
+    raise TypeError(f"compression must be CompressionAutoDetect, CompressionNone or "
+                    f"CompressionZstd, not {type(c).__name__}")
+
+
+def _enum(value, cls):
+    if isinstance(value, cls):
+        return value
+    try:
+        return cls(value)
+    except ValueError:
+        raise TypeError(f"expected a {cls.__name__}, got {value!r}") from None
+
+
+class _ReaderOptions:
+    """Options for creating a Reader (see the module docstring of sackli)."""
+
+    def __init__(
+        self,
+        sharding_layout: ShardingLayout = ShardingLayout.CONCATENATED,
+        limits_placement: LimitsPlacement = LimitsPlacement.TAIL,
+        compression: _Compression = None,
+        limits_storage: LimitsStorage = LimitsStorage.ON_DISK,
+        max_parallelism: Optional[int] = None,
+        access_pattern: AccessPattern = AccessPattern.SYSTEM,
+        cache_policy: CachePolicy = CachePolicy.SYSTEM,
+    ):
+        self.sharding_layout = _enum(sharding_layout, ShardingLayout)
+        self.limits_placement = _enum(limits_placement, LimitsPlacement)
+        self.compression = CompressionAutoDetect() if compression is None else compression
+        _compression_fields(self.compression)
+        self.limits_storage = _enum(limits_storage, LimitsStorage)
+        self.max_parallelism = 100 if max_parallelism is None else int(max_parallelism)
+        if self.max_parallelism < 1:
+            raise ValueError("max_parallelism must be at least 1")
+        self.access_pattern = _enum(access_pattern, AccessPattern)
+        self.cache_policy = _enum(cache_policy, CachePolicy)
+
+    def _c_struct(self):
+        o = ffi.new("a2pack_bag_reader_options *")
+        lib.a2pack_bag_reader_options_init(o)
+        comp, _, dictionary = _compression_fields(self.compression)
+        o.compression = comp
+        keep = None
+        if dictionary:
+            keep = ffi.from_buffer("uint8_t[]", dictionary)
+            o.zstd_dictionary = keep
+            o.zstd_dictionary_len = len(dictionary)
+        o.limits_placement = _enum(self.limits_placement, LimitsPlacement).value
+        o.limits_storage = _enum(self.limits_storage, LimitsStorage).value
+        o.access_pattern = _enum(self.access_pattern, AccessPattern).value
+        o.cache_policy = _enum(self.cache_policy, CachePolicy).value
+        o.sharding = _enum(self.sharding_layout, ShardingLayout).value
+        o.max_parallelism = int(self.max_parallelism)
+        return o, keep
+
+    def __eq__(self, other):
+        return type(other) is type(self) and vars(self) == vars(other)
+
+    def __repr__(self):
+        fields = ", ".join(f"{k}={v!r}" for k, v in vars(self).items())
+        return f"Reader.Options({fields})"
+
+
+class _WriterOptions:
+    """Options for creating a Writer.
+
+    Args:
+      limits_placement: where the limits go at close (default TAIL).
+      compression: default auto-detection by extension.
+    """
+
+    def __init__(
+        self,
+        limits_placement: LimitsPlacement = LimitsPlacement.TAIL,
+        compression: _Compression = None,
+    ):
+        self.limits_placement = _enum(limits_placement, LimitsPlacement)
+        self.compression = CompressionAutoDetect() if compression is None else compression
+        _compression_fields(self.compression)
+
+    def __eq__(self, other):
+        return type(other) is type(self) and vars(self) == vars(other)
+
+    def __repr__(self):
+        fields = ", ".join(f"{k}={v!r}" for k, v in vars(self).items())
+        return f"Writer.Options({fields})"
+
+
+# ---------------------------------------------------------------- batches
+
+def _records_of(batch_ptr) -> List[bytes]:
+    """The records of a C batch as bytes objects; closes the batch."""
+    try:
+        data = ffi.new("const uint8_t **")
+        offs = ffi.new("const uint64_t **")
+        count = ffi.new("size_t *")
+        lib.a2pack_bag_batch_view(batch_ptr, data, offs, count)
+        n = count[0]
+        if n == 0:
+            return []
+        o = np.frombuffer(ffi.buffer(offs[0], 8 * (n + 1)), dtype=np.uint64).tolist()
+        # One slice (one copy into a new bytes object) per record, straight
+        # from the batch's memory: far cheaper than a C call per record.
+        buf = ffi.buffer(data[0], o[-1])
+        return list(map(buf.__getitem__, map(slice, o[:-1], itertools.islice(o, 1, None))))
+    finally:
+        lib.a2pack_bag_batch_close(batch_ptr)
+
+
+class _Handle:
+    """Owns one C reader; shared by a Reader and all its slices."""
+
+    __slots__ = ("ptr", "count", "stored_bytes", "maps", "__weakref__")
+
+    def __init__(self, spec, options: _ReaderOptions):
+        o, _keep = options._c_struct()
+        out = ffi.new("a2pack_bag_reader **")
+        if isinstance(spec, (list, tuple)):
+            encoded = [ffi.new("char[]", fspath(p)) for p in spec]
+            arr = ffi.new("const char *[]", encoded)
+            check(lib.a2pack_bag_reader_open_paths(arr, len(encoded), o, out))
+        else:
+            check(lib.a2pack_bag_reader_open(fspath(spec), o, out))
+        self.ptr = out[0]
+        self.count = int(lib.a2pack_bag_reader_count(self.ptr))
+        self.stored_bytes = int(lib.a2pack_bag_reader_stored_bytes(self.ptr))
+        self.maps = self._maps()
+
+    def _maps(self):
+        """Buffers over each shard's mapping when records can be copied
+        straight out of it (mmap, uncompressed), else None."""
+        base = ffi.new("const uint8_t **")
+        size = ffi.new("uint64_t *")
+        maps = []
+        for i in range(int(lib.a2pack_bag_reader_shard_count(self.ptr))):
+            if lib.a2pack_bag_reader_shard_map(self.ptr, i, base, size) != 0:
+                lib.a2pack_clear_error()
+                return None
+            maps.append(ffi.buffer(base[0], size[0]) if size[0] else b"")
+        return maps
+
+    def __del__(self):
+        ptr = getattr(self, "ptr", None)
+        if ptr is not None:
+            self.maps = None
+            lib.a2pack_bag_reader_close(ptr)
+            self.ptr = None
+
+    def _copy_spans(self, shards, begins, ends) -> List[bytes]:
+        """One copy per record, straight from the shard mappings."""
+        maps = self.maps
+        b = begins.tolist()
+        e = ends.tolist()
+        if len(maps) == 1:
+            return list(map(maps[0].__getitem__, map(slice, b, e)))
+        return [maps[s][x:y] for s, x, y in zip(shards.tolist(), b, e)]
+
+    def read_range(self, start: int, n: int, workers: int) -> List[bytes]:
+        if self.maps is not None:
+            shards = np.empty(n, dtype=np.uint32)
+            begins = np.empty(n, dtype=np.uint64)
+            ends = np.empty(n, dtype=np.uint64)
+            check(lib.a2pack_bag_reader_spans_range(
+                self.ptr, start, n, ffi.from_buffer("uint32_t[]", shards),
+                ffi.from_buffer("uint64_t[]", begins), ffi.from_buffer("uint64_t[]", ends)))
+            return self._copy_spans(shards, begins, ends)
+        out = ffi.new("a2pack_bag_batch **")
+        check(lib.a2pack_bag_reader_read_range(self.ptr, start, n, workers, out))
+        return _records_of(out[0])
+
+    def read_global(self, indices: np.ndarray, workers: int) -> List[bytes]:
+        idx = np.ascontiguousarray(indices, dtype=np.uint64)
+        n = len(idx)
+        if self.maps is not None:
+            shards = np.empty(n, dtype=np.uint32)
+            begins = np.empty(n, dtype=np.uint64)
+            ends = np.empty(n, dtype=np.uint64)
+            check(lib.a2pack_bag_reader_spans(
+                self.ptr, ffi.from_buffer("uint64_t[]", idx), n,
+                ffi.from_buffer("uint32_t[]", shards), ffi.from_buffer("uint64_t[]", begins),
+                ffi.from_buffer("uint64_t[]", ends)))
+            return self._copy_spans(shards, begins, ends)
+        out = ffi.new("a2pack_bag_batch **")
+        check(lib.a2pack_bag_reader_read(
+            self.ptr, ffi.from_buffer("uint64_t[]", idx), n, workers, out))
+        return _records_of(out[0])
+
+
+# Read-ahead runs batch reads on a small shared pool (the C call releases the
+# GIL, so Python keeps slicing while the next batch is read). The pool is per
+# process: a forked data-loader worker makes its own.
+_POOL_LOCK = threading.Lock()
+_POOL: Optional[tuple] = None
+_READ_AHEAD_BATCHES = 2
+
+
+def _pool() -> concurrent.futures.ThreadPoolExecutor:
+    global _POOL
+    pid = os.getpid()
+    with _POOL_LOCK:
+        if _POOL is None or _POOL[0] != pid:
+            _POOL = (pid, concurrent.futures.ThreadPoolExecutor(
+                max_workers=4, thread_name_prefix="a2pack-bag-read-ahead"))
+        return _POOL[1]
+
+
+def _read_now(jobs: Iterator, handle: "_Handle", workers: int) -> Iterator[List[bytes]]:
+    """Batches read in the consumer's thread: for records copied straight
+    from the mapping there is nothing to overlap."""
+    for job in jobs:
+        if job[0] == "range":
+            yield handle.read_range(job[1], job[2], workers)
+        else:
+            yield handle.read_global(job[1], workers)
+
+
+def _read_ahead(jobs: Iterator, handle: "_Handle", workers: int) -> Iterator[List[bytes]]:
+    """Batches of records for `jobs`, in order, with the next batches already
+    being read (and decompressed, in parallel) on the pool while the consumer
+    works through the current one."""
+    if handle.maps is not None:
+        yield from _read_now(jobs, handle, workers)
+        return
+    pool = _pool()
+    pending = collections.deque()
+
+    def submit():
+        job = next(jobs, None)
+        if job is None:
+            return False
+        if job[0] == "range":
+            pending.append(pool.submit(handle.read_range, job[1], job[2], workers))
+        else:
+            pending.append(pool.submit(handle.read_global, job[1], workers))
+        return True
+
+    for _ in range(_READ_AHEAD_BATCHES):
+        if not submit():
+            break
+    try:
+        while pending:
+            fut = pending.popleft()
+            submit()
+            yield fut.result()
+    finally:
+        for f in pending:
+            f.cancel()
+
+
+class ReaderIterator(itertools.chain):
+    """Records in order, read in batches ahead of the consumer.
+
+    A chain over the batches, so taking the next record is a C-level step."""
+
+    @classmethod
+    def _over(cls, jobs: Iterator, handle: "_Handle", workers: int) -> "ReaderIterator":
+        return cls.from_iterable(_read_ahead(jobs, handle, workers))
+
+
+# ---------------------------------------------------------------- reader
+
+def _as_bytes(value) -> bytes:
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    return bytes(value)
+
+
+class Reader(Sequence):
+    """Opens a collection of Bagz-formatted files (shards).
+
+    Args:
+      file_spec: a filename ("/path/foo.bagz"), a sharded spec
+        ("/path/foo@100.bagz", "/path/foo@*.bagz"), a comma-separated list of
+        those, or a list of paths.
+      options: see `Reader.Options`.
+
+    Readers are Sequences of bytes: len, indexing (negative too), slicing with
+    any step (a slice is a Reader), iteration. They pickle by re-opening the
+    same files, so they can be handed to multiprocessing data loaders.
+    """
+
+    Options = _ReaderOptions
+
+    def __init__(self, file_spec: Union[str, os.PathLike, Sequence], options: Optional[_ReaderOptions] = None):
+        if isinstance(file_spec, (list, tuple)):
+            spec = [os.fspath(p) for p in file_spec]
+        else:
+            spec = os.fspath(file_spec)
+            if isinstance(spec, bytes):
+                spec = os.fsdecode(spec)
+            # bagz accepts a leading "/" before its "fs:"-style prefixes (pathlib).
+            if spec.startswith("/fs:"):
+                spec = spec[1:]
+        self._spec = spec
+        self._options = options if options is not None else _ReaderOptions()
+        self._h = _Handle(spec, self._options)
+        self._start, self._step, self._len = 0, 1, self._h.count
+
+    # -- construction of slices and pickling
+    @classmethod
+    def _view(cls, base: "Reader", start: int, step: int, length: int) -> "Reader":
+        r = cls.__new__(cls)
+        r._spec, r._options, r._h = base._spec, base._options, base._h
+        r._start, r._step, r._len = start, step, length
+        return r
+
+    def __getstate__(self):
+        return (self._spec, self._options, self._start, self._step, self._len)
+
+    def __setstate__(self, state):
+        spec, options, start, step, length = state
+        self._spec, self._options = spec, options
+        self._h = _Handle(spec, options)
+        self._start, self._step, self._len = start, step, length
+
+    def __reduce__(self):
+        return (_restore_reader, (self.__getstate__(),))
+
+    # -- properties
+    @property
+    def options(self) -> _ReaderOptions:
+        """The options used to open the reader."""
+        return self._options
+
+    @property
+    def file_spec(self) -> str:
+        """The file spec used to open the reader."""
+        return ",".join(self._spec) if isinstance(self._spec, list) else self._spec
+
+    def approximate_bytes_per_record(self) -> float:
+        """Stored (possibly compressed) bytes per record of the opened files.
+
+        Exact when the reader is opened; slices keep the value of the whole.
+        """
+        return self._h.stored_bytes / self._h.count if self._h.count else 0.0
+
+    def __len__(self) -> int:
+        return self._len
+
+    def __repr__(self):
+        return f"a2pack.bag.Reader({self.file_spec!r}, records={self._len})"
+
+    # -- index arithmetic
+    def _workers(self) -> int:
+        return int(self._options.max_parallelism)
+
+    def _global_indices(self, indices: np.ndarray) -> np.ndarray:
+        """Local positions (numpy int64, negatives allowed) → global uint64."""
+        n = self._len
+        if indices.size:
+            neg = indices < 0
+            if neg.any():
+                indices = np.where(neg, indices + n, indices)
+            bad = (indices < 0) | (indices >= n)
+            if bad.any():
+                k = int(np.argmax(bad))
+                raise errors.OutOfRangeError(
+                    f"indices[{k}] = {int(indices[k]) - (n if neg[k] else 0)} out of range "
+                    f"[{-n}, {n})", lib.A2PACK_E_OUT_OF_RANGE)
+        if self._start == 0 and self._step == 1:
+            return indices.astype(np.uint64)
+        return (self._start + indices * self._step).astype(np.uint64)
+
+    def _chunk_records(self) -> int:
+        """Records per batch while iterating: about 4 MiB stored when reading
+        ahead (big enough to decompress in parallel), 256 KiB when copying
+        straight from the mapping (small enough that freed records' memory
+        is reused while iterating)."""
+        per = self.approximate_bytes_per_record() or 1.0
+        target = (256 << 10) if self._h.maps is not None else (4 << 20)
+        return int(min(65536, max(16, target / per)))
+
+    def _jobs(self, start: int, stop: int) -> Iterator:
+        """Batch jobs covering local positions [start, stop)."""
+        chunk = self._chunk_records()
+        for a in range(start, stop, chunk):
+            b = min(stop, a + chunk)
+            if self._step == 1:
+                yield ("range", self._start + a, b - a)
+            else:
+                yield ("indices", self._start + np.arange(a, b, dtype=np.int64) * self._step)
+
+    # -- Sequence
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            start, stop, step = index.indices(self._len)
+            length = len(range(start, stop, step))
+            return Reader._view(self, self._start + start * self._step if length else self._start,
+                                self._step * step, length)
+        try:
+            i = operator.index(index)
+        except TypeError:
+            raise TypeError(f"Reader indices must be integers or slices, not "
+                            f"{type(index).__name__}") from None
+        n = self._len
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise errors.OutOfRangeError(f"index {index} out of range [{-n}, {n})",
+                                         lib.A2PACK_E_OUT_OF_RANGE)
+        return self._h.read_range(self._start + i * self._step, 1, 1)[0]
+
+    def __iter__(self) -> ReaderIterator:
+        return ReaderIterator._over(self._jobs(0, self._len), self._h, self._workers())
+
+    def __reversed__(self) -> "Reader":
+        return self[::-1]
+
+    def __contains__(self, value) -> bool:
+        value = _as_bytes(value)
+        return any(r == value for r in self)
+
+    def count(self, value) -> int:
+        """Number of records equal to value."""
+        value = _as_bytes(value)
+        return sum(1 for r in self if r == value)
+
+    def index(self, value, start: int = 0, stop: Optional[int] = None) -> int:
+        """Position of the first record equal to value in [start, stop).
+
+        Raises ValueError when there is none.
+        """
+        value = _as_bytes(value)
+        start, stop, _ = slice(start, stop).indices(self._len)
+        for k, r in enumerate(ReaderIterator._over(self._jobs(start, stop), self._h, self._workers())):
+            if r == value:
+                return start + k
+        raise ValueError("value is not in the Reader")
+
+    # -- eager and batch reads
+    def read(self) -> List[bytes]:
+        """All the records of this reader (or slice)."""
+        if self._h.maps is None:
+            return list(iter(self))
+        # Straight from the mapping: a few big span lookups, no read-ahead.
+        out: List[bytes] = []
+        step = 1 << 20
+        for a in range(0, self._len, step):
+            b = min(self._len, a + step)
+            if self._step == 1:
+                out += self._h.read_range(self._start + a, b - a, 1)
+            else:
+                out += self._h.read_global(
+                    self._start + np.arange(a, b, dtype=np.int64) * self._step, 1)
+        return out
+
+    def read_range(self, start: int, num_records: int) -> List[bytes]:
+        """Records [start, start + num_records). Prefer slicing and read()."""
+        start = operator.index(start)
+        num_records = operator.index(num_records)
+        if start < 0 or num_records < 0 or start + num_records > self._len:
+            raise errors.OutOfRangeError(
+                f"records [{start}, {start + num_records}) out of range [0, {self._len})",
+                lib.A2PACK_E_OUT_OF_RANGE)
+        return self[start:start + num_records].read()
+
+    def read_range_iter(self, start: int, num_records: int, read_ahead: Optional[int] = None) -> ReaderIterator:
+        """Iterator over records [start, start + num_records)."""
+        start = operator.index(start)
+        num_records = operator.index(num_records)
+        if start < 0 or num_records < 0 or start + num_records > self._len:
+            raise errors.OutOfRangeError(
+                f"records [{start}, {start + num_records}) out of range [0, {self._len})",
+                lib.A2PACK_E_OUT_OF_RANGE)
+        return iter(self[start:start + num_records])
+
+    def read_indices(self, indices) -> List[bytes]:
+        """Records at the given positions (list, numpy integer array or slice),
+        read in one parallel batch."""
+        if isinstance(indices, slice):
+            return self[indices].read()
+        arr = _index_array(indices)
+        if arr.size == 0:
+            return []
+        return self._h.read_global(self._global_indices(arr), self._workers())
+
+    def read_indices_iter(self, indices: Iterable[int], read_ahead: Optional[int] = None) -> ReaderIterator:
+        """Records at the positions produced by `indices` (any iterable, even an
+        infinite generator), in order. Batches of `read_ahead` positions (default
+        256) are read in parallel ahead of the consumer."""
+        size = 256 if read_ahead is None else max(1, int(read_ahead))
+        source = iter(indices)
+
+        def jobs():
+            while True:
+                chunk = list(itertools.islice(source, size))
+                if not chunk:
+                    return
+                yield ("indices", self._global_indices(_index_array(chunk)))
+                if len(chunk) < size:
+                    return
+
+        return ReaderIterator._over(jobs(), self._h, self._workers())
+
+
+def _restore_reader(state) -> Reader:
+    r = Reader.__new__(Reader)
+    r.__setstate__(state)
+    return r
+
+
+def _index_array(indices) -> np.ndarray:
+    arr = np.asarray(indices)
+    if arr.ndim != 1:
+        arr = arr.reshape(-1)
+    if arr.size == 0:
+        return arr.astype(np.int64)
+    if arr.dtype == np.uint64:
+        if arr.max() > np.iinfo(np.int64).max:
+            raise errors.OutOfRangeError(f"index {int(arr.max())} out of range",
+                                         lib.A2PACK_E_OUT_OF_RANGE)
+        return arr.astype(np.int64)
+    if not np.issubdtype(arr.dtype, np.integer):
+        if arr.dtype == object:
+            try:
+                return np.array([operator.index(i) for i in arr], dtype=np.int64)
+            except TypeError:
+                pass
+        raise TypeError(f"indices must be integers, not {arr.dtype}")
+    return arr.astype(np.int64, copy=False)
+
+
+# ---------------------------------------------------------------- writer
+
+class Writer:
+    """Writes one Bagz file.
+
+    Use as a context manager so the file is closed::
+
+        with Writer(filename) as writer:
+            for record in records:
+                writer.write(record)
+
+    The file (and for SEPARATE placement its "limits." sibling) appears under
+    its name only at close(); a writer left by an exception or never closed
+    leaves no file behind. Records are buffered here and handed to the
+    library in batches (about 1 MiB stored, 4 MiB compressed), which it
+    compresses in parallel.
+
+    Args:
+      filename: the file to write.
+      options: see `Writer.Options`.
+    """
+
+    Options = _WriterOptions
+
+    _BUFFER_BYTES_STORED = 1 << 20
+    _BUFFER_BYTES_ZSTD = 4 << 20
+    _BUFFER_RECORDS = 16384
+    _LARGE_RECORD = 1 << 20
+
+    def __init__(self, filename: Union[str, os.PathLike], options: Optional[_WriterOptions] = None):
+        self._options = options if options is not None else _WriterOptions()
+        o = ffi.new("a2pack_bag_writer_options *")
+        lib.a2pack_bag_writer_options_init(o)
+        comp, level, dictionary = _compression_fields(self._options.compression)
+        o.compression = comp
+        o.zstd_level = level
+        keep = None
+        if dictionary:
+            keep = ffi.from_buffer("uint8_t[]", dictionary)
+            o.zstd_dictionary = keep
+            o.zstd_dictionary_len = len(dictionary)
+        o.limits_placement = _enum(self._options.limits_placement, LimitsPlacement).value
+        out = ffi.new("a2pack_bag_writer **")
+        check(lib.a2pack_bag_writer_open(fspath(filename), o, out))
+        del keep
+        self._w = out[0]
+        self._buf: Optional[List[bytes]] = []
+        self._batch_records = 64  # adapts to about _buffer_bytes per batch
+        # Stored records: batches small enough to stay in cache and reuse heap
+        # memory; compressed ones: big enough to keep every core compressing.
+        compressed = comp == lib.A2PACK_BAG_COMPRESSION_ZSTD or (
+            comp == lib.A2PACK_BAG_COMPRESSION_AUTO and os.fspath(filename).endswith(
+                b".bagz" if isinstance(os.fspath(filename), bytes) else ".bagz"))
+        self._buffer_bytes = self._BUFFER_BYTES_ZSTD if compressed else self._BUFFER_BYTES_STORED
+        self._closed = False
+
+    @property
+    def options(self) -> _WriterOptions:
+        return self._options
+
+    def _check_open(self):
+        if self._closed:
+            raise errors.ClosedError("Writer is closed", lib.A2PACK_E_CLOSED)
+
+    def _drain(self):
+        buf = self._buf
+        if not buf:
+            return
+        self._buf = []
+        lengths = np.fromiter(map(len, buf), dtype=np.uint64, count=len(buf))
+        offsets = np.zeros(len(buf) + 1, dtype=np.uint64)
+        np.cumsum(lengths, out=offsets[1:])
+        # Batches of about _buffer_bytes: the record count adapts to the sizes seen.
+        per = max(1, int(offsets[-1]) // len(buf))
+        self._batch_records = max(1, min(self._BUFFER_RECORDS, self._buffer_bytes // per))
+        data = b"".join(buf)
+        check(lib.a2pack_bag_writer_write_batch(
+            self._w, data, ffi.from_buffer("uint64_t[]", offsets), len(buf)))
+
+    def write(self, record: Union[str, bytes]) -> None:
+        """Append a record (compressed according to the options)."""
+        if type(record) is not bytes:
+            record = record.encode("utf-8") if isinstance(record, str) else bytes(record)
+        buf = self._buf
+        if buf is None:
+            raise errors.ClosedError("Writer is closed", lib.A2PACK_E_CLOSED)
+        buf.append(record)
+        # The count adapts to record sizes; a large record goes out at once.
+        if len(buf) >= self._batch_records or len(record) >= self._LARGE_RECORD:
+            self._drain()
+
+    def flush(self) -> None:
+        """Hand every buffered record to the operating system (the file keeps
+        its temporary name until close)."""
+        self._check_open()
+        self._drain()
+        check(lib.a2pack_bag_writer_flush(self._w))
+
+    def close(self) -> None:
+        """Finish the file: write the limits and move it into place. Closing
+        twice is harmless."""
+        if self._closed:
+            return
+        try:
+            self._drain()
+            check(lib.a2pack_bag_writer_commit(self._w))
+        finally:
+            self._abandon()
+
+    def _abandon(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._buf = None
+            lib.a2pack_bag_writer_close(self._w)
+            self._w = ffi.NULL
+
+    def __enter__(self) -> "Writer":
+        return self
+
+    def __exit__(self, exc_type, exc_value, traceback) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self._abandon()
+
+    def __del__(self):
+        # Never committed: the library removes the temporary files.
+        if not getattr(self, "_closed", True):
+            self._abandon()
+
+
+# ---------------------------------------------------------------- indexes
+
+class _IndexBase:
+    def __init__(self, reader: Reader):
+        if not isinstance(reader, Reader):
+            raise TypeError(f"expected a Reader, not {type(reader).__name__}")
+        self._reader = reader
+        out = ffi.new("a2pack_bag_index **")
+        if reader._start == 0 and reader._step == 1 and reader._len == reader._h.count:
+            check(lib.a2pack_bag_index_build(reader._h.ptr, ffi.NULL, 0, reader._workers(), out))
+        else:
+            idx = reader._global_indices(np.arange(reader._len, dtype=np.int64))
+            check(lib.a2pack_bag_index_build(
+                reader._h.ptr, ffi.from_buffer("uint64_t[]", idx), len(idx), reader._workers(), out))
+        self._ptr = ffi.gc(out[0], lib.a2pack_bag_index_close)
+        self._unique = int(lib.a2pack_bag_index_unique(self._ptr))
+
+    def _find(self, record) -> List[int]:
+        key = _as_bytes(record)
+        pos = ffi.new("const uint64_t **")
+        cnt = ffi.new("uint64_t *")
+        check(lib.a2pack_bag_index_find(self._ptr, key, len(key), pos, cnt))
+        n = cnt[0]
+        if n == 0:
+            return []
+        return np.frombuffer(ffi.buffer(pos[0], 8 * n), dtype=np.uint64).tolist()
+
+    def __contains__(self, record) -> bool:
+        return bool(self._find(record))
+
+    def __len__(self) -> int:
+        """Number of distinct records (compare with len(reader) for duplicates)."""
+        return self._unique
+
+
+class Index(_IndexBase):
+    """Reverse index: record → its first position in the reader."""
+
+    def get(self, record: Union[str, bytes]) -> Optional[int]:
+        found = self._find(record)
+        return found[0] if found else None
+
+    def __getitem__(self, record: Union[str, bytes]) -> int:
+        found = self._find(record)
+        if not found:
+            raise KeyError(record)
+        return found[0]
+
+
+class MultiIndex(_IndexBase):
+    """Reverse index: record → all its positions in the reader, ascending."""
+
+    def get(self, record: Union[str, bytes], default: Any = None):
+        found = self._find(record)
+        return found if found else default
+
+    def __getitem__(self, record: Union[str, bytes]) -> List[int]:
+        found = self._find(record)
+        if not found:
+            raise KeyError(record)
+        return found

@@ -1,0 +1,440 @@
+"""Step datasets: steps.npy + metadata.db + manifest.json (seed 003).
+
+A dataset folder holds one 32-byte row per game step in ``steps.npy`` (plain
+``np.load`` reads it, dtype :data:`STEP_DTYPE`), one row per run in
+``metadata.db`` (SQLite, upstream's ``runs`` table) and ``manifest.json``
+(row and run counts and the CRC32C of the rows: the commit record).
+
+:class:`Dataset` loads the rows into RAM once and serves batches: every
+gather crosses into the library once per batch, never once per row.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Callable, Iterator, Optional, Sequence, Tuple, Union
+
+import numpy as np
+
+from ._native import check, ffi, fspath, lib, view_array
+
+#: The exact row dtype of steps.npy (FORMATS.md §5): 32 bytes, packed.
+STEP_DTYPE = np.dtype([
+    ("board", "<u8"),
+    ("move", "u1"),
+    ("ev_legal", "u1"),
+    ("ev_values", "<f4", (4,)),
+    ("run_id", "<u4"),
+    ("step_index", "<u2"),
+])
+assert STEP_DTYPE.itemsize == 32
+
+PathLike = Union[str, os.PathLike]
+Progress = Optional[Callable[[int, int], Optional[bool]]]
+
+
+# ------------------------------------------------------------------ helpers
+def _indices(indices) -> np.ndarray:
+    """Step indices as a contiguous int64 array (no copy when already one)."""
+    a = np.asarray(indices)
+    if a.dtype != np.int64:
+        if a.size and not np.issubdtype(a.dtype, np.integer):
+            raise TypeError(f"indices must be integers, not {a.dtype}")
+        a = a.astype(np.int64)
+    return np.ascontiguousarray(a.reshape(-1))
+
+
+# ffi.from_buffer rather than ndarray.ctypes.data: the latter costs several
+# microseconds a call, as much as gathering a thousand cached rows.
+def _i64_ptr(a: np.ndarray):
+    return ffi.from_buffer("int64_t[]", a) if a.size else ffi.NULL
+
+
+def _ptr(cdecl: str, a: np.ndarray):
+    return ffi.from_buffer(cdecl, a, require_writable=True)
+
+
+class _Params:
+    """`?` parameters as an a2pack_sql_param array (keeps text alive)."""
+
+    def __init__(self, params: Sequence):
+        params = tuple(params or ())
+        self.n = len(params)
+        self._keep = []
+        self.ptr = ffi.new("a2pack_sql_param[]", max(self.n, 1)) if self.n else ffi.NULL
+        for i, v in enumerate(params):
+            p = self.ptr[i]
+            if v is None:
+                p.type = lib.A2PACK_SQL_NULL
+            elif isinstance(v, (bool, int, np.integer)):
+                p.type = lib.A2PACK_SQL_INTEGER
+                p.integer = int(v)
+            elif isinstance(v, (float, np.floating)):
+                p.type = lib.A2PACK_SQL_REAL
+                p.real = float(v)
+            elif isinstance(v, (str, bytes)):
+                b = v.encode() if isinstance(v, str) else v
+                buf = ffi.new("char[]", b)
+                self._keep.append(buf)
+                p.type = lib.A2PACK_SQL_TEXT
+                p.text = buf
+                p.text_len = len(b)
+            else:
+                raise TypeError(f"SQL parameter {i} has unsupported type {type(v).__name__}")
+
+
+def _owned_i64(ptr, n) -> np.ndarray:
+    """An owned int64 array from the library as a writable numpy array."""
+    if n == 0 or ptr == ffi.NULL:
+        return np.zeros(0, dtype=np.int64)
+    owner = ffi.gc(ptr, lib.a2pack_free)
+    return view_array(owner, owner, (int(n),), np.int64, readonly=False)
+
+
+def _owned_json(ptr) -> dict:
+    try:
+        return json.loads(ffi.string(ptr).decode())
+    finally:
+        lib.a2pack_free(ptr)
+
+
+def _sql(where: Optional[str]):
+    return where.encode() if where else ffi.NULL
+
+
+def _build_options(workers, allow_missing_branches, overwrite, progress):
+    o = ffi.new("a2pack_dataset_build_options *")
+    lib.a2pack_dataset_build_options_init(o)
+    o.workers = workers
+    o.allow_missing_branches = bool(allow_missing_branches)
+    o.overwrite = bool(overwrite)
+    cb = None
+    if progress is not None:
+        @ffi.callback("int(void *, uint64_t, uint64_t)")
+        def cb(_user, done, total):
+            return 1 if progress(int(done), int(total)) is False else 0
+        o.progress = cb
+    return o, cb
+
+
+def _result(r) -> dict:
+    return {"runs_added": r.runs_added, "rows_added": r.rows_added,
+            "total_runs": r.total_runs, "total_rows": r.total_rows}
+
+
+# ------------------------------------------------------------------ build
+def build_dataset(input: PathLike, out_dir: PathLike, *, workers: int = 0,
+                  allow_missing_branches: bool = False, overwrite: bool = False,
+                  progress: Progress = None) -> dict:
+    """Build a dataset folder from a folder of .a2run2 files or a packfile.
+
+    Atomic: on any error nothing is left under ``out_dir`` (or the previous
+    dataset, with ``overwrite``). Runs without branch values raise
+    InvalidArgumentError naming the file unless ``allow_missing_branches``.
+    ``progress(done, total)`` may return False to stop. Returns the counts.
+    """
+    o, _cb = _build_options(workers, allow_missing_branches, overwrite, progress)
+    r = ffi.new("a2pack_dataset_build_result *")
+    r.size = ffi.sizeof("a2pack_dataset_build_result")
+    check(lib.a2pack_dataset_build(fspath(input), fspath(out_dir), o, r))
+    return _result(r)
+
+
+def append_dataset(dataset_dir: PathLike, input: PathLike, *, workers: int = 0,
+                   allow_missing_branches: bool = False, progress: Progress = None) -> dict:
+    """Append runs to a dataset, atomically (fresh run ids; see docs/dataset.md)."""
+    o, _cb = _build_options(workers, allow_missing_branches, False, progress)
+    r = ffi.new("a2pack_dataset_build_result *")
+    r.size = ffi.sizeof("a2pack_dataset_build_result")
+    check(lib.a2pack_dataset_append(fspath(dataset_dir), fspath(input), o, r))
+    return _result(r)
+
+
+def verify_dataset(dataset_dir: PathLike, *, repair: bool = False, workers: int = 0,
+                   raise_on_error: bool = True) -> dict:
+    """Check a dataset completely; returns the report dict (ok, rows, runs,
+    errors, notes, actions). Raises the error of the first problem unless
+    ``raise_on_error`` is False. ``repair`` first undoes an interrupted append."""
+    out = ffi.new("char **")
+    flags = lib.A2PACK_DATASET_VERIFY_REPAIR if repair else 0
+    status = lib.a2pack_dataset_verify(fspath(dataset_dir), flags, workers, out)
+    report = _owned_json(out[0]) if out[0] != ffi.NULL else None
+    if status != 0 and (raise_on_error or report is None):
+        check(status)
+    return report
+
+
+# ------------------------------------------------------------------ sampler
+class EpochSampler:
+    """Batches of a seeded permutation of step indices.
+
+    Epoch ``e``'s order depends only on (seed, e): the same seed gives the
+    same batches. Iterating yields int64 arrays of ``batch_size`` indices (the
+    last one shorter unless ``drop_last``) for the current epoch; call
+    :meth:`set_epoch` between epochs, as with PyTorch's DistributedSampler.
+    """
+
+    def __init__(self, indices=None, *, n: Optional[int] = None, batch_size: int = 4096,
+                 seed: int = 0, drop_last: bool = False, epoch: int = 0):
+        if indices is None and n is None:
+            raise ValueError("give indices or n")
+        self._indices = None if indices is None else _indices(indices)
+        self._n = int(n) if indices is None else int(self._indices.size)
+        self.batch_size = int(batch_size)
+        self.seed = int(seed)
+        self.drop_last = bool(drop_last)
+        out = ffi.new("a2pack_dataset_sampler **")
+        ptr = ffi.NULL if self._indices is None else _i64_ptr(self._indices)
+        if self._indices is not None and self._n == 0:
+            ptr = ffi.new("int64_t[1]")  # an empty selection, not "all of 0..n-1"
+        check(lib.a2pack_dataset_sampler_open(ptr, self._n, self.seed, self.batch_size,
+                                              self.drop_last, out))
+        self._h = ffi.gc(out[0], lib.a2pack_dataset_sampler_close)
+        self._epoch = 0
+        if epoch:
+            self.set_epoch(epoch)
+
+    @property
+    def epoch(self) -> int:
+        return self._epoch
+
+    def set_epoch(self, epoch: int) -> None:
+        check(lib.a2pack_dataset_sampler_set_epoch(self._h, int(epoch)))
+        self._epoch = int(epoch)
+
+    def __len__(self) -> int:
+        return int(lib.a2pack_dataset_sampler_batch_count(self._h))
+
+    @property
+    def num_indices(self) -> int:
+        return self._n
+
+    def batch(self, b: int) -> np.ndarray:
+        """Batch ``b`` of the current epoch."""
+        out = np.empty(self.batch_size, dtype=np.int64)
+        n = ffi.new("size_t *")
+        check(lib.a2pack_dataset_sampler_batch(self._h, int(b), _ptr("int64_t[]", out), n))
+        return out[: n[0]]
+
+    def __iter__(self) -> Iterator[np.ndarray]:
+        for b in range(len(self)):
+            yield self.batch(b)
+
+    def __reduce__(self):
+        args = dict(n=self._n, batch_size=self.batch_size, seed=self.seed,
+                    drop_last=self.drop_last, epoch=self._epoch)
+        return (_make_sampler, (self._indices, args))
+
+
+def _make_sampler(indices, kwargs):
+    return EpochSampler(indices, **kwargs)
+
+
+# ------------------------------------------------------------------ dataset
+class _Handle:
+    """Owns the `a2pack_dataset *`; numpy views of the rows keep it alive, so
+    the memory outlives Dataset.close() while any view exists."""
+
+    __slots__ = ("h", "__weakref__")
+
+    def __init__(self, h):
+        self.h = h
+
+
+class Dataset:
+    """A dataset loaded into memory.
+
+    ``Dataset(path)`` reads the committed rows into RAM (64-byte aligned, on
+    huge pages where the kernel allows) with large parallel reads and checks
+    them against the manifest's CRC32C. ``mmap=True`` maps steps.npy instead.
+    Picklable by path: an unpickled copy (e.g. in a DataLoader worker) opens
+    the folder again with the same options.
+    """
+
+    def __init__(self, path: PathLike, *, mmap: bool = False, verify: bool = True,
+                 huge_pages: bool = True, workers: int = 0, allow_extra_files: bool = False):
+        self._path = os.fspath(path)
+        self._kwargs = dict(mmap=mmap, verify=verify, huge_pages=huge_pages, workers=workers,
+                            allow_extra_files=allow_extra_files)
+        o = ffi.new("a2pack_dataset_open_options *")
+        lib.a2pack_dataset_open_options_init(o)
+        o.mmap = bool(mmap)
+        o.verify_crc = bool(verify)
+        o.huge_pages = bool(huge_pages)
+        o.workers = workers
+        o.allow_extra_files = bool(allow_extra_files)
+        out = ffi.new("a2pack_dataset **")
+        check(lib.a2pack_dataset_open(fspath(path), o, out))
+        self._handle = _Handle(ffi.gc(out[0], lib.a2pack_dataset_close))
+        info = ffi.new("a2pack_dataset_info *")
+        info.size = ffi.sizeof("a2pack_dataset_info")
+        check(lib.a2pack_dataset_get_info(self._handle.h, info))
+        self._rows = int(info.rows)
+        self._runs = int(info.runs)
+        self._info = {
+            "rows": self._rows, "runs": self._runs, "next_run_id": int(info.next_run_id),
+            "mapped": bool(info.mapped), "huge_pages": bool(info.huge_pages),
+            "has_manifest": bool(info.has_manifest), "steps_crc32c": int(info.steps_crc32c),
+            "uncommitted_rows": int(info.uncommitted_rows),
+        }
+        self._steps = view_array(self._handle, info.data, (self._rows,), STEP_DTYPE)
+
+    # -- pickling: by path -------------------------------------------------
+    def __reduce__(self):
+        return (_reopen, (self._path, self._kwargs))
+
+    # -- basics --------------------------------------------------------------
+    @property
+    def path(self) -> str:
+        return self._path
+
+    @property
+    def steps(self) -> np.ndarray:
+        """All committed rows as a read-only structured array (zero-copy view
+        of the library's memory, dtype :data:`STEP_DTYPE`)."""
+        self._check_open()
+        return self._steps
+
+    @property
+    def num_runs(self) -> int:
+        return self._runs
+
+    @property
+    def info(self) -> dict:
+        return dict(self._info)
+
+    def __len__(self) -> int:
+        return self._rows
+
+    def __repr__(self) -> str:
+        return f"Dataset({self._path!r}, rows={self._rows}, runs={self._runs})"
+
+    def _check_open(self):
+        if self._handle is None:
+            from .errors import ClosedError
+            raise ClosedError(f"{self._path}: the dataset was closed")
+        return self._handle.h
+
+    def close(self) -> None:
+        """Drop this object's hold on the rows; the memory is freed once no
+        array returned by :attr:`steps` is alive."""
+        self._handle = None
+        self._steps = None
+
+    def __enter__(self) -> "Dataset":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- gathers ---------------------------------------------------------------
+    def get_batch(self, indices, *, out: Optional[np.ndarray] = None,
+                  workers: int = 1) -> np.ndarray:
+        """Rows ``indices`` as a structured array (one call into the library).
+        Out-of-range indices raise OutOfRangeError before anything is copied."""
+        h = self._check_open()
+        idx = _indices(indices)
+        if out is None:
+            out = np.empty(idx.size, dtype=STEP_DTYPE)
+        elif out.dtype != STEP_DTYPE or out.shape != (idx.size,) or not out.flags.c_contiguous:
+            raise ValueError(f"out must be a contiguous ({idx.size},) array of STEP_DTYPE")
+        check(lib.a2pack_dataset_gather(h, _i64_ptr(idx), idx.size,
+                                        _ptr("char[]", out) if idx.size else ffi.NULL, workers))
+        return out
+
+    def get_batch_columns(self, indices, *, workers: int = 1,
+                          out: Optional[Tuple[np.ndarray, ...]] = None
+                          ) -> Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Training arrays for rows ``indices`` in one pass:
+        ``(exponents u8[n,16], moves u8[n], legal bool[n,4], ev_values f32[n,4])``.
+        ``out`` may give the four arrays to fill (shapes and dtypes as above)."""
+        h = self._check_open()
+        idx = _indices(indices)
+        n = idx.size
+        if out is None:
+            exps = np.empty((n, 16), np.uint8)
+            moves = np.empty(n, np.uint8)
+            legal = np.empty((n, 4), np.bool_)
+            ev = np.empty((n, 4), np.float32)
+        else:
+            exps, moves, legal, ev = out
+            for a, shape, dt in ((exps, (n, 16), np.uint8), (moves, (n,), np.uint8),
+                                 (legal, (n, 4), np.bool_), (ev, (n, 4), np.float32)):
+                if a.shape != shape or a.dtype != dt or not a.flags.c_contiguous:
+                    raise ValueError(f"out arrays must be contiguous {shape} {np.dtype(dt)}")
+        cols = ffi.new("a2pack_dataset_columns *")
+        cols.size = ffi.sizeof("a2pack_dataset_columns")
+        if n:
+            keep = (_ptr("uint8_t[]", exps), _ptr("uint8_t[]", moves),
+                    _ptr("uint8_t[]", legal.view(np.uint8)), _ptr("float[]", ev))
+            cols.exponents, cols.moves, cols.legal, cols.ev_values = keep
+        check(lib.a2pack_dataset_gather_columns(h, _i64_ptr(idx), n, cols, workers))
+        return exps, moves, legal, ev
+
+    # -- selection -------------------------------------------------------------
+    def filter_sql(self, where: str, params: Sequence = ()) -> np.ndarray:
+        """Step indices (int64, ascending) of the runs matching ``where``, an
+        SQL expression over metadata.db's ``runs`` columns (id,
+        first_step_idx, num_steps, max_score, highest_tile, engine,
+        start_time, elapsed_s) with ``?`` placeholders for ``params``."""
+        h = self._check_open()
+        p = _Params(params)
+        out = ffi.new("int64_t **")
+        n = ffi.new("size_t *")
+        check(lib.a2pack_dataset_select(h, _sql(where), p.ptr, p.n, out, n))
+        return _owned_i64(out[0], n[0])
+
+    def filter_by_score(self, lo: Optional[int] = None, hi: Optional[int] = None) -> np.ndarray:
+        """Step indices of runs with ``lo <= max_score <= hi`` (either bound optional)."""
+        if lo is None and hi is None:
+            return self.filter_sql("")
+        if hi is None:
+            return self.filter_sql("max_score >= ?", (int(lo),))
+        if lo is None:
+            return self.filter_sql("max_score <= ?", (int(hi),))
+        return self.filter_sql("max_score BETWEEN ? AND ?", (int(lo), int(hi)))
+
+    def run_ids(self, where: str = "", params: Sequence = ()) -> np.ndarray:
+        """Ids (ascending) of the runs matching ``where`` (all when empty)."""
+        h = self._check_open()
+        p = _Params(params)
+        out = ffi.new("int64_t **")
+        n = ffi.new("size_t *")
+        check(lib.a2pack_dataset_select_runs(h, _sql(where), p.ptr, p.n, out, n))
+        return _owned_i64(out[0], n[0])
+
+    def split(self, val_fraction: float = 0.1, *, seed: int = 0, where: str = "",
+              params: Sequence = (), val_where: Optional[str] = None,
+              val_params: Sequence = ()) -> Tuple[np.ndarray, np.ndarray]:
+        """Run-disjoint ``(train, val)`` step indices of the runs matching
+        ``where``. With ``val_where`` the runs it matches are the validation
+        set; otherwise each run goes to validation with probability
+        ``val_fraction`` by a hash of (seed, run id), so runs keep their side
+        when the dataset grows. Use plain ``?`` placeholders."""
+        h = self._check_open()
+        p, vp = _Params(params), _Params(val_params)
+        tr, ntr = ffi.new("int64_t **"), ffi.new("size_t *")
+        va, nva = ffi.new("int64_t **"), ffi.new("size_t *")
+        check(lib.a2pack_dataset_split(h, _sql(where), p.ptr, p.n, float(val_fraction), seed,
+                                       _sql(val_where), vp.ptr, vp.n, tr, ntr, va, nva))
+        return _owned_i64(tr[0], ntr[0]), _owned_i64(va[0], nva[0])
+
+    def sampler(self, indices=None, *, batch_size: int = 4096, seed: int = 0,
+                drop_last: bool = False) -> EpochSampler:
+        """An :class:`EpochSampler` over ``indices`` (default: every row)."""
+        if indices is None:
+            return EpochSampler(n=self._rows, batch_size=batch_size, seed=seed,
+                                drop_last=drop_last)
+        return EpochSampler(indices, batch_size=batch_size, seed=seed, drop_last=drop_last)
+
+    def stats(self, workers: int = 0) -> dict:
+        """Counts and distributions (see ``a2pack dataset stats --json``)."""
+        h = self._check_open()
+        out = ffi.new("char **")
+        check(lib.a2pack_dataset_stats_json(h, workers, out))
+        return _owned_json(out[0])
+
+
+def _reopen(path, kwargs):
+    return Dataset(path, **kwargs)

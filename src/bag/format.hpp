@@ -1,0 +1,61 @@
+// Bagz / Säckli record files (FORMATS.md §6): the options both sides of the
+// format share, and the naming rules (compression by extension, the sibling
+// "limits.<basename>" file of separate placement).
+//
+// The layout itself is small: the records concatenated (each a zstd frame in
+// a compressed file, empty records stay empty), then one u64 little-endian
+// end offset per record, either appended to the same file (TAIL: the last 8
+// bytes are where the limits begin) or in the sibling limits file (SEPARATE).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace a2pack::bag {
+
+enum class Compression : uint8_t { autodetect = 0, none = 1, zstd = 2 };
+enum class LimitsPlacement : uint8_t { tail = 0, separate = 1 };
+enum class LimitsStorage : uint8_t { on_disk = 0, in_memory = 1 };
+enum class AccessPattern : uint8_t { system = 0, random = 1, sequential = 2 };
+enum class CachePolicy : uint8_t { system = 0, drop_after_read = 1, direct_io = 2 };
+enum class ShardingLayout : uint8_t { concatenated = 0, interleaved = 1 };
+
+// zstd settings. level 0 is zstd's default (3), as in bagz. A non-empty
+// dictionary is handed to zstd as is: a trained dictionary (zstd magic) or raw
+// content, exactly what bagz does with its `dictionary` string.
+struct ZstdSettings {
+  int level = 0;
+  std::string dictionary;
+};
+
+struct WriterOptions {
+  Compression compression = Compression::autodetect;
+  ZstdSettings zstd;
+  LimitsPlacement limits_placement = LimitsPlacement::tail;
+  uint32_t workers = 0;  // threads compressing a write_batch; 0 = all cores
+};
+
+struct ReaderOptions {
+  Compression compression = Compression::autodetect;
+  ZstdSettings zstd;  // level unused when reading
+  LimitsPlacement limits_placement = LimitsPlacement::tail;
+  LimitsStorage limits_storage = LimitsStorage::on_disk;
+  AccessPattern access_pattern = AccessPattern::system;
+  CachePolicy cache_policy = CachePolicy::system;
+  ShardingLayout sharding = ShardingLayout::concatenated;
+  uint32_t max_parallelism = 0;  // threads for batch reads; 0 = all cores
+  // Tests only: act as if the filesystem refused O_DIRECT, to exercise the
+  // buffered fallback of DIRECT_IO on filesystems that accept it.
+  bool refuse_direct_io = false;
+};
+
+// True when `path` names a compressed file: the ".bagz" extension.
+bool is_bagz_path(const std::string& path);
+
+// Resolve autodetect for one file.
+Compression effective_compression(Compression c, const std::string& path);
+
+// "dir/limits.name.bag" for "dir/name.bag".
+std::string limits_path(const std::string& path);
+
+}  // namespace a2pack::bag

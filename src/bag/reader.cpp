@@ -1,0 +1,243 @@
+#include "bag/reader.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "bag/shard_spec.hpp"
+#include "base/error.hpp"
+#include "base/worker_pool.hpp"
+
+namespace a2pack::bag {
+namespace {
+
+constexpr uint64_t kMaxSpan = 4u << 20;       // largest single read: keeps big ranges parallel
+constexpr uint64_t kSerialBytes = 256u << 10;  // below this a pread batch is not worth a thread hop
+constexpr uint64_t kSerialMappedBytes = 16u << 20;  // the same for copies out of a mapping
+
+struct Loc {
+  uint32_t shard;
+  uint64_t local;
+  uint64_t off, len;
+};
+
+struct Span {
+  size_t k0, k1;
+  uint32_t shard;
+  uint64_t off, len;
+};
+
+}  // namespace
+
+Reader::Reader(const std::vector<std::string>& paths, const ReaderOptions& o) : options_(o) {
+  if (paths.empty()) fail(A2PACK_E_INVALID_ARGUMENT, "no files to read");
+  if (paths.size() > UINT32_MAX) fail(A2PACK_E_INVALID_ARGUMENT, "too many shards");
+  bool any_compressed = false;
+  shards_.reserve(paths.size());
+  starts_.reserve(paths.size() + 1);
+  for (const auto& p : paths) {
+    shards_.push_back(std::make_unique<Shard>(p, o));
+    starts_.push_back(total_);
+    total_ += shards_.back()->count();
+    records_bytes_ += shards_.back()->records_bytes();
+    any_compressed |= shards_.back()->compressed();
+  }
+  starts_.push_back(total_);
+  if (o.sharding == ShardingLayout::interleaved) {
+    for (size_t i = 1; i < shards_.size(); ++i) {
+      uint64_t a = shards_[0]->count(), b = shards_[i]->count(), prev = shards_[i - 1]->count();
+      if (b > prev)
+        fail(A2PACK_E_INVALID_ARGUMENT,
+             "interleaved layout needs shard sizes that never increase: {} has {} records, the "
+             "shard before it {}",
+             shards_[i]->path(), b, prev);
+      if (a - b > 1)
+        fail(A2PACK_E_INVALID_ARGUMENT,
+             "interleaved layout needs shard sizes within 1 of each other: {} has {} records, {} "
+             "has {}",
+             shards_[0]->path(), a, shards_[i]->path(), b);
+    }
+  }
+  if (any_compressed) codec_ = std::make_unique<ZstdCodec>(o.zstd);
+}
+
+std::unique_ptr<Reader> Reader::open(const std::string& spec, const ReaderOptions& o) {
+  return std::make_unique<Reader>(expand_spec(spec), o);
+}
+
+void Reader::locate(uint64_t g, size_t& shard, uint64_t& local) const {
+  if (options_.sharding == ShardingLayout::interleaved) {
+    shard = static_cast<size_t>(g % shards_.size());
+    local = g / shards_.size();
+    return;
+  }
+  // The last start <= g whose shard is non-empty.
+  auto it = std::upper_bound(starts_.begin(), starts_.end() - 1, g);
+  shard = static_cast<size_t>(it - starts_.begin()) - 1;
+  local = g - starts_[shard];
+}
+
+bool Reader::zero_copy() const {
+  for (const auto& s : shards_)
+    if (s->compressed() || !s->records().is_mapped()) return false;
+  return true;
+}
+
+void Reader::spans(const uint64_t* indices, size_t n, uint32_t* shard, uint64_t* begin,
+                   uint64_t* end) const {
+  for (size_t k = 0; k < n; ++k) {
+    uint64_t g = indices[k];
+    if (g >= total_)
+      fail(A2PACK_E_OUT_OF_RANGE, "indices[{}] = {} out of range [0, {})", k, g, total_);
+    size_t s;
+    uint64_t local;
+    locate(g, s, local);
+    shards_[s]->range(local, begin[k], end[k]);
+    shard[k] = static_cast<uint32_t>(s);
+  }
+}
+
+void Reader::spans_range(uint64_t start, uint64_t count, uint32_t* shard, uint64_t* begin,
+                         uint64_t* end) const {
+  if (start > total_ || count > total_ - start)
+    fail(A2PACK_E_OUT_OF_RANGE, "records [{}, {}) out of range [0, {})", start, start + count, total_);
+  for (uint64_t k = 0; k < count; ++k) {
+    size_t s;
+    uint64_t local;
+    locate(start + k, s, local);
+    shards_[s]->range(local, begin[k], end[k]);
+    shard[k] = static_cast<uint32_t>(s);
+  }
+}
+
+Batch Reader::read_range(uint64_t start, uint64_t count, uint32_t workers) const {
+  if (start > total_ || count > total_ - start)
+    fail(A2PACK_E_OUT_OF_RANGE, "records [{}, {}) out of range [0, {})", start, start + count, total_);
+  std::vector<uint64_t> idx(count);
+  for (uint64_t i = 0; i < count; ++i) idx[i] = start + i;
+  return read(idx.data(), idx.size(), workers);
+}
+
+Batch Reader::read(const uint64_t* indices, size_t n, uint32_t workers) const {
+  // `workers` caps the threads of this call. Reads through pread wait on the
+  // disk, so they use all of it (a deep queue is what makes cold random
+  // reads fast); copying and decompressing are CPU work, capped at the cores.
+  if (workers == 0) workers = options_.max_parallelism;
+  const uint32_t io_workers = workers;
+  const uint32_t cpu_workers = std::min(resolve_workers(workers), hardware_threads());
+  Batch out;
+  out.offsets.assign(n + 1, 0);
+  if (n == 0) return out;
+
+  // 1. Resolve every index to a byte range, merging neighbours into spans.
+  std::vector<Loc> locs(n);
+  std::vector<Span> spans;
+  bool any_compressed = false, all_mapped = true;
+  uint64_t in_bytes = 0;
+  for (size_t k = 0; k < n; ++k) {
+    uint64_t g = indices[k];
+    if (g >= total_)
+      fail(A2PACK_E_OUT_OF_RANGE, "indices[{}] = {} out of range [0, {})", k, g, total_);
+    size_t s;
+    uint64_t local, b, e;
+    locate(g, s, local);
+    const Shard& sh = *shards_[s];
+    sh.range(local, b, e);
+    locs[k] = {static_cast<uint32_t>(s), local, b, e - b};
+    in_bytes += e - b;
+    any_compressed |= sh.compressed() && e > b;
+    all_mapped &= sh.records().is_mapped();
+    if (!spans.empty()) {
+      Span& sp = spans.back();
+      if (sp.shard == s && sp.off + sp.len == b && sp.len + (e - b) <= kMaxSpan) {
+        sp.k1 = k + 1;
+        sp.len += e - b;
+        continue;
+      }
+    }
+    spans.push_back({k, k + 1, static_cast<uint32_t>(s), b, e - b});
+  }
+
+  // 2. Uncompressed: spans land directly in the output, which is laid out
+  //    exactly like them.
+  if (!any_compressed) {
+    for (size_t k = 0; k < n; ++k) out.offsets[k + 1] = out.offsets[k] + locs[k].len;
+    out.bytes = in_bytes;
+    out.data = PooledBuffer(in_bytes);
+    // Copies out of a mapping are memory-bound: threads pay off only for big
+    // batches. Reads through pread are I/O-bound and overlap well.
+    uint32_t w = all_mapped ? (in_bytes < kSerialMappedBytes ? 1 : cpu_workers)
+                            : (in_bytes < kSerialBytes ? 1 : io_workers);
+    parallel_for(spans.size(), w, [&](size_t i) {
+      const Span& sp = spans[i];
+      shards_[sp.shard]->records().read(sp.off, sp.len, out.data.get() + out.offsets[sp.k0]);
+    });
+    return out;
+  }
+
+  // 3. Compressed: find each record's stored bytes (a view of the mapping,
+  //    or read into scratch), size the output from the frame headers, then
+  //    decompress every record straight into its place.
+  std::vector<const uint8_t*> src(n);
+  PooledBuffer scratch;
+  if (all_mapped) {
+    for (size_t k = 0; k < n; ++k)
+      src[k] = shards_[locs[k].shard]->records().mapped() + locs[k].off;
+  } else {
+    std::vector<uint64_t> soff(n + 1, 0);
+    for (size_t k = 0; k < n; ++k) soff[k + 1] = soff[k] + locs[k].len;
+    scratch = PooledBuffer(in_bytes);
+    parallel_for(spans.size(), in_bytes < kSerialBytes ? 1 : io_workers, [&](size_t i) {
+      const Span& sp = spans[i];
+      const RecordFile& f = shards_[sp.shard]->records();
+      if (f.is_mapped()) return;  // mixed shards: mapped ones are read below
+      f.read(sp.off, sp.len, scratch.get() + soff[sp.k0]);
+    });
+    for (size_t k = 0; k < n; ++k) {
+      const RecordFile& f = shards_[locs[k].shard]->records();
+      src[k] = f.is_mapped() ? f.mapped() + locs[k].off : scratch.get() + soff[k];
+    }
+  }
+
+  size_t grain = std::max<size_t>(1, n / (static_cast<size_t>(cpu_workers) * 8));
+  std::vector<uint64_t> sizes(n);
+  std::vector<std::unique_ptr<std::string>> unsized(n);  // frames without a content size
+  parallel_for(
+      n, cpu_workers,
+      [&](size_t k) {
+        const Loc& l = locs[k];
+        const Shard& sh = *shards_[l.shard];
+        if (!sh.compressed() || l.len == 0) {
+          sizes[k] = l.len;
+          return;
+        }
+        uint64_t s = ZstdCodec::content_size(src[k], l.len, sh.path(), l.local);
+        if (s == ZstdCodec::kUnknown) {
+          unsized[k] = std::make_unique<std::string>(
+              codec_->decompress_unknown(src[k], l.len, sh.path(), l.local));
+          s = unsized[k]->size();
+        }
+        sizes[k] = s;
+      },
+      grain);
+  for (size_t k = 0; k < n; ++k) out.offsets[k + 1] = out.offsets[k] + sizes[k];
+  out.bytes = out.offsets[n];
+  out.data = PooledBuffer(out.bytes);
+  parallel_for(
+      n, cpu_workers,
+      [&](size_t k) {
+        const Loc& l = locs[k];
+        const Shard& sh = *shards_[l.shard];
+        uint8_t* dst = out.data.get() + out.offsets[k];
+        if (unsized[k]) {
+          std::memcpy(dst, unsized[k]->data(), sizes[k]);
+        } else if (!sh.compressed() || l.len == 0) {
+          if (l.len) std::memcpy(dst, src[k], l.len);
+        } else {
+          codec_->decompress_exact(src[k], l.len, dst, sizes[k], sh.path(), l.local);
+        }
+      },
+      grain);
+  return out;
+}
+
+}  // namespace a2pack::bag

@@ -1,0 +1,202 @@
+#include "bag/record_file.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include "base/error.hpp"
+
+namespace a2pack::bag {
+namespace {
+
+MappedFile::Advice map_advice(AccessPattern a) {
+  switch (a) {
+    case AccessPattern::random: return MappedFile::Advice::random;
+    case AccessPattern::sequential: return MappedFile::Advice::sequential;
+    default: return MappedFile::Advice::normal;
+  }
+}
+
+// statx(STATX_DIOALIGN) through the raw fields, so the build does not depend
+// on the C library's headers knowing them (glibc 2.36 does not). Layout from
+// linux/stat.h: mask at 0, stx_dio_mem_align at 0xC0 and
+// stx_dio_offset_align at 0xC4 of a 256-byte struct.
+size_t statx_dio_alignment(int fd) {
+#ifdef SYS_statx
+  alignas(8) unsigned char buf[256] = {};
+  constexpr unsigned kDioAlign = 0x2000;  // STATX_DIOALIGN
+  if (::syscall(SYS_statx, fd, "", AT_EMPTY_PATH, kDioAlign, buf) != 0) return 0;
+  uint32_t mask;
+  std::memcpy(&mask, buf, 4);
+  if (!(mask & kDioAlign)) return 0;
+  uint32_t mem, off;
+  std::memcpy(&mem, buf + 0xC0, 4);
+  std::memcpy(&off, buf + 0xC4, 4);
+  if (!mem || !off) return 0;  // the filesystem does not support O_DIRECT
+  size_t a = mem > off ? mem : off;
+  return (a & (a - 1)) == 0 && a <= (1u << 16) ? a : 0;
+#else
+  return 0;
+#endif
+}
+
+// Per-thread scratch for O_DIRECT reads, aligned to at least a page.
+struct AlignedBuffer {
+  uint8_t* p = nullptr;
+  size_t cap = 0, align = 0;
+  ~AlignedBuffer() { std::free(p); }
+  uint8_t* get(size_t n, size_t want_align) {
+    if (want_align < 4096) want_align = 4096;
+    if (n <= cap && want_align <= align) return p;
+    std::free(p);
+    p = nullptr;
+    cap = align = 0;
+    void* q = nullptr;
+    if (::posix_memalign(&q, want_align, n) != 0) throw std::bad_alloc();
+    p = static_cast<uint8_t*>(q);
+    cap = n;
+    align = want_align;
+    return p;
+  }
+};
+
+}  // namespace
+
+RecordFile::RecordFile(const std::string& path, AccessPattern access, CachePolicy cache,
+                       bool refuse_direct_io)
+    : path_(path), cache_(cache) {
+  if (cache == CachePolicy::system) {
+    map_ = MappedFile(path, map_advice(access));
+    size_ = map_.size();
+    mode_ = describe();
+    return;
+  }
+  int flags = O_RDONLY | O_CLOEXEC;
+  if (cache == CachePolicy::direct_io && !refuse_direct_io) {
+    fd_ = ::open(path.c_str(), flags | O_DIRECT);
+    if (fd_ >= 0) {
+      align_ = statx_dio_alignment(fd_);
+      if (!align_) align_ = probe_alignment();
+      if (!align_) {
+        ::close(fd_);
+        fd_ = -1;
+      }
+    } else if (errno != EINVAL) {
+      fail_errno("open", path, errno);
+    }
+  }
+  if (fd_ < 0) {
+    fell_back_ = cache == CachePolicy::direct_io;
+    fd_ = ::open(path.c_str(), flags);
+    if (fd_ < 0) fail_errno("open", path, errno);
+  }
+  struct stat st;
+  if (::fstat(fd_, &st) != 0) {
+    int err = errno;
+    ::close(fd_);
+    fd_ = -1;
+    fail_errno("stat", path, err);
+  }
+  if (S_ISDIR(st.st_mode)) {
+    ::close(fd_);
+    fd_ = -1;
+    fail(A2PACK_E_INVALID_ARGUMENT, "{}: is a folder, not a file", path);
+  }
+  size_ = static_cast<uint64_t>(st.st_size);
+  int advice = access == AccessPattern::random       ? POSIX_FADV_RANDOM
+               : access == AccessPattern::sequential ? POSIX_FADV_SEQUENTIAL
+                                                     : POSIX_FADV_NORMAL;
+  if (advice != POSIX_FADV_NORMAL) ::posix_fadvise(fd_, 0, 0, advice);  // a hint
+  mode_ = describe();
+}
+
+RecordFile::~RecordFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+// The smallest power of two from 512 up to the page size at which an
+// O_DIRECT read of the file start succeeds; 0 when none does.
+size_t RecordFile::probe_alignment() {
+  size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  if (page < 4096) page = 4096;
+  thread_local AlignedBuffer buf;
+  uint8_t* p = buf.get(page, page);
+  for (size_t a = 512; a <= page; a *= 2) {
+    ssize_t n = ::pread(fd_, p, a, 0);
+    if (n >= 0) return a;
+    if (errno != EINVAL) return 0;
+  }
+  return 0;
+}
+
+std::string RecordFile::describe() const {
+  if (cache_ == CachePolicy::system) return "mmap";
+  if (align_) return "o_direct/" + std::to_string(align_);
+  if (fell_back_) return "buffered fallback (O_DIRECT refused)";
+  return "pread+dontneed";
+}
+
+void RecordFile::read(uint64_t offset, size_t len, uint8_t* dst) const {
+  if (offset > size_ || len > size_ - offset)
+    fail(A2PACK_E_CORRUPT, "{}: read of {} bytes at offset {} is past the end of the {}-byte file",
+         path_, len, offset, size_);
+  if (len == 0) return;
+  if (cache_ == CachePolicy::system) {
+    std::memcpy(dst, map_.data() + offset, len);
+    return;
+  }
+  if (align_) {
+    read_direct(offset, len, dst);
+    return;
+  }
+  size_t done = 0;
+  while (done < len) {
+    ssize_t n = ::pread(fd_, dst + done, len - done, static_cast<off_t>(offset + done));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      fail_errno(fmt::format("read {} bytes at offset {}", len, offset), path_, errno);
+    }
+    if (n == 0) fail(A2PACK_E_CORRUPT, "{}: file shrank while reading offset {}", path_, offset + done);
+    done += static_cast<size_t>(n);
+  }
+  ::posix_fadvise(fd_, static_cast<off_t>(offset), static_cast<off_t>(len), POSIX_FADV_DONTNEED);
+}
+
+void RecordFile::read_direct(uint64_t offset, size_t len, uint8_t* dst) const {
+  thread_local AlignedBuffer buf;
+  const uint64_t a = align_;
+  uint64_t start = offset / a * a;
+  uint64_t end = (offset + len + a - 1) / a * a;
+  // Bounded chunks keep the aligned scratch small for huge spans.
+  constexpr uint64_t kChunk = 8u << 20;
+  uint8_t* p = buf.get(static_cast<size_t>(end - start < kChunk ? end - start : kChunk), align_);
+  uint64_t pos = start;
+  while (pos < end) {
+    uint64_t want = end - pos < kChunk ? end - pos : kChunk;
+    size_t got = 0;
+    while (got < want) {
+      ssize_t n = ::pread(fd_, p + got, want - got, static_cast<off_t>(pos + got));
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        fail_errno(fmt::format("O_DIRECT read {} bytes at offset {}", want, pos), path_, errno);
+      }
+      if (n == 0) break;  // end of file inside the last aligned block
+      got += static_cast<size_t>(n);
+    }
+    // Copy the part of [pos, pos+got) that lies inside [offset, offset+len).
+    uint64_t lo = pos > offset ? pos : offset;
+    uint64_t hi = pos + got < offset + len ? pos + got : offset + len;
+    if (hi > lo) std::memcpy(dst + (lo - offset), p + (lo - pos), hi - lo);
+    if (got < want && pos + got < offset + len)
+      fail(A2PACK_E_CORRUPT, "{}: file shrank while reading offset {}", path_, pos + got);
+    pos += want;
+  }
+}
+
+}  // namespace a2pack::bag

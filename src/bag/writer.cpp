@@ -1,0 +1,224 @@
+#include "bag/writer.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "base/error.hpp"
+#include "base/worker_pool.hpp"
+
+namespace a2pack::bag {
+namespace {
+
+constexpr size_t kSpillLimits = 1u << 17;     // 1 MiB of limits in memory
+constexpr uint64_t kBatchChunk = 32u << 20;   // input bytes compressed per parallel round
+constexpr uint64_t kWritebackEvery = 8u << 20; // start writeback after this many new bytes
+
+void write_all(int fd, const void* data, size_t len, const std::string& what) {
+  const auto* p = static_cast<const uint8_t*>(data);
+  while (len) {
+    ssize_t n = ::write(fd, p, len);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      fail_errno("write", what, errno);
+    }
+    p += n;
+    len -= static_cast<size_t>(n);
+  }
+}
+
+}  // namespace
+
+Writer::Writer(const std::string& path, const WriterOptions& o) : path_(path), options_(o) {
+  if (path.empty()) fail(A2PACK_E_INVALID_ARGUMENT, "empty path");
+  if (effective_compression(o.compression, path) == Compression::zstd) {
+    codec_ = std::make_unique<ZstdCodec>(o.zstd);
+    cctx_.resize(resolve_workers(o.workers));
+  }
+  records_ = std::make_unique<AtomicFile>(path);
+  if (o.limits_placement == LimitsPlacement::separate)
+    limits_ = std::make_unique<AtomicFile>(limits_path(path));
+  // A second descriptor on the temporary file, only to start writeback; a
+  // failure here just means no early writeback.
+  sync_fd_ = ::open(records_->temp_path().c_str(), O_RDONLY | O_CLOEXEC);
+}
+
+Writer::~Writer() {
+  if (spill_fd_ >= 0) ::close(spill_fd_);
+  if (sync_fd_ >= 0) ::close(sync_fd_);
+  // Uncommitted AtomicFiles remove their temporary files.
+}
+
+template <typename F>
+void Writer::guarded(F&& f) {
+  check_usable();
+  try {
+    f();
+  } catch (...) {
+    failed_ = true;  // a partial record may be on disk: the file must never commit
+    throw;
+  }
+}
+
+void Writer::check_usable() const {
+  if (committed_) fail(A2PACK_E_CLOSED, "{}: writer already closed", path_);
+  if (failed_) fail(A2PACK_E_CLOSED, "{}: an earlier write failed; the file was not written", path_);
+}
+
+void Writer::spill() {
+  if (spill_fd_ < 0) {
+    std::string dir = parent_dir(path_);
+    spill_fd_ = ::open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    if (spill_fd_ < 0) {
+      // Filesystems without O_TMPFILE: a named file, unlinked at once.
+      std::string tmpl = path_ + ".limits-XXXXXX";
+      spill_fd_ = ::mkostemp(tmpl.data(), O_CLOEXEC);
+      if (spill_fd_ < 0) fail_errno("create", tmpl, errno);
+      ::unlink(tmpl.c_str());
+    }
+  }
+  write_all(spill_fd_, pending_.data(), pending_.size() * 8, path_ + " (limits spill)");
+  spilled_ += pending_.size();
+  pending_.clear();
+}
+
+void Writer::start_writeback() {
+  if (unsynced_ < kWritebackEvery || sync_fd_ < 0) return;
+  unsynced_ = 0;
+  // Only the bytes AtomicFile already handed to the kernel are affected; a
+  // hint, so its result does not matter.
+  ::sync_file_range(sync_fd_, 0, 0, SYNC_FILE_RANGE_WRITE);
+}
+
+void Writer::add_limit() {
+  ++count_;
+  if (limits_) {
+    limits_->write(&end_, 8);
+    return;
+  }
+  pending_.push_back(end_);
+  if (pending_.size() >= kSpillLimits) spill();
+}
+
+void Writer::append_record(const uint8_t* data, size_t len) {
+  if (codec_ && len) {
+    size_t bound = ZSTD_compressBound(len);
+    if (scratch_.size() < bound) scratch_.resize(bound);
+    size_t z = codec_->compress(cctx_[0], data, len, scratch_.data(), scratch_.size());
+    records_->write(scratch_.data(), z);
+    end_ += z;
+    unsynced_ += z;
+  } else if (len) {
+    records_->write(data, len);
+    end_ += len;
+    unsynced_ += len;
+  }
+  add_limit();
+}
+
+void Writer::write(const uint8_t* data, size_t len) {
+  guarded([&] {
+    append_record(data, len);
+    start_writeback();
+  });
+}
+
+void Writer::write_batch(const uint8_t* data, const uint64_t* offsets, size_t n) {
+  check_usable();
+  for (size_t i = 0; i < n; ++i)
+    if (offsets[i + 1] < offsets[i])
+      fail(A2PACK_E_INVALID_ARGUMENT, "offsets[{}] = {} is less than offsets[{}] = {}", i + 1,
+           offsets[i + 1], i, offsets[i]);
+  const uint64_t base = n ? offsets[0] : 0;
+  guarded([&] {
+    if (!codec_) {
+      if (n) records_->write(data, offsets[n] - base);
+      for (size_t i = 0; i < n; ++i) {
+        end_ += offsets[i + 1] - offsets[i];
+        add_limit();
+      }
+      unsynced_ += n ? offsets[n] - base : 0;
+      start_writeback();
+      return;
+    }
+    std::vector<uint64_t> zoff, zlen;
+    size_t i = 0;
+    while (i < n) {
+      // A round of records holding about kBatchChunk input bytes.
+      size_t j = i;
+      uint64_t bytes = 0;
+      while (j < n && (j == i || bytes + (offsets[j + 1] - offsets[j]) <= kBatchChunk)) {
+        bytes += offsets[j + 1] - offsets[j];
+        ++j;
+      }
+      size_t m = j - i;
+      zoff.assign(m + 1, 0);
+      zlen.assign(m, 0);
+      for (size_t k = 0; k < m; ++k)
+        zoff[k + 1] = zoff[k] + ZSTD_compressBound(offsets[i + k + 1] - offsets[i + k]);
+      if (scratch_.size() < zoff[m]) scratch_.resize(zoff[m]);
+      size_t grain = m / (cctx_.size() * 8) + 1;
+      parallel_for_worker(
+          m, static_cast<uint32_t>(cctx_.size()),
+          [&](unsigned w, size_t k) {
+            uint64_t len = offsets[i + k + 1] - offsets[i + k];
+            if (!len) return;
+            zlen[k] = codec_->compress(cctx_[w], data + (offsets[i + k] - base), len,
+                                       scratch_.data() + zoff[k], zoff[k + 1] - zoff[k]);
+          },
+          grain);
+      for (size_t k = 0; k < m; ++k) {
+        records_->write(scratch_.data() + zoff[k], zlen[k]);
+        end_ += zlen[k];
+        unsynced_ += zlen[k];
+        add_limit();
+      }
+      start_writeback();
+      i = j;
+    }
+  });
+}
+
+void Writer::flush() {
+  guarded([&] {
+    // Buffered bytes go to the kernel; the files keep their temporary names
+    // until close() commits them.
+    records_->flush();
+    if (limits_) limits_->flush();
+  });
+}
+
+void Writer::commit() {
+  if (committed_) return;
+  guarded([&] {
+    if (!limits_) {
+      // TAIL: spilled limits first, then the ones still in memory.
+      std::vector<uint64_t> buf(kSpillLimits);
+      for (uint64_t done = 0; done < spilled_;) {
+        size_t want = static_cast<size_t>(std::min<uint64_t>(spilled_ - done, kSpillLimits));
+        size_t got = 0;
+        while (got < want * 8) {
+          ssize_t r = ::pread(spill_fd_, reinterpret_cast<uint8_t*>(buf.data()) + got, want * 8 - got,
+                              static_cast<off_t>(done * 8 + got));
+          if (r < 0 && errno == EINTR) continue;
+          if (r <= 0) fail_errno("read back limits", path_ + " (limits spill)", r < 0 ? errno : EIO);
+          got += static_cast<size_t>(r);
+        }
+        records_->write(buf.data(), want * 8);
+        done += want;
+      }
+      if (!pending_.empty()) records_->write(pending_.data(), pending_.size() * 8);
+      records_->commit();
+    } else {
+      if (::unlink(path_.c_str()) != 0 && errno != ENOENT) fail_errno("remove old", path_, errno);
+      limits_->commit();
+      records_->commit();
+    }
+    committed_ = true;
+  });
+}
+
+}  // namespace a2pack::bag

@@ -1,0 +1,67 @@
+// Per-record zstd as bagz writes it: one frame per non-empty record, with the
+// content size in the frame header and no checksum (zstd's defaults, which is
+// what bagz's frames carry; without a dictionary the frames are byte-identical
+// to bagz 0.3.8's). A dictionary is loaded once per compression context
+// (sticky parameters + ZSTD_compress2) rather than per record, and digested
+// once (DDict) for all decompressing threads; those frames decode the same
+// both ways but need not match bagz's bytes (bagz bundles zstd 1.5.7 and
+// prepares the dictionary per record).
+#pragma once
+
+#include <zstd.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "bag/format.hpp"
+
+namespace a2pack::bag {
+
+// A compression context owned by one thread at a time.
+class ZstdCompressor {
+ public:
+  ZstdCompressor();
+  ~ZstdCompressor();
+  ZstdCompressor(const ZstdCompressor&) = delete;
+  ZstdCompressor& operator=(const ZstdCompressor&) = delete;
+  ZstdCompressor(ZstdCompressor&& o) noexcept : ctx_(o.ctx_), configured_(o.configured_) {
+    o.ctx_ = nullptr;
+  }
+  ZSTD_CCtx* get() const { return ctx_; }
+
+ private:
+  friend class ZstdCodec;
+  ZSTD_CCtx* ctx_;
+  bool configured_ = false;  // level and dictionary set (by the one codec using it)
+};
+
+class ZstdCodec {
+ public:
+  explicit ZstdCodec(const ZstdSettings& settings);
+  ~ZstdCodec();
+  ZstdCodec(const ZstdCodec&) = delete;
+  ZstdCodec& operator=(const ZstdCodec&) = delete;
+
+  // Compress src into dst (capacity ZSTD_compressBound(n)); returns the frame size.
+  size_t compress(ZstdCompressor& c, const uint8_t* src, size_t n, uint8_t* dst, size_t cap) const;
+
+  // Decompressed size of a record's frame(s) as stored in the frame headers,
+  // or kUnknown when a frame does not carry it. Throws CORRUPT (naming
+  // file and record) for bytes that are not zstd frames or claim an impossible size.
+  static constexpr uint64_t kUnknown = ~uint64_t{0};
+  static uint64_t content_size(const uint8_t* src, size_t n, const std::string& file, uint64_t record);
+
+  // Decompress into exactly `dn` bytes; CORRUPT naming file and record otherwise.
+  void decompress_exact(const uint8_t* src, size_t n, uint8_t* dst, size_t dn,
+                        const std::string& file, uint64_t record) const;
+  // Decompress frames without a stored size (streaming).
+  std::string decompress_unknown(const uint8_t* src, size_t n, const std::string& file, uint64_t record) const;
+
+ private:
+  int level_;
+  std::string dictionary_;
+  ZSTD_DDict* ddict_ = nullptr;
+};
+
+}  // namespace a2pack::bag

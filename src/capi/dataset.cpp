@@ -1,0 +1,425 @@
+// C ABI of the dataset section: build, append, verify, open, gather, select,
+// split, stats and the epoch sampler.
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <memory>
+
+#include "capi/api_table.hpp"
+#include "capi/common.hpp"
+#include "dataset/builder.hpp"
+#include "dataset/dataset.hpp"
+#include "dataset/sampler.hpp"
+
+using namespace a2pack;
+using a2pack::capi::guard;
+using a2pack::capi::require;
+
+struct a2pack_dataset {
+  std::unique_ptr<dataset::Dataset> ds;
+};
+
+struct a2pack_dataset_sampler {
+  dataset::Sampler s;
+};
+
+namespace {
+
+// Packfile input, read through the pack section's public functions (this
+// file is a client of a2pack.h like any other; the dataset core never sees
+// pack internals).
+class PackApiSource final : public dataset::RunSource {
+ public:
+  explicit PackApiSource(const std::string& path) : path_(path) {
+    a2pack_pack_options o;
+    a2pack_pack_options_init(&o);
+    if (a2pack_pack_open(path.c_str(), &o, &pack_) != A2PACK_OK)
+      throw Error(a2pack_last_status(), a2pack_last_error());
+  }
+  ~PackApiSource() override { a2pack_pack_close(pack_); }
+  size_t count() const override { return static_cast<size_t>(a2pack_pack_len(pack_)); }
+  dataset::PayloadView payload(size_t i, std::vector<uint8_t>& scratch) const override {
+    uint8_t* data = nullptr;
+    size_t len = 0;
+    if (a2pack_pack_read(pack_, i, 0, &data, &len) != A2PACK_OK)
+      throw Error(a2pack_last_status(), a2pack_last_error());
+    scratch.assign(data, data + len);
+    a2pack_free(data);
+    return {scratch.data(), scratch.size()};
+  }
+  std::string label(size_t i) const override { return fmt::format("{}: entry {}", path_, i); }
+  std::string input() const override { return path_; }
+  std::string kind() const override { return "pack"; }
+
+ private:
+  std::string path_;
+  a2pack_pack* pack_ = nullptr;
+};
+
+std::unique_ptr<dataset::RunSource> open_input(const char* input) {
+  struct stat st;
+  if (::stat(input, &st) != 0) fail_errno("open input", input, errno);
+  if (S_ISREG(st.st_mode)) return std::make_unique<PackApiSource>(input);
+  return dataset::open_source(input);
+}
+
+dataset::BuildOptions convert(const a2pack_dataset_build_options* user) {
+  a2pack_dataset_build_options o =
+      capi::read_options(user, a2pack_dataset_build_options_init);
+  dataset::BuildOptions b;
+  b.workers = o.workers;
+  b.allow_missing_branches = o.allow_missing_branches != 0;
+  b.overwrite = o.overwrite != 0;
+  if (o.progress) {
+    auto fn = o.progress;
+    void* user_data = o.progress_user;
+    b.progress = [fn, user_data](uint64_t done, uint64_t total) {
+      return fn(user_data, done, total) == 0;
+    };
+  }
+  return b;
+}
+
+void fill_result(a2pack_dataset_build_result* out, const dataset::BuildResult& r) {
+  if (!out) return;
+  a2pack_dataset_build_result full{};
+  full.size = sizeof full;
+  full.runs_added = r.runs_added;
+  full.rows_added = r.rows_added;
+  full.total_runs = r.total_runs;
+  full.total_rows = r.total_rows;
+  capi::write_out(out, full);
+}
+
+std::vector<dataset::SqlParam> convert_params(const a2pack_sql_param* p, size_t n,
+                                              const char* name) {
+  if (n) require(p, name);
+  std::vector<dataset::SqlParam> out(n);
+  for (size_t i = 0; i < n; ++i) {
+    auto& q = out[i];
+    switch (p[i].type) {
+      case A2PACK_SQL_NULL: q.type = dataset::SqlParam::null; break;
+      case A2PACK_SQL_INTEGER:
+        q.type = dataset::SqlParam::integer;
+        q.i = p[i].integer;
+        break;
+      case A2PACK_SQL_REAL:
+        q.type = dataset::SqlParam::real;
+        q.d = p[i].real;
+        break;
+      case A2PACK_SQL_TEXT:
+        q.type = dataset::SqlParam::text;
+        if (p[i].text_len && !p[i].text)
+          fail(A2PACK_E_INVALID_ARGUMENT, "{}[{}].text is NULL", name, i);
+        q.s.assign(p[i].text ? p[i].text : "", p[i].text_len);
+        break;
+      default:
+        fail(A2PACK_E_INVALID_ARGUMENT, "{}[{}].type {} is not an a2pack_sql_type", name, i,
+             static_cast<int>(p[i].type));
+    }
+  }
+  return out;
+}
+
+// Owned int64 array of every index of `r` (NULL when empty).
+void hand_out_ranges(const dataset::Ranges& r, int64_t** out, size_t* out_n) {
+  uint64_t n = dataset::total_rows(r);
+  if (n == 0) return;
+  auto* p = static_cast<int64_t*>(std::malloc(n * sizeof(int64_t)));
+  if (!p) fail(A2PACK_E_NO_MEMORY, "cannot allocate {} step indices", n);
+  dataset::expand(r, p);
+  *out = p;
+  *out_n = static_cast<size_t>(n);
+}
+
+void hand_out_ids(const std::vector<int64_t>& ids, int64_t** out, size_t* out_n) {
+  if (ids.empty()) return;
+  *out = reinterpret_cast<int64_t*>(capi::owned_copy(ids.data(), ids.size() * sizeof(int64_t)));
+  *out_n = ids.size();
+}
+
+const char* or_empty(const char* s) { return s ? s : ""; }
+
+}  // namespace
+
+// ---------------------------------------------------------------- build
+A2PACK_EXPORT void a2pack_dataset_build_options_init(a2pack_dataset_build_options* o) {
+  if (!o) return;
+  *o = a2pack_dataset_build_options{};
+  o->size = sizeof *o;
+}
+
+A2PACK_EXPORT a2pack_status a2pack_dataset_build(const char* input, const char* out_dir,
+                                                 const a2pack_dataset_build_options* opts,
+                                                 a2pack_dataset_build_result* result) {
+  return guard([&] {
+    require(input, "input");
+    require(out_dir, "out_dir");
+    auto o = convert(opts);
+    auto src = open_input(input);
+    fill_result(result, dataset::build(*src, out_dir, o));
+  });
+}
+
+A2PACK_EXPORT a2pack_status a2pack_dataset_append(const char* dataset_dir, const char* input,
+                                                  const a2pack_dataset_build_options* opts,
+                                                  a2pack_dataset_build_result* result) {
+  return guard([&] {
+    require(dataset_dir, "dataset_dir");
+    require(input, "input");
+    auto o = convert(opts);
+    auto src = open_input(input);
+    fill_result(result, dataset::append(*src, dataset_dir, o));
+  });
+}
+
+A2PACK_EXPORT a2pack_status a2pack_dataset_verify(const char* dataset_dir, uint32_t flags,
+                                                  uint32_t workers, char** out_report_json) {
+  if (out_report_json) *out_report_json = nullptr;
+  return guard([&] {
+    require(dataset_dir, "dataset_dir");
+    if (flags & ~uint32_t{A2PACK_DATASET_VERIFY_REPAIR})
+      fail(A2PACK_E_INVALID_ARGUMENT, "unknown verify flags {:#x}", flags);
+    auto rep = dataset::verify(dataset_dir, flags & A2PACK_DATASET_VERIFY_REPAIR, workers);
+    if (out_report_json) *out_report_json = capi::owned_string(rep.to_json());
+    if (!rep.ok) {
+      std::string msg = rep.errors.front();
+      for (size_t i = 1; i < rep.errors.size() && i < 5; ++i) msg += "; " + rep.errors[i];
+      if (rep.errors.size() > 5) msg += fmt::format(" (and {} more)", rep.errors.size() - 5);
+      throw Error(rep.status, msg);
+    }
+  });
+}
+
+// ---------------------------------------------------------------- open
+A2PACK_EXPORT void a2pack_dataset_open_options_init(a2pack_dataset_open_options* o) {
+  if (!o) return;
+  dataset::OpenOptions d;
+  *o = a2pack_dataset_open_options{};
+  o->size = sizeof *o;
+  o->mmap = d.mmap;
+  o->verify_crc = d.verify_crc;
+  o->huge_pages = d.huge_pages;
+  o->workers = d.workers;
+  o->allow_extra_files = d.allow_extra_files;
+}
+
+A2PACK_EXPORT a2pack_status a2pack_dataset_open(const char* dataset_dir,
+                                                const a2pack_dataset_open_options* opts,
+                                                a2pack_dataset** out) {
+  if (out) *out = nullptr;
+  return guard([&] {
+    require(out, "out");
+    require(dataset_dir, "dataset_dir");
+    auto u = capi::read_options(opts, a2pack_dataset_open_options_init);
+    dataset::OpenOptions o;
+    o.mmap = u.mmap != 0;
+    o.verify_crc = u.verify_crc != 0;
+    o.huge_pages = u.huge_pages != 0;
+    o.workers = u.workers;
+    o.allow_extra_files = u.allow_extra_files != 0;
+    *out = new a2pack_dataset{dataset::Dataset::open(dataset_dir, o)};
+  });
+}
+
+A2PACK_EXPORT void a2pack_dataset_close(a2pack_dataset* ds) { delete ds; }
+
+A2PACK_EXPORT a2pack_status a2pack_dataset_get_info(const a2pack_dataset* h,
+                                                    a2pack_dataset_info* out) {
+  return guard([&] {
+    require(h, "dataset");
+    require(out, "out");
+    const auto& d = *h->ds;
+    a2pack_dataset_info full{};
+    full.size = sizeof full;
+    full.rows = d.rows();
+    full.runs = d.runs();
+    full.next_run_id = d.next_run_id();
+    full.data = d.data();
+    full.mapped = d.mapped();
+    full.huge_pages = d.huge_pages();
+    full.has_manifest = d.manifest().has_value();
+    full.steps_crc32c = d.manifest() ? d.manifest()->steps_crc32c : 0;
+    full.uncommitted_rows = d.uncommitted_rows();
+    capi::write_out(out, full);
+  });
+}
+
+// ---------------------------------------------------------------- gather
+A2PACK_EXPORT a2pack_status a2pack_dataset_gather(const a2pack_dataset* h, const int64_t* idx,
+                                                  size_t n, void* out_rows, uint32_t workers) {
+  return guard([&] {
+    require(h, "dataset");
+    if (n) {
+      require(idx, "idx");
+      require(out_rows, "out_rows");
+    }
+    h->ds->gather(idx, n, static_cast<uint8_t*>(out_rows), workers);
+  });
+}
+
+A2PACK_EXPORT a2pack_status a2pack_dataset_gather_columns(const a2pack_dataset* h,
+                                                          const int64_t* idx, size_t n,
+                                                          const a2pack_dataset_columns* out,
+                                                          uint32_t workers) {
+  return guard([&] {
+    require(h, "dataset");
+    require(out, "out");
+    if (n) require(idx, "idx");
+    if (out->size < sizeof(size_t))
+      fail(A2PACK_E_INVALID_ARGUMENT, "out->size is {}; set it to sizeof(a2pack_dataset_columns)",
+           out->size);
+    a2pack_dataset_columns c{};
+    std::memcpy(static_cast<void*>(&c), out, std::min(out->size, sizeof c));
+    dataset::ColumnsOut o;
+    o.exponents = c.exponents;
+    o.boards = c.boards;
+    o.moves = c.moves;
+    o.legal = c.legal;
+    o.legal_mask = c.legal_mask;
+    o.ev_values = c.ev_values;
+    o.run_ids = c.run_ids;
+    o.step_indices = c.step_indices;
+    h->ds->gather_columns(idx, n, o, workers);
+  });
+}
+
+// ---------------------------------------------------------------- selection
+A2PACK_EXPORT a2pack_status a2pack_dataset_select(const a2pack_dataset* h, const char* where,
+                                                  const a2pack_sql_param* params, size_t n_params,
+                                                  int64_t** out, size_t* out_n) {
+  if (out) *out = nullptr;
+  if (out_n) *out_n = 0;
+  return guard([&] {
+    require(h, "dataset");
+    require(out, "out_indices");
+    require(out_n, "out_n");
+    auto r = h->ds->select(or_empty(where), convert_params(params, n_params, "params"));
+    hand_out_ranges(r, out, out_n);
+  });
+}
+
+A2PACK_EXPORT a2pack_status a2pack_dataset_select_runs(const a2pack_dataset* h, const char* where,
+                                                       const a2pack_sql_param* params,
+                                                       size_t n_params, int64_t** out,
+                                                       size_t* out_n) {
+  if (out) *out = nullptr;
+  if (out_n) *out_n = 0;
+  return guard([&] {
+    require(h, "dataset");
+    require(out, "out_ids");
+    require(out_n, "out_n");
+    hand_out_ids(h->ds->select_runs(or_empty(where), convert_params(params, n_params, "params")),
+                 out, out_n);
+  });
+}
+
+A2PACK_EXPORT a2pack_status a2pack_dataset_split(
+    const a2pack_dataset* h, const char* where, const a2pack_sql_param* params, size_t n_params,
+    double val_fraction, uint64_t seed, const char* val_where, const a2pack_sql_param* val_params,
+    size_t n_val_params, int64_t** out_train, size_t* out_n_train, int64_t** out_val,
+    size_t* out_n_val) {
+  if (out_train) *out_train = nullptr;
+  if (out_n_train) *out_n_train = 0;
+  if (out_val) *out_val = nullptr;
+  if (out_n_val) *out_n_val = 0;
+  return guard([&] {
+    require(h, "dataset");
+    require(out_train, "out_train");
+    require(out_n_train, "out_n_train");
+    require(out_val, "out_val");
+    require(out_n_val, "out_n_val");
+    auto sp = h->ds->split(or_empty(where), convert_params(params, n_params, "params"),
+                           val_fraction, seed, or_empty(val_where),
+                           convert_params(val_params, n_val_params, "val_params"));
+    hand_out_ranges(sp.train, out_train, out_n_train);
+    try {
+      hand_out_ranges(sp.val, out_val, out_n_val);
+    } catch (...) {
+      std::free(*out_train);
+      *out_train = nullptr;
+      *out_n_train = 0;
+      throw;
+    }
+  });
+}
+
+A2PACK_EXPORT a2pack_status a2pack_dataset_stats_json(const a2pack_dataset* h, uint32_t workers,
+                                                      char** out_json) {
+  if (out_json) *out_json = nullptr;
+  return guard([&] {
+    require(h, "dataset");
+    require(out_json, "out_json");
+    *out_json = capi::owned_string(h->ds->stats_json(workers));
+  });
+}
+
+// ---------------------------------------------------------------- sampler
+A2PACK_EXPORT a2pack_status a2pack_dataset_sampler_open(const int64_t* indices, uint64_t n,
+                                                        uint64_t seed, size_t batch_size,
+                                                        int32_t drop_last,
+                                                        a2pack_dataset_sampler** out) {
+  if (out) *out = nullptr;
+  return guard([&] {
+    require(out, "out");
+    std::vector<int64_t> idx;
+    if (indices) idx.assign(indices, indices + n);
+    *out = new a2pack_dataset_sampler{
+        dataset::Sampler(std::move(idx), indices == nullptr, n, seed, batch_size, drop_last != 0)};
+  });
+}
+
+A2PACK_EXPORT void a2pack_dataset_sampler_close(a2pack_dataset_sampler* s) { delete s; }
+
+A2PACK_EXPORT a2pack_status a2pack_dataset_sampler_set_epoch(a2pack_dataset_sampler* s,
+                                                             uint64_t epoch) {
+  return guard([&] {
+    require(s, "sampler");
+    s->s.set_epoch(epoch);
+  });
+}
+
+A2PACK_EXPORT size_t a2pack_dataset_sampler_batch_count(const a2pack_dataset_sampler* s) {
+  return s ? s->s.batch_count() : 0;
+}
+
+A2PACK_EXPORT a2pack_status a2pack_dataset_sampler_batch(const a2pack_dataset_sampler* s,
+                                                         size_t b, int64_t* out, size_t* out_n) {
+  if (out_n) *out_n = 0;
+  return guard([&] {
+    require(s, "sampler");
+    require(out, "out");
+    require(out_n, "out_n");
+    *out_n = s->s.fill_batch(b, out);
+  });
+}
+
+// ---------------------------------------------------------------- api table
+namespace a2pack::capi {
+const a2pack_dataset_api* dataset_api_table() {
+  static const a2pack_dataset_api table = {
+      sizeof(a2pack_dataset_api),
+      a2pack_dataset_build_options_init,
+      a2pack_dataset_build,
+      a2pack_dataset_append,
+      a2pack_dataset_verify,
+      a2pack_dataset_open_options_init,
+      a2pack_dataset_open,
+      a2pack_dataset_close,
+      a2pack_dataset_get_info,
+      a2pack_dataset_gather,
+      a2pack_dataset_gather_columns,
+      a2pack_dataset_select,
+      a2pack_dataset_select_runs,
+      a2pack_dataset_split,
+      a2pack_dataset_stats_json,
+      a2pack_dataset_sampler_open,
+      a2pack_dataset_sampler_close,
+      a2pack_dataset_sampler_set_epoch,
+      a2pack_dataset_sampler_batch_count,
+      a2pack_dataset_sampler_batch,
+  };
+  return &table;
+}
+}  // namespace a2pack::capi

@@ -1,0 +1,455 @@
+// a2pack bag: Bagz / Säckli record files (info, cat, write, convert).
+//
+// convert moves run payloads, byte for byte, between three containers:
+//   a folder of run files  <->  a .bag/.bagz (one record per run)  <->  a packfile
+// The kind of each side is told by its name: a spec ending in .bag/.bagz (or
+// holding "@N" / "@*") is a bag, a file starting with the packfile magic or
+// named *.a2pack is a packfile, anything else is a folder of runs.
+#include <dirent.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <random>
+
+#include <fmt/format.h>
+
+#include "command.hpp"
+
+namespace a2cli {
+namespace {
+
+// ---------------------------------------------------------------- helpers
+
+struct ReaderDeleter {
+  void operator()(a2pack_bag_reader* r) const { a2pack_bag_reader_close(r); }
+};
+struct WriterDeleter {
+  void operator()(a2pack_bag_writer* w) const { a2pack_bag_writer_close(w); }
+};
+struct BatchDeleter {
+  void operator()(a2pack_bag_batch* b) const { a2pack_bag_batch_close(b); }
+};
+struct PackDeleter {
+  void operator()(a2pack_pack* p) const { a2pack_pack_close(p); }
+};
+struct PackWriterDeleter {
+  void operator()(a2pack_pack_writer* w) const { a2pack_pack_writer_close(w); }
+};
+using ReaderPtr = std::unique_ptr<a2pack_bag_reader, ReaderDeleter>;
+using WriterPtr = std::unique_ptr<a2pack_bag_writer, WriterDeleter>;
+using BatchPtr = std::unique_ptr<a2pack_bag_batch, BatchDeleter>;
+
+struct BagFlags {
+  bool separate = false;
+  bool interleaved = false;
+  std::string compression = "auto";  // auto | none | zstd
+  int level = 0;
+  std::string cache = "system";
+  uint32_t jobs = 0;
+};
+
+void add_bag_flags(CLI::App* c, BagFlags& f, bool writer) {
+  c->add_flag("--separate", f.separate, "Limits in a separate limits.<name> file");
+  c->add_option("--compression", f.compression, "auto (by extension), none or zstd")
+      ->check(CLI::IsMember({"auto", "none", "zstd"}));
+  c->add_option("--jobs,-j", f.jobs, "Threads (0 = all cores)");
+  if (writer) {
+    c->add_option("--level", f.level, "zstd level (0 = default 3)");
+  } else {
+    c->add_flag("--interleaved", f.interleaved, "Interleaved sharding layout");
+    c->add_option("--cache", f.cache, "Cache policy")
+        ->check(CLI::IsMember({"system", "drop", "direct"}));
+  }
+}
+
+a2pack_bag_compression compression_of(const std::string& s) {
+  return s == "none" ? A2PACK_BAG_COMPRESSION_NONE
+         : s == "zstd" ? A2PACK_BAG_COMPRESSION_ZSTD
+                       : A2PACK_BAG_COMPRESSION_AUTO;
+}
+
+ReaderPtr open_reader(const std::string& spec, const BagFlags& f) {
+  a2pack_bag_reader_options o;
+  a2pack_bag_reader_options_init(&o);
+  o.compression = compression_of(f.compression);
+  o.limits_placement = f.separate ? A2PACK_BAG_LIMITS_SEPARATE : A2PACK_BAG_LIMITS_TAIL;
+  o.sharding = f.interleaved ? A2PACK_BAG_SHARDING_INTERLEAVED : A2PACK_BAG_SHARDING_CONCATENATED;
+  o.cache_policy = f.cache == "drop"     ? A2PACK_BAG_CACHE_DROP_AFTER_READ
+                   : f.cache == "direct" ? A2PACK_BAG_CACHE_DIRECT_IO
+                                         : A2PACK_BAG_CACHE_SYSTEM;
+  o.max_parallelism = f.jobs;
+  a2pack_bag_reader* r = nullptr;
+  check(a2pack_bag_reader_open(spec.c_str(), &o, &r));
+  return ReaderPtr(r);
+}
+
+WriterPtr open_writer(const std::string& path, const BagFlags& f) {
+  a2pack_bag_writer_options o;
+  a2pack_bag_writer_options_init(&o);
+  o.compression = compression_of(f.compression);
+  o.zstd_level = f.level;
+  o.limits_placement = f.separate ? A2PACK_BAG_LIMITS_SEPARATE : A2PACK_BAG_LIMITS_TAIL;
+  o.workers = f.jobs;
+  a2pack_bag_writer* w = nullptr;
+  check(a2pack_bag_writer_open(path.c_str(), &o, &w));
+  return WriterPtr(w);
+}
+
+struct BatchView {
+  BatchPtr batch;
+  const uint8_t* data = nullptr;
+  const uint64_t* offsets = nullptr;
+  size_t n = 0;
+};
+
+BatchView view(a2pack_bag_batch* b) {
+  BatchView v;
+  v.batch.reset(b);
+  a2pack_bag_batch_view(b, &v.data, &v.offsets, &v.n);
+  return v;
+}
+
+BatchView read_range(const a2pack_bag_reader* r, uint64_t start, uint64_t count, uint32_t jobs) {
+  a2pack_bag_batch* b = nullptr;
+  check(a2pack_bag_reader_read_range(r, start, count, jobs, &b));
+  return view(b);
+}
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+bool is_bag_spec(const std::string& s) {
+  return ends_with(s, ".bag") || ends_with(s, ".bagz") || s.find(".bag,") != std::string::npos ||
+         s.find(".bagz,") != std::string::npos;
+}
+
+bool is_dir(const std::string& p) {
+  struct stat st;
+  return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+bool is_packfile(const std::string& p) {
+  if (ends_with(p, ".a2pack")) return true;
+  std::ifstream f(p, std::ios::binary);
+  char magic[8] = {};
+  return f.read(magic, 8) && std::memcmp(magic, "A2PACK\0\0", 8) == 0;
+}
+
+// Run files of a folder, sorted by name (the order `gen` numbers them in).
+std::vector<std::string> run_files(const std::string& dir) {
+  std::vector<std::string> names;
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) throw CliError(fmt::format("{}: cannot open folder: {}", dir, std::strerror(errno)));
+  while (dirent* e = ::readdir(d)) {
+    std::string n = e->d_name;
+    if (ends_with(n, ".a2run2")) names.push_back(n);
+  }
+  ::closedir(d);
+  std::sort(names.begin(), names.end());
+  for (auto& n : names) n = dir + "/" + n;
+  return names;
+}
+
+std::string read_whole(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw CliError(fmt::format("{}: cannot read: {}", path, std::strerror(errno)));
+  return std::string(std::istreambuf_iterator<char>(f), {});
+}
+
+void write_whole(const std::string& path, const uint8_t* data, size_t len) {
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    f.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(len));
+    if (!f) throw CliError(fmt::format("{}: cannot write", tmp));
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0)
+    throw CliError(fmt::format("{}: cannot rename: {}", path, std::strerror(errno)));
+}
+
+// Feeds records to a bag writer in batches of about 32 MiB.
+class BatchFeeder {
+ public:
+  explicit BatchFeeder(a2pack_bag_writer* w) : w_(w) { offsets_.push_back(0); }
+  void add(const uint8_t* p, size_t n) {
+    data_.append(reinterpret_cast<const char*>(p), n);
+    offsets_.push_back(data_.size());
+    if (data_.size() >= (32u << 20)) drain();
+  }
+  void drain() {
+    size_t n = offsets_.size() - 1;
+    if (n) check(a2pack_bag_writer_write_batch(w_, reinterpret_cast<const uint8_t*>(data_.data()),
+                                               offsets_.data(), n));
+    data_.clear();
+    offsets_.assign(1, 0);
+  }
+
+ private:
+  a2pack_bag_writer* w_;
+  std::string data_;
+  std::vector<uint64_t> offsets_;
+};
+
+// ---------------------------------------------------------------- info
+
+struct InfoArgs {
+  std::string spec;
+  BagFlags flags;
+};
+
+void run_info(const InfoArgs& a) {
+  ReaderPtr r = open_reader(a.spec, a.flags);
+  uint64_t n = a2pack_bag_reader_count(r.get());
+  uint64_t stored = a2pack_bag_reader_stored_bytes(r.get());
+  size_t shards = a2pack_bag_reader_shard_count(r.get());
+  fmt::print("spec            {}\n", a.spec);
+  fmt::print("records         {}\n", n);
+  fmt::print("stored bytes    {} ({})\n", stored, human_bytes(static_cast<double>(stored)));
+  fmt::print("bytes/record    {:.1f}\n", n ? static_cast<double>(stored) / static_cast<double>(n) : 0.0);
+  fmt::print("shards          {}\n", shards);
+  for (size_t i = 0; i < shards && i < 20; ++i) {
+    const char* path = nullptr;
+    const char* mode = nullptr;
+    uint64_t records = 0;
+    int32_t compressed = 0;
+    check(a2pack_bag_reader_shard_info(r.get(), i, &path, &records, &compressed, &mode));
+    fmt::print("  {:>5}  {:>10} records  {:<4}  {:<12}  {}\n", i, records,
+               compressed ? "zstd" : "none", mode, path);
+  }
+  if (shards > 20) fmt::print("  ... {} more shards\n", shards - 20);
+  if (n) {
+    // Decompressed size from a sample of up to 1000 records.
+    uint64_t k = std::min<uint64_t>(n, 1000);
+    BatchView v = read_range(r.get(), 0, k, a.flags.jobs);
+    fmt::print("record bytes    {:.1f} on average over the first {} records\n",
+               static_cast<double>(v.offsets[v.n]) / static_cast<double>(k), k);
+  }
+}
+
+// ---------------------------------------------------------------- cat
+
+struct CatArgs {
+  std::string spec;
+  BagFlags flags;
+  std::vector<int64_t> indices;
+  int64_t start = 0;
+  int64_t count = -1;
+  bool hex = false;
+  bool lengths = false;
+};
+
+void print_record(const CatArgs& a, uint64_t index, const uint8_t* p, size_t n) {
+  if (a.lengths) {
+    fmt::print("{}\t{}\n", index, n);
+  } else if (a.hex) {
+    std::string s;
+    s.reserve(2 * n);
+    for (size_t i = 0; i < n; ++i) s += fmt::format("{:02x}", p[i]);
+    fmt::print("{}\t{}\n", index, s);
+  } else {
+    std::fwrite(p, 1, n, stdout);
+  }
+}
+
+void run_cat(const CatArgs& a) {
+  ReaderPtr r = open_reader(a.spec, a.flags);
+  uint64_t n = a2pack_bag_reader_count(r.get());
+  if (!a.indices.empty()) {
+    std::vector<uint64_t> idx;
+    for (int64_t i : a.indices) {
+      int64_t j = i < 0 ? i + static_cast<int64_t>(n) : i;
+      if (j < 0 || static_cast<uint64_t>(j) >= n)
+        throw CliError(fmt::format("index {} out of range [-{}, {})", i, n, n));
+      idx.push_back(static_cast<uint64_t>(j));
+    }
+    a2pack_bag_batch* b = nullptr;
+    check(a2pack_bag_reader_read(r.get(), idx.data(), idx.size(), a.flags.jobs, &b));
+    BatchView v = view(b);
+    for (size_t k = 0; k < v.n; ++k)
+      print_record(a, idx[k], v.data + v.offsets[k], v.offsets[k + 1] - v.offsets[k]);
+    return;
+  }
+  uint64_t start = static_cast<uint64_t>(std::max<int64_t>(0, a.start));
+  uint64_t end = a.count < 0 ? n : std::min<uint64_t>(n, start + static_cast<uint64_t>(a.count));
+  for (uint64_t s = start; s < end; s += 4096) {
+    BatchView v = read_range(r.get(), s, std::min<uint64_t>(4096, end - s), a.flags.jobs);
+    for (size_t k = 0; k < v.n; ++k)
+      print_record(a, s + k, v.data + v.offsets[k], v.offsets[k + 1] - v.offsets[k]);
+  }
+}
+
+// ---------------------------------------------------------------- write
+
+struct WriteArgs {
+  std::string out;
+  std::vector<std::string> inputs;
+  BagFlags flags;
+};
+
+void run_write(const WriteArgs& a) {
+  std::vector<std::string> files;
+  for (const auto& in : a.inputs) {
+    if (is_dir(in)) {
+      auto v = run_files(in);
+      files.insert(files.end(), v.begin(), v.end());
+    } else {
+      files.push_back(in);
+    }
+  }
+  double t0 = now_seconds();
+  WriterPtr w = open_writer(a.out, a.flags);
+  BatchFeeder feed(w.get());
+  uint64_t bytes = 0;
+  Progress bar("write");
+  for (size_t i = 0; i < files.size(); ++i) {
+    std::string s = read_whole(files[i]);
+    bytes += s.size();
+    feed.add(reinterpret_cast<const uint8_t*>(s.data()), s.size());
+    bar.update(i + 1, files.size());
+  }
+  feed.drain();
+  check(a2pack_bag_writer_commit(w.get()));
+  bar.finish();
+  fmt::print("wrote {} records ({}) to {} in {:.2f}s\n", files.size(),
+             human_bytes(static_cast<double>(bytes)), a.out, now_seconds() - t0);
+}
+
+// ---------------------------------------------------------------- convert
+
+struct ConvertArgs {
+  std::string in, out;
+  BagFlags in_flags, out_flags;
+  bool pack_zstd = false;
+};
+
+// Calls sink(data, len) for every run payload of the input, in order.
+template <typename Sink>
+uint64_t for_each_payload(const ConvertArgs& a, Sink&& sink) {
+  if (is_dir(a.in)) {
+    auto files = run_files(a.in);
+    if (files.empty()) throw CliError(fmt::format("{}: no .a2run2 files", a.in));
+    for (const auto& f : files) {
+      std::string s = read_whole(f);
+      sink(reinterpret_cast<const uint8_t*>(s.data()), s.size());
+    }
+    return files.size();
+  }
+  if (!is_bag_spec(a.in) && is_packfile(a.in)) {
+    a2pack_pack* p = nullptr;
+    check(a2pack_pack_open(a.in.c_str(), nullptr, &p));
+    std::unique_ptr<a2pack_pack, PackDeleter> pack(p);
+    uint64_t n = a2pack_pack_len(p);
+    for (uint64_t i = 0; i < n; ++i) {
+      uint8_t* data = nullptr;
+      size_t len = 0;
+      check(a2pack_pack_read(p, i, 0, &data, &len));
+      std::unique_ptr<uint8_t, void (*)(void*)> own(data, a2pack_free);
+      sink(data, len);
+    }
+    return n;
+  }
+  ReaderPtr r = open_reader(a.in, a.in_flags);
+  uint64_t n = a2pack_bag_reader_count(r.get());
+  for (uint64_t s = 0; s < n; s += 4096) {
+    BatchView v = read_range(r.get(), s, std::min<uint64_t>(4096, n - s), a.in_flags.jobs);
+    for (size_t k = 0; k < v.n; ++k) sink(v.data + v.offsets[k], v.offsets[k + 1] - v.offsets[k]);
+  }
+  return n;
+}
+
+void run_convert(const ConvertArgs& a) {
+  double t0 = now_seconds();
+  uint64_t n = 0, bytes = 0;
+  if (is_bag_spec(a.out)) {
+    WriterPtr w = open_writer(a.out, a.out_flags);
+    BatchFeeder feed(w.get());
+    n = for_each_payload(a, [&](const uint8_t* p, size_t len) {
+      feed.add(p, len);
+      bytes += len;
+    });
+    feed.drain();
+    check(a2pack_bag_writer_commit(w.get()));
+  } else if (ends_with(a.out, ".a2pack")) {
+    a2pack_pack_writer_options o;
+    a2pack_pack_writer_options_init(&o);
+    o.compression = a.pack_zstd ? A2PACK_PACK_COMPRESS_ZSTD : A2PACK_PACK_COMPRESS_NONE;
+    o.workers = a.out_flags.jobs;
+    a2pack_pack_writer* pw = nullptr;
+    check(a2pack_pack_writer_open(a.out.c_str(), &o, &pw));
+    std::unique_ptr<a2pack_pack_writer, PackWriterDeleter> w(pw);
+    n = for_each_payload(a, [&](const uint8_t* p, size_t len) {
+      check(a2pack_pack_writer_add(pw, p, len));
+      bytes += len;
+    });
+    check(a2pack_pack_writer_finish(pw, nullptr));
+  } else {
+    // A folder of runs, numbered like `a2pack gen` names them.
+    if (::mkdir(a.out.c_str(), 0755) != 0 && errno != EEXIST)
+      throw CliError(fmt::format("{}: cannot create folder: {}", a.out, std::strerror(errno)));
+    n = for_each_payload(a, [&](const uint8_t* p, size_t len) {
+      write_whole(fmt::format("{}/run-{:06d}.a2run2", a.out, n++), p, len);
+      bytes += len;
+    });
+  }
+  fmt::print("converted {} runs ({}) from {} to {} in {:.2f}s\n", n,
+             human_bytes(static_cast<double>(bytes)), a.in, a.out, now_seconds() - t0);
+}
+
+// ---------------------------------------------------------------- registration
+
+Registrar reg("bag", [](CLI::App& app) {
+  auto* bag = app.add_subcommand("bag", "Bagz / Säckli record files (.bag, .bagz)");
+  bag->require_subcommand(1);
+
+  auto ia = std::make_shared<InfoArgs>();
+  auto* info = bag->add_subcommand("info", "Shards, records and sizes of a bag spec");
+  info->add_option("spec", ia->spec, "File, name@N.bagz, name@*.bagz or a comma list")->required();
+  add_bag_flags(info, ia->flags, false);
+  info->callback([ia] { run_info(*ia); });
+
+  auto ca = std::make_shared<CatArgs>();
+  auto* cat = bag->add_subcommand("cat", "Print records (raw bytes, hex or lengths)");
+  cat->add_option("spec", ca->spec, "Bag spec")->required();
+  cat->add_option("--index,-i", ca->indices, "Record indices (negative from the end)")
+      ->delimiter(',');
+  cat->add_option("--start", ca->start, "First record of a range");
+  cat->add_option("--count,-n", ca->count, "Records in the range (default: to the end)");
+  cat->add_flag("--hex", ca->hex, "One line per record: index, tab, hex bytes");
+  cat->add_flag("--lengths", ca->lengths, "One line per record: index, tab, length");
+  add_bag_flags(cat, ca->flags, false);
+  cat->callback([ca] { run_cat(*ca); });
+
+  auto wa = std::make_shared<WriteArgs>();
+  auto* write = bag->add_subcommand("write", "Write files (or folders of runs) as records");
+  write->add_option("out", wa->out, "Output .bag or .bagz")->required();
+  write->add_option("inputs", wa->inputs, "Files, one record each, or folders of .a2run2 runs")
+      ->required();
+  add_bag_flags(write, wa->flags, true);
+  write->callback([wa] { run_write(*wa); });
+
+  auto va = std::make_shared<ConvertArgs>();
+  auto* conv = bag->add_subcommand(
+      "convert", "Copy run payloads byte for byte between a folder of runs, a bag and a packfile");
+  conv->add_option("input", va->in, "Folder of runs, packfile, or bag spec")->required();
+  conv->add_option("output", va->out, "Output .bag/.bagz, .a2pack, or folder of runs")->required();
+  conv->add_flag("--in-separate", va->in_flags.separate, "Input bag has separate limits");
+  conv->add_flag("--in-interleaved", va->in_flags.interleaved, "Input shards are interleaved");
+  conv->add_flag("--separate", va->out_flags.separate, "Output bag with separate limits");
+  conv->add_option("--compression", va->out_flags.compression, "Output bag: auto, none or zstd")
+      ->check(CLI::IsMember({"auto", "none", "zstd"}));
+  conv->add_option("--level", va->out_flags.level, "Output bag zstd level (0 = default 3)");
+  conv->add_flag("--pack-zstd", va->pack_zstd, "Output packfile entries compressed with zstd");
+  conv->add_option("--jobs,-j", va->out_flags.jobs, "Threads (0 = all cores)");
+  conv->callback([va] {
+    va->in_flags.jobs = va->out_flags.jobs;
+    run_convert(*va);
+  });
+});
+
+}  // namespace
+}  // namespace a2cli

@@ -1,0 +1,189 @@
+// a2pack dataset build|append|stats|verify: step datasets (steps.npy +
+// metadata.db + manifest.json) for training.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <memory>
+#include <vector>
+#include <nlohmann/json.hpp>
+
+#include "command.hpp"
+
+namespace a2cli {
+namespace {
+
+struct DatasetArgs {
+  std::string input;
+  std::string out;
+  std::string dataset;
+  uint32_t workers = 0;
+  bool allow_missing_branches = false;
+  bool overwrite = false;
+  bool json = false;
+  bool repair = false;
+};
+
+struct OwnedString {
+  char* p = nullptr;
+  ~OwnedString() { a2pack_free(p); }
+};
+
+a2pack_dataset_build_options build_options(const DatasetArgs& a, Progress& bar) {
+  a2pack_dataset_build_options o;
+  a2pack_dataset_build_options_init(&o);
+  o.workers = a.workers;
+  o.allow_missing_branches = a.allow_missing_branches;
+  o.overwrite = a.overwrite;
+  o.progress = &Progress::callback;
+  o.progress_user = &bar;
+  return o;
+}
+
+void print_result(const char* verb, const a2pack_dataset_build_result& r, double secs) {
+  fmt::print("{} {} runs, {} rows ({}) in {:.2f}s; the dataset now holds {} runs, {} rows\n", verb,
+             r.runs_added, r.rows_added, human_bytes(static_cast<double>(r.rows_added) * 32), secs,
+             r.total_runs, r.total_rows);
+}
+
+void run_build(const DatasetArgs& a) {
+  Progress bar("build");
+  auto o = build_options(a, bar);
+  a2pack_dataset_build_result r{};
+  r.size = sizeof r;
+  double t0 = now_seconds();
+  check(a2pack_dataset_build(a.input.c_str(), a.out.c_str(), &o, &r));
+  bar.finish();
+  print_result("built", r, now_seconds() - t0);
+}
+
+void run_append(const DatasetArgs& a) {
+  Progress bar("append");
+  auto o = build_options(a, bar);
+  a2pack_dataset_build_result r{};
+  r.size = sizeof r;
+  double t0 = now_seconds();
+  check(a2pack_dataset_append(a.dataset.c_str(), a.input.c_str(), &o, &r));
+  bar.finish();
+  print_result("appended", r, now_seconds() - t0);
+}
+
+void run_stats(const DatasetArgs& a) {
+  a2pack_dataset_open_options o;
+  a2pack_dataset_open_options_init(&o);
+  o.workers = a.workers;
+  a2pack_dataset* ds = nullptr;
+  double t0 = now_seconds();
+  check(a2pack_dataset_open(a.dataset.c_str(), &o, &ds));
+  double load_s = now_seconds() - t0;
+  std::unique_ptr<a2pack_dataset, decltype(&a2pack_dataset_close)> guard(ds, a2pack_dataset_close);
+  OwnedString js;
+  check(a2pack_dataset_stats_json(ds, a.workers, &js.p));
+  auto j = nlohmann::json::parse(js.p);
+  j["load_seconds"] = load_s;
+  if (a.json) {
+    fmt::print("{}\n", j.dump(2));
+    return;
+  }
+  uint64_t rows = j["rows"];
+  fmt::print("dataset   {}\n", j["path"].get<std::string>());
+  fmt::print("rows      {} ({}), loaded and checked in {:.3f}s\n", rows,
+             human_bytes(static_cast<double>(rows) * 32), load_s);
+  fmt::print("runs      {} (next run id {})\n", j["runs"].get<uint64_t>(),
+             j["next_run_id"].get<uint64_t>());
+  if (j["has_manifest"].get<bool>())
+    fmt::print("manifest  crc32c {}, created {}, updated {}, {} source(s)\n",
+               j["steps_crc32c"].get<std::string>(), j["created"].get<std::string>(),
+               j["updated"].get<std::string>(), j["sources"].get<uint64_t>());
+  else
+    fmt::print("manifest  none (upstream dataset)\n");
+  if (j["uncommitted_rows"].get<uint64_t>())
+    fmt::print("note      {} uncommitted rows (interrupted append) are ignored\n",
+               j["uncommitted_rows"].get<uint64_t>());
+  const auto& rs = j["run_steps"];
+  fmt::print("run steps min {} / mean {:.1f} / max {}\n", rs["min"].get<int64_t>(),
+             rs["mean"].get<double>(), rs["max"].get<int64_t>());
+  const auto& ms = j["max_score"];
+  fmt::print("max score min {} / mean {:.1f} / max {}\n", ms["min"].get<int64_t>(),
+             ms["mean"].get<double>(), ms["max"].get<int64_t>());
+  std::vector<std::pair<uint64_t, uint64_t>> tile_counts;  // JSON keys sort as text
+  for (auto& [k, v] : j["highest_tile"].items()) tile_counts.emplace_back(std::stoull(k), v.get<uint64_t>());
+  std::sort(tile_counts.begin(), tile_counts.end());
+  std::string tiles;
+  for (auto [t, c] : tile_counts) tiles += fmt::format(" {}:{}", t, c);
+  fmt::print("top tile {}\n", tiles);
+  std::string engines;
+  for (auto& [k, v] : j["engines"].items()) engines += fmt::format(" {}:{}", k, v.get<uint64_t>());
+  fmt::print("engines  {}\n", engines);
+  const auto& mv = j["moves"];
+  auto pct = [&](uint64_t x) { return rows ? 100.0 * static_cast<double>(x) / static_cast<double>(rows) : 0.0; };
+  fmt::print("moves     up {:.1f}% down {:.1f}% left {:.1f}% right {:.1f}%\n",
+             pct(mv["up"].get<uint64_t>()), pct(mv["down"].get<uint64_t>()),
+             pct(mv["left"].get<uint64_t>()), pct(mv["right"].get<uint64_t>()));
+  std::string legal;
+  for (auto& [k, v] : j["legal_moves"].items()) legal += fmt::format(" {}:{:.1f}%", k, pct(v.get<uint64_t>()));
+  fmt::print("legal moves per step{}\n", legal);
+}
+
+void run_verify(const DatasetArgs& a) {
+  OwnedString js;
+  double t0 = now_seconds();
+  a2pack_status st = a2pack_dataset_verify(
+      a.dataset.c_str(), a.repair ? A2PACK_DATASET_VERIFY_REPAIR : 0, a.workers, &js.p);
+  double secs = now_seconds() - t0;
+  if (!js.p) check(st);  // failed before a report existed (bad arguments)
+  auto j = nlohmann::json::parse(js.p);
+  if (a.json) {
+    fmt::print("{}\n", j.dump(2));
+  } else {
+    for (const auto& s : j["actions"]) fmt::print("repaired: {}\n", s.get<std::string>());
+    for (const auto& s : j["notes"]) fmt::print("note: {}\n", s.get<std::string>());
+    for (const auto& s : j["errors"]) fmt::print(stderr, "error: {}\n", s.get<std::string>());
+    if (st == A2PACK_OK)
+      fmt::print("ok: {} rows in {} runs verified in {:.2f}s\n", j["rows"].get<uint64_t>(),
+                 j["runs"].get<uint64_t>(), secs);
+  }
+  if (st != A2PACK_OK) throw CliError(fmt::format("{}: verification failed", a.dataset));
+}
+
+Registrar reg("dataset", [](CLI::App& app) {
+  auto* g = app.add_subcommand("dataset", "Step datasets: steps.npy + metadata.db + manifest.json");
+  g->require_subcommand(1);
+
+  auto b = std::make_shared<DatasetArgs>();
+  auto* c = g->add_subcommand("build", "Build a dataset from run files");
+  c->add_option("--input,-i", b->input, "Folder of .a2run2 files, or a .a2pack packfile")->required();
+  c->add_option("--out,-o", b->out, "Dataset folder to create")->required();
+  c->add_option("--workers,-j", b->workers, "Decode threads (0 = all cores)");
+  c->add_flag("--allow-missing-branches", b->allow_missing_branches,
+              "Accept runs without branch values: only the chosen move is legal, at 1.0");
+  c->add_flag("--overwrite", b->overwrite, "Replace an existing dataset folder (atomically)");
+  c->callback([b] { run_build(*b); });
+
+  auto p = std::make_shared<DatasetArgs>();
+  c = g->add_subcommand("append", "Add runs to a dataset (atomically)");
+  c->add_option("--dataset,-d", p->dataset, "Dataset folder")->required();
+  c->add_option("--input,-i", p->input, "Folder of .a2run2 files, or a .a2pack packfile")->required();
+  c->add_option("--workers,-j", p->workers, "Decode threads (0 = all cores)");
+  c->add_flag("--allow-missing-branches", p->allow_missing_branches,
+              "Accept runs without branch values: only the chosen move is legal, at 1.0");
+  c->callback([p] { run_append(*p); });
+
+  auto s = std::make_shared<DatasetArgs>();
+  c = g->add_subcommand("stats", "Load a dataset and print its statistics");
+  c->add_option("--dataset,-d", s->dataset, "Dataset folder")->required();
+  c->add_option("--workers,-j", s->workers, "Threads (0 = all cores)");
+  c->add_flag("--json", s->json, "Print JSON");
+  c->callback([s] { run_stats(*s); });
+
+  auto v = std::make_shared<DatasetArgs>();
+  c = g->add_subcommand("verify", "Check a dataset completely (CRC, counts, every row)");
+  c->add_option("--dataset,-d", v->dataset, "Dataset folder")->required();
+  c->add_option("--workers,-j", v->workers, "Threads (0 = all cores)");
+  c->add_flag("--repair", v->repair,
+              "First undo what an interrupted append left (temporary files, uncommitted runs/rows)");
+  c->add_flag("--json", v->json, "Print the report as JSON");
+  c->callback([v] { run_verify(*v); });
+});
+
+}  // namespace
+}  // namespace a2cli

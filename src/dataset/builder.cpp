@@ -1,0 +1,489 @@
+#include "dataset/builder.hpp"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <climits>
+#include <cstdlib>
+#include <exception>
+#include <filesystem>
+
+#include "base/crc32c.hpp"
+#include "base/error.hpp"
+#include "base/file_io.hpp"
+#include "base/worker_pool.hpp"
+#include "dataset/fsutil.hpp"
+#include "dataset/metadata.hpp"
+#include "dataset/npy.hpp"
+#include "dataset/row.hpp"
+#include "run/codec.hpp"
+
+namespace a2pack::dataset {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// Runs decoded per round: the memory a build holds is about this many run
+// payloads plus their rows, whatever the dataset's size.
+constexpr size_t kChunkRuns = 256;
+
+std::atomic<uint64_t> g_old_counter{0};  // names of temporary sibling folders
+
+bool path_exists(const std::string& p) {
+  struct stat st;
+  return ::lstat(p.c_str(), &st) == 0;
+}
+
+std::string generator_name() { return std::string("a2pack ") + A2PACK_VERSION_STRING; }
+
+int64_t to_sql_int(uint64_t v, const char* what, const std::string& label) {
+  if (v > static_cast<uint64_t>(INT64_MAX))
+    fail(A2PACK_E_UNSUPPORTED, "{}: {} {} does not fit SQLite's 64-bit INTEGER", label, what, v);
+  return static_cast<int64_t>(v);
+}
+
+template <typename F>
+void catch_into(std::exception_ptr& slot, F&& fn) {
+  try {
+    fn();
+  } catch (...) {
+    slot = std::current_exception();
+  }
+}
+
+void rethrow_first(std::vector<std::exception_ptr>& errors, size_t n) {
+  for (size_t j = 0; j < n; ++j)
+    if (errors[j]) std::rethrow_exception(errors[j]);
+}
+
+struct StreamResult {
+  std::vector<RunRow> runs;
+  uint64_t rows = 0;
+  uint32_t crc = 0;
+};
+
+// Decode every run of `src` and append its rows to `out`, run ids from
+// `first_id`, row numbers from `first_row`, extending `crc`.
+StreamResult stream_rows(const RunSource& src, TempFile& out, uint64_t first_id,
+                         uint64_t first_row, uint32_t crc, const BuildOptions& o,
+                         const char* crash_name) {
+  const size_t n = src.count();
+  if (first_id > (uint64_t{1} << 32) || n > (uint64_t{1} << 32) - first_id)
+    fail(A2PACK_E_UNSUPPORTED, "{}: {} runs after run id {} exceed the u32 run_id of a row",
+         src.input(), n, first_id);
+  StreamResult res;
+  res.crc = crc;
+  res.runs.reserve(n);
+  const unsigned workers = resolve_workers(o.workers);
+
+  std::vector<std::vector<uint8_t>> scratch(kChunkRuns);
+  std::vector<PayloadView> views(kChunkRuns);
+  std::vector<run::Header> headers(kChunkRuns);
+  std::vector<uint64_t> offs(kChunkRuns + 1);
+  std::vector<uint8_t> rows;
+  struct Cols {
+    std::vector<uint64_t> boards;
+    std::vector<uint8_t> moves;
+    std::vector<float> values;
+    std::vector<uint8_t> legal, present;
+  };
+  std::vector<Cols> cols(workers);
+  // Failures are kept per run and the first in input order is reported, so
+  // the error does not depend on thread timing.
+  std::vector<std::exception_ptr> errors(kChunkRuns);
+  uint64_t row = first_row;
+
+  for (size_t a = 0; a < n; a += kChunkRuns) {
+    const size_t k = std::min(kChunkRuns, n - a);
+    // Read and parse headers in parallel (v1 CRCs are checked here).
+    parallel_for(k, workers, [&](size_t j) {
+      catch_into(errors[j], [&] {
+        const size_t i = a + j;
+        try {
+          views[j] = src.payload(i, scratch[j]);
+          headers[j] = run::parse_header(views[j].data, views[j].len);
+        } catch (const Error& e) {
+          rethrow_with_context(e, src.label(i));
+        }
+        if (headers[j].n_steps > kMaxRunSteps)
+          fail(A2PACK_E_UNSUPPORTED,
+               "{}: {} steps; a dataset row's step_index is a u16, so a run may have at most {} "
+               "steps",
+               src.label(i), headers[j].n_steps, kMaxRunSteps);
+      });
+    });
+    rethrow_first(errors, k);
+    offs[0] = 0;
+    for (size_t j = 0; j < k; ++j) offs[j + 1] = offs[j] + headers[j].n_steps;
+    rows.resize(offs[k] * kRowBytes);
+
+    // Decode each run into per-worker columns, then into its rows.
+    parallel_for_worker(k, workers, [&](unsigned w, size_t j) { catch_into(errors[j], [&] {
+      const size_t i = a + j;
+      const run::Header& h = headers[j];
+      const size_t ns = h.n_steps;
+      Cols& c = cols[w];
+      if (c.boards.size() < ns || c.boards.empty()) {
+        size_t cap = std::max<size_t>(ns, 1);
+        c.boards.resize(cap);
+        c.moves.resize(cap);
+        c.values.resize(4 * cap);
+        c.legal.resize(cap);
+        c.present.resize(cap);
+      }
+      run::StepColumns sc{c.boards.data(), c.moves.data(), c.values.data(), c.legal.data(),
+                          c.present.data()};
+      try {
+        run::decode_steps(views[j].data, views[j].len, h, sc);
+      } catch (const Error& e) {
+        rethrow_with_context(e, src.label(i));
+      }
+      if (!o.allow_missing_branches)
+        for (size_t s = 0; s < ns; ++s)
+          if (!c.present[s])
+            fail(A2PACK_E_INVALID_ARGUMENT,
+                 "{}: step {} has no branch values (the run was recorded without them), so its "
+                 "ev_legal/ev_values are unknown; pass --allow-missing-branches to mark only the "
+                 "chosen move legal, at 1.0",
+                 src.label(i), s);
+      Row* out_rows = reinterpret_cast<Row*>(rows.data()) + offs[j];
+      const auto rid = static_cast<uint32_t>(first_id + i);
+      for (size_t s = 0; s < ns; ++s)
+        make_row(out_rows[s], c.boards[s], c.moves[s], &c.values[4 * s], c.legal[s],
+                 c.present[s] != 0, rid, static_cast<uint16_t>(s));
+    }); });
+    rethrow_first(errors, k);
+
+    out.write(rows.data(), rows.size());
+    res.crc = crc32c::extend(res.crc, rows.data(), rows.size());
+    for (size_t j = 0; j < k; ++j) {
+      const run::Meta& m = headers[j].meta;
+      const std::string label = src.label(a + j);
+      RunRow r;
+      r.id = static_cast<int64_t>(first_id + a + j);
+      r.first_step_idx = static_cast<int64_t>(row);
+      r.num_steps = static_cast<int64_t>(headers[j].n_steps);
+      r.max_score = to_sql_int(m.max_score, "max_score", label);
+      r.highest_tile = m.highest_tile;
+      r.engine = m.engine;
+      r.start_time = to_sql_int(m.start_unix_s, "start_unix_s", label);
+      r.elapsed_s = m.elapsed_s;
+      res.runs.push_back(std::move(r));
+      row += headers[j].n_steps;
+    }
+    res.rows += offs[k];
+    // Large payloads are not kept between rounds.
+    for (auto& s : scratch)
+      if (s.capacity() > (4u << 20)) std::vector<uint8_t>().swap(s);
+    if (o.progress && !o.progress(a + k, n))
+      fail(A2PACK_E_INTERRUPTED, "stopped after {} of {} runs", a + k, n);
+    crash_point(crash_name);
+  }
+  return res;
+}
+
+void write_manifest(const std::string& dir, const Manifest& m, const char* crash_name) {
+  TempFile t(dir + "/manifest.json");
+  std::string text = to_json(m);
+  t.write(text.data(), text.size());
+  t.sync();
+  crash_point(crash_name);
+  t.install();
+}
+
+void require_dataset_files(const std::string& dir) {
+  struct stat st;
+  if (::stat(dir.c_str(), &st) != 0) fail_errno("open dataset", dir, errno);
+  if (!S_ISDIR(st.st_mode)) fail(A2PACK_E_INVALID_ARGUMENT, "{}: not a dataset folder", dir);
+  for (const char* f : {"steps.npy", "metadata.db"})
+    if (!path_exists(dir + "/" + f))
+      fail(A2PACK_E_NOT_FOUND, "{}/{}: missing (a dataset holds steps.npy, metadata.db and "
+           "manifest.json)", dir, f);
+}
+
+uint32_t crc_of_file_range(const ReadFd& f, uint64_t offset, uint64_t len) {
+  std::vector<uint8_t> buf(std::min<uint64_t>(len, 8u << 20));
+  uint32_t crc = 0;
+  for (uint64_t done = 0; done < len;) {
+    size_t n = static_cast<size_t>(std::min<uint64_t>(len - done, buf.size()));
+    f.pread_exact(buf.data(), n, offset + done);
+    crc = crc32c::extend(crc, buf.data(), n);
+    done += n;
+  }
+  return crc;
+}
+
+Manifest recover_locked(const std::string& dir, bool truncate, RecoverReport& rep) {
+  for (const auto& name : list_dir(dir))
+    if (is_temp_name(name)) {
+      if (::unlink((dir + "/" + name).c_str()) != 0 && errno != ENOENT)
+        fail_errno("remove", dir + "/" + name, errno);
+      rep.actions.push_back("removed the leftover temporary file " + name);
+    }
+  const std::string db_path = dir + "/metadata.db";
+  const std::string journal = db_path + "-journal";
+  bool had_journal = path_exists(journal);
+  Db db(db_path, Db::Mode::read_write);
+  check_schema(db);  // the first read rolls back a hot journal
+  if (had_journal && !path_exists(journal))
+    rep.actions.push_back("rolled back an interrupted metadata.db transaction");
+
+  const std::string steps_path = dir + "/steps.npy";
+  ReadFd steps(steps_path);
+  NpyInfo info = read_npy_info(steps);
+  auto m = read_manifest(dir);
+  if (!m) {
+    // A dataset from the upstream tool: describe it in a manifest first, so
+    // that the append protocol has a commit record to roll back to.
+    Stmt q = db.prepare(
+        "SELECT COUNT(*), COALESCE(SUM(num_steps), 0), COALESCE(MAX(id), -1), "
+        "COALESCE(MIN(id), 0) FROM runs");
+    q.step();
+    int64_t count = q.col_int(0), sum = q.col_int(1), max_id = q.col_int(2), min_id = q.col_int(3);
+    if (sum < 0 || static_cast<uint64_t>(sum) != info.rows)
+      fail(A2PACK_E_CORRUPT,
+           "{}: row counts disagree: steps.npy has {} rows but the runs of metadata.db add up "
+           "to {} steps",
+           dir, info.rows, sum);
+    if (min_id < 0) fail(A2PACK_E_CORRUPT, "{}: a run has the negative id {}", db_path, min_id);
+    Manifest nm;
+    nm.rows = info.rows;
+    nm.runs = static_cast<uint64_t>(count);
+    nm.next_run_id = static_cast<uint64_t>(max_id + 1);
+    nm.steps_crc32c = crc_of_file_range(steps, info.data_offset, info.rows * kRowBytes);
+    nm.created_utc = nm.updated_utc = utc_now();
+    nm.generator = generator_name();
+    nm.sources.push_back({dir, "existing", nm.runs, nm.rows, 0, nm.created_utc});
+    write_manifest(dir, nm, "adopt:manifest-synced");
+    rep.actions.push_back("wrote manifest.json for a dataset that had none");
+    return nm;
+  }
+  Stmt q = db.prepare("SELECT COUNT(*) FROM runs WHERE id >= ?1");
+  q.bind(1, static_cast<int64_t>(m->next_run_id));
+  q.step();
+  int64_t extra = q.col_int(0);
+  if (extra > 0) {
+    db.exec("BEGIN IMMEDIATE");
+    Stmt d = db.prepare("DELETE FROM runs WHERE id >= ?1");
+    d.bind(1, static_cast<int64_t>(m->next_run_id));
+    d.step();
+    db.exec("COMMIT");
+    rep.actions.push_back(fmt::format("deleted {} uncommitted runs from metadata.db", extra));
+  }
+  if (info.rows < m->rows)
+    fail(A2PACK_E_CORRUPT, "{}: holds {} rows, fewer than the {} that manifest.json records",
+         steps_path, info.rows, m->rows);
+  if (info.rows > m->rows && truncate) {
+    TempFile t(steps_path);
+    std::string hdr = npy_header(m->rows);
+    t.write(hdr.data(), hdr.size());
+    t.copy_from(steps.fd(), steps_path, info.data_offset, m->rows * kRowBytes);
+    t.sync();
+    t.install();
+    rep.actions.push_back(fmt::format("removed {} uncommitted rows from the end of steps.npy",
+                                      info.rows - m->rows));
+  }
+  return *m;
+}
+
+// Folders an earlier build left behind when its process died.
+void clean_stale_temps(const std::string& out) {
+  std::string parent = parent_dir(out);
+  std::string base = fs::path(out).filename().string();
+  std::vector<std::string> names;
+  try {
+    names = list_dir(parent);
+  } catch (const Error&) {
+    return;
+  }
+  for (const auto& name : names) {
+    for (const char* tag : {".tmp-", ".old-"}) {
+      std::string prefix = base + tag;
+      if (name.rfind(prefix, 0) != 0) continue;
+      long pid = std::strtol(name.c_str() + prefix.size(), nullptr, 10);
+      if (pid > 0 && !process_alive(pid)) {
+        std::error_code ec;
+        fs::remove_all(parent + "/" + name, ec);
+      }
+    }
+  }
+}
+
+// Put the finished folder `tmp` in place of `out`.
+void install_dir(const std::string& tmp, const std::string& out, bool replace) {
+  const std::string parent = parent_dir(out);
+  if (!replace) {
+    if (::rename(tmp.c_str(), out.c_str()) != 0) fail_errno("rename to " + out, tmp, errno);
+    fsync_dir(parent);
+    return;
+  }
+  DirLock lock(out, /*exclusive=*/true, /*wait=*/false);  // no append is running in it
+  if (::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, out.c_str(), RENAME_EXCHANGE) == 0) {
+    fsync_dir(parent);
+    crash_point("build:exchanged");
+    std::error_code ec;
+    fs::remove_all(tmp, ec);  // now the previous dataset
+    return;
+  }
+  if (errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP)
+    fail_errno("exchange with " + out, tmp, errno);
+  // No atomic exchange on this file system: two renames, between which no
+  // dataset is under `out` (the old one is at `old` until the second).
+  std::string old = fmt::format("{}.old-{}-{}", out, ::getpid(), g_old_counter.fetch_add(1));
+  if (::rename(out.c_str(), old.c_str()) != 0) fail_errno("rename to " + old, out, errno);
+  if (::rename(tmp.c_str(), out.c_str()) != 0) {
+    int err = errno;
+    ::rename(old.c_str(), out.c_str());
+    fail_errno("rename to " + out, tmp, err);
+  }
+  fsync_dir(parent);
+  std::error_code ec;
+  fs::remove_all(old, ec);
+}
+
+}  // namespace
+
+BuildResult build(const RunSource& src, const std::string& out_dir, const BuildOptions& o) {
+  const std::string out = strip_slashes(out_dir);
+  if (out.empty()) fail(A2PACK_E_INVALID_ARGUMENT, "the output folder name is empty");
+  struct stat st;
+  bool exists = ::lstat(out.c_str(), &st) == 0;
+  if (exists) {
+    if (!S_ISDIR(st.st_mode))
+      fail(A2PACK_E_INVALID_ARGUMENT, "{}: exists and is not a folder", out);
+    if (!o.overwrite)
+      fail(A2PACK_E_INVALID_ARGUMENT,
+           "{}: already exists; pass --overwrite to replace it, or use `dataset append` to add "
+           "runs to it",
+           out);
+    auto names = list_dir(out);
+    bool is_dataset = false;
+    for (const auto& n : names) is_dataset |= n == "steps.npy" || n == "manifest.json";
+    if (!names.empty() && !is_dataset)
+      fail(A2PACK_E_INVALID_ARGUMENT,
+           "{}: exists and does not look like a dataset (no steps.npy); refusing to replace it",
+           out);
+  }
+  clean_stale_temps(out);
+  // mkdir rather than mkdtemp: the folder becomes the dataset, so it gets the
+  // usual permissions (0777 less the umask), not mkdtemp's 0700.
+  std::string tmp;
+  for (;;) {
+    tmp = fmt::format("{}.tmp-{}-{}", out, ::getpid(), g_old_counter.fetch_add(1));
+    if (::mkdir(tmp.c_str(), 0777) == 0) break;
+    if (errno != EEXIST) fail_errno("create folder", tmp, errno);
+  }
+  try {
+    BuildResult r;
+    StreamResult res;
+    {
+      TempFile steps(tmp + "/steps.npy");
+      std::string hdr = npy_header(0);
+      steps.write(hdr.data(), hdr.size());
+      res = stream_rows(src, steps, 0, 0, 0, o, "build:rows-partial");
+      hdr = npy_header(res.rows);
+      steps.pwrite(hdr.data(), hdr.size(), 0);
+      steps.sync();
+      steps.install();
+    }
+    crash_point("build:steps-written");
+    {
+      Db db(tmp + "/metadata.db", Db::Mode::create);
+      set_durable(db);
+      db.exec("BEGIN");
+      create_schema(db);
+      insert_runs(db, res.runs);
+      db.exec("COMMIT");
+    }
+    Manifest m;
+    m.rows = res.rows;
+    m.runs = res.runs.size();
+    m.next_run_id = m.runs;
+    m.steps_crc32c = res.crc;
+    m.created_utc = m.updated_utc = utc_now();
+    m.generator = generator_name();
+    m.sources.push_back({src.input(), src.kind(), m.runs, m.rows, 0, m.created_utc});
+    write_manifest(tmp, m, "build:manifest-synced");
+    fsync_dir(tmp);
+    crash_point("build:before-install");
+    install_dir(tmp, out, exists);
+    r.runs_added = r.total_runs = m.runs;
+    r.rows_added = r.total_rows = m.rows;
+    return r;
+  } catch (...) {
+    std::error_code ec;
+    fs::remove_all(tmp, ec);
+    throw;
+  }
+}
+
+BuildResult append(const RunSource& src, const std::string& dir_in, const BuildOptions& o) {
+  const std::string dir = strip_slashes(dir_in);
+  require_dataset_files(dir);
+  DirLock lock(dir, /*exclusive=*/true, /*wait=*/false);
+  RecoverReport rep;
+  Manifest m = recover_locked(dir, /*truncate=*/false, rep);
+
+  const std::string steps_path = dir + "/steps.npy";
+  ReadFd old(steps_path);
+  NpyInfo info = read_npy_info(old);
+  TempFile tmp(steps_path);
+  std::string hdr = npy_header(0);
+  tmp.write(hdr.data(), hdr.size());
+  // Only the committed rows: a tail left by an interrupted append is dropped.
+  tmp.copy_from(old.fd(), steps_path, info.data_offset, m.rows * kRowBytes);
+  crash_point("append:old-rows-copied");
+  StreamResult res =
+      stream_rows(src, tmp, m.next_run_id, m.rows, m.steps_crc32c, o, "append:rows-partial");
+  const uint64_t total = m.rows + res.rows;
+  hdr = npy_header(total);
+  tmp.pwrite(hdr.data(), hdr.size(), 0);
+  tmp.sync();
+  crash_point("append:steps-synced");
+  {
+    Db db(dir + "/metadata.db", Db::Mode::read_write);
+    set_durable(db);
+    db.exec("BEGIN IMMEDIATE");
+    insert_runs(db, res.runs);
+    crash_point("append:db-inserted");
+    db.exec("COMMIT");
+  }
+  crash_point("append:db-committed");
+  tmp.install();
+  crash_point("append:steps-installed");
+
+  Manifest next = m;
+  next.rows = total;
+  next.runs += res.runs.size();
+  next.next_run_id += res.runs.size();
+  next.steps_crc32c = res.crc;
+  next.updated_utc = utc_now();
+  next.generator = generator_name();
+  next.sources.push_back(
+      {src.input(), src.kind(), res.runs.size(), res.rows, m.next_run_id, next.updated_utc});
+  write_manifest(dir, next, "append:manifest-synced");
+  crash_point("append:committed");
+
+  BuildResult r;
+  r.runs_added = res.runs.size();
+  r.rows_added = res.rows;
+  r.total_runs = next.runs;
+  r.total_rows = next.rows;
+  return r;
+}
+
+RecoverReport recover(const std::string& dir_in, bool truncate_steps) {
+  const std::string dir = strip_slashes(dir_in);
+  require_dataset_files(dir);
+  DirLock lock(dir, /*exclusive=*/true, /*wait=*/false);
+  RecoverReport rep;
+  recover_locked(dir, truncate_steps, rep);
+  return rep;
+}
+
+}  // namespace a2pack::dataset

@@ -1,0 +1,67 @@
+// Writing datasets: build a new one, append runs to one, and bring one back to
+// its committed state after an interrupted append.
+//
+// Commit protocol (docs/dataset.md has the full argument). manifest.json is
+// the commit record: the committed dataset is the first manifest.rows rows of
+// steps.npy and the runs with id < manifest.next_run_id. An append
+//   1. writes the new steps file (old rows copied + new rows) under a
+//      temporary name and fsyncs it,
+//   2. inserts the new runs (ids >= next_run_id) in one SQLite transaction,
+//   3. renames the new steps file over steps.npy,
+//   4. writes the new manifest (temporary name, fsync, rename) — the commit.
+// A crash before 4 leaves the old manifest, which still describes the old
+// content exactly: the old rows are a prefix of any steps.npy that step 3 may
+// have installed (checked by the manifest's CRC), and runs beyond
+// next_run_id are ignored by readers and deleted by recover().
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "dataset/manifest.hpp"
+#include "dataset/source.hpp"
+
+namespace a2pack::dataset {
+
+// (done, total) runs; return false to stop (then Error INTERRUPTED).
+using ProgressFn = std::function<bool(uint64_t, uint64_t)>;
+
+struct BuildOptions {
+  uint32_t workers = 0;               // decode threads, 0 = all cores
+  bool allow_missing_branches = false;
+  bool overwrite = false;             // build: replace an existing dataset folder
+  ProgressFn progress;
+};
+
+struct BuildResult {
+  uint64_t runs_added = 0;
+  uint64_t rows_added = 0;
+  uint64_t total_runs = 0;
+  uint64_t total_rows = 0;
+};
+
+// Build `out_dir` from `src`, atomically: everything is written into a sibling
+// folder "<out_dir>.tmp-<pid>-XXXXXX" which then replaces out_dir (renameat2
+// RENAME_EXCHANGE when out_dir exists and `overwrite` is set). On any error the
+// temporary folder is removed and out_dir is untouched.
+BuildResult build(const RunSource& src, const std::string& out_dir, const BuildOptions& opts);
+
+// Append the runs of `src` to the dataset in `dir` (see the protocol above).
+// Takes an exclusive lock on the folder; runs recover() first. A dataset the
+// upstream tool wrote (no manifest) is first given a manifest describing it.
+BuildResult append(const RunSource& src, const std::string& dir, const BuildOptions& opts);
+
+// What recover() did, as human-readable lines.
+struct RecoverReport {
+  std::vector<std::string> actions;
+};
+
+// Under an exclusive lock: remove temporary files an interrupted writer left,
+// let SQLite roll back a hot journal, delete runs beyond the manifest's
+// next_run_id, and (when truncate_steps) rewrite steps.npy without rows beyond
+// manifest.rows. A dataset without a manifest gets one (when its files agree).
+RecoverReport recover(const std::string& dir, bool truncate_steps);
+
+}  // namespace a2pack::dataset

@@ -1,0 +1,515 @@
+#include "dataset/dataset.hpp"
+
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cerrno>
+#include <cmath>
+#include <map>
+
+#include <nlohmann/json.hpp>
+
+#include "base/crc32c.hpp"
+#include "base/error.hpp"
+#include "base/worker_pool.hpp"
+#include "dataset/builder.hpp"
+#include "dataset/fsutil.hpp"
+#include "dataset/gather.hpp"
+#include "dataset/npy.hpp"
+#include "dataset/row.hpp"
+#include "dataset/team.hpp"
+
+namespace a2pack::dataset {
+
+namespace {
+
+constexpr uint64_t kChunk = uint64_t{8} << 20;  // bytes per parallel read / CRC unit
+// Below this many rows a gather stays on the calling thread: waking workers
+// costs more than the copy.
+constexpr size_t kMinRowsPerWorker = 1024;
+
+// Rows per chunk of a split gather: four chunks per thread, so a thread that
+// starts late costs at most a chunk's time.
+size_t chunk_rows(size_t n, unsigned threads) {
+  size_t per = n / (4 * static_cast<size_t>(threads));
+  return std::max<size_t>(per, 256);
+}
+
+uint32_t combine_chunks(const std::vector<uint32_t>& crcs, uint64_t len) {
+  uint32_t crc = 0;
+  for (size_t i = 0; i < crcs.size(); ++i) {
+    uint64_t n = std::min(kChunk, len - i * kChunk);
+    crc = crc32c_combine(crc, crcs[i], n);
+  }
+  return crc;
+}
+
+uint32_t parallel_crc(const uint8_t* p, uint64_t len, uint32_t workers) {
+  size_t chunks = static_cast<size_t>((len + kChunk - 1) / kChunk);
+  std::vector<uint32_t> crcs(chunks);
+  parallel_for(chunks, workers, [&](size_t i) {
+    uint64_t off = i * kChunk;
+    crcs[i] = crc32c::compute(p + off, static_cast<size_t>(std::min(kChunk, len - off)));
+  });
+  return combine_chunks(crcs, len);
+}
+
+uint64_t mix64(uint64_t z) {
+  z += 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+// 4 bytes of 0/1 per ev_legal mask, for the bool[n][4] column.
+struct LegalTable {
+  uint32_t t[16];
+  constexpr LegalTable() : t{} {
+    for (uint32_t m = 0; m < 16; ++m)
+      t[m] = (m & 1) | ((m >> 1 & 1) << 8) | ((m >> 2 & 1) << 16) | ((m >> 3 & 1) << 24);
+  }
+};
+constexpr LegalTable kLegal{};
+
+}  // namespace
+
+// ---------------------------------------------------------------- open
+std::unique_ptr<Dataset> Dataset::open(const std::string& dir_in, const OpenOptions& o) {
+  std::unique_ptr<Dataset> ds(new Dataset());
+  ds->dir_ = strip_slashes(dir_in);
+  const std::string& dir = ds->dir_;
+  struct stat st;
+  if (::stat(dir.c_str(), &st) != 0) fail_errno("open dataset", dir, errno);
+  if (!S_ISDIR(st.st_mode)) fail(A2PACK_E_INVALID_ARGUMENT, "{}: not a dataset folder", dir);
+  DirLock lock(dir, /*exclusive=*/false, /*wait=*/true);  // not while an append is half-way
+
+  bool has_steps = false, has_db = false;
+  for (const auto& name : list_dir(dir)) {
+    if (name == "steps.npy") has_steps = true;
+    else if (name == "metadata.db") has_db = true;
+    else if (name == "manifest.json") continue;
+    else if (name == "metadata.db-journal" || name == "metadata.db-wal" || name == "metadata.db-shm")
+      continue;  // SQLite's own files
+    else if (is_temp_name(name))
+      ds->notes_.push_back(fmt::format(
+          "{}/{}: leftover temporary file of an interrupted write (ignored; the next append or "
+          "`verify --repair` removes it)",
+          dir, name));
+    else if (!o.allow_extra_files)
+      fail(A2PACK_E_CORRUPT,
+           "{}/{}: unexpected file in a dataset folder (a dataset holds steps.npy, metadata.db "
+           "and manifest.json); remove it, or open with allow_extra_files",
+           dir, name);
+  }
+  if (!has_steps) fail(A2PACK_E_NOT_FOUND, "{}/steps.npy: missing from the dataset folder", dir);
+  if (!has_db) fail(A2PACK_E_NOT_FOUND, "{}/metadata.db: missing from the dataset folder", dir);
+
+  ds->manifest_ = read_manifest(dir);
+  if (!ds->manifest_)
+    ds->notes_.push_back(fmt::format(
+        "{}/manifest.json: absent (a dataset from the upstream tool); rows are not checked "
+        "against a CRC",
+        dir));
+  const std::string steps_path = dir + "/steps.npy";
+  ReadFd f(steps_path);
+  NpyInfo info = read_npy_info(f);
+  ds->file_rows_ = info.rows;
+  ds->rows_ = ds->manifest_ ? ds->manifest_->rows : info.rows;
+  if (info.rows < ds->rows_)
+    fail(A2PACK_E_CORRUPT, "{}: holds {} rows but manifest.json records {} (truncated or replaced)",
+         steps_path, info.rows, ds->rows_);
+  if (info.rows > ds->rows_)
+    ds->notes_.push_back(fmt::format(
+        "{}: {} rows past the {} committed ones (an interrupted append); they are ignored",
+        steps_path, info.rows - ds->rows_, ds->rows_));
+  ds->load_rows(f, info.data_offset, o);
+  ds->open_metadata();
+  return ds;
+}
+
+void Dataset::load_rows(const ReadFd& f, uint64_t offset, const OpenOptions& o) {
+  const uint64_t bytes = rows_ * kRowBytes;
+  const bool check = o.verify_crc && manifest_.has_value();
+  uint32_t crc = 0;
+  if (o.mmap) {
+    map_ = MappedFile(f.path(), MappedFile::Advice::random);
+    mapped_ = true;
+    data_ = bytes ? map_.data() + offset : nullptr;
+#ifdef MADV_HUGEPAGE
+    if (bytes) ::madvise(const_cast<uint8_t*>(map_.data()), map_.size(), MADV_HUGEPAGE);  // a hint
+#endif
+    if (check) crc = parallel_crc(data_, bytes, o.workers);
+  } else {
+    mem_ = RowMemory(static_cast<size_t>(bytes), o.huge_pages);
+    data_ = mem_.data();
+    // Large positional reads, one chunk per task, each checked while still
+    // in cache; the chunk CRCs are then combined in order.
+    size_t chunks = static_cast<size_t>((bytes + kChunk - 1) / kChunk);
+    std::vector<uint32_t> crcs(chunks);
+    parallel_for(chunks, o.workers, [&](size_t i) {
+      uint64_t off = i * kChunk;
+      size_t n = static_cast<size_t>(std::min(kChunk, bytes - off));
+      f.pread_exact(mem_.data() + off, n, offset + off);
+      if (check) crcs[i] = crc32c::compute(mem_.data() + off, n);
+    });
+    if (check) crc = combine_chunks(crcs, bytes);
+  }
+  if (check && crc != manifest_->steps_crc32c)
+    fail(A2PACK_E_CHECKSUM,
+         "{}: CRC32C of the {} rows is {:#010x} but manifest.json records {:#010x} (the rows were "
+         "changed or damaged)",
+         f.path(), rows_, crc, manifest_->steps_crc32c);
+}
+
+void Dataset::open_metadata() {
+  const std::string path = dir_ + "/metadata.db";
+  // Read-write when possible, so that SQLite can roll back a hot journal an
+  // interrupted append left; nothing here writes to the file otherwise.
+  bool writable = ::access(path.c_str(), W_OK) == 0 && ::access(dir_.c_str(), W_OK) == 0;
+  db_ = std::make_unique<Db>(path, writable ? Db::Mode::read_write : Db::Mode::read_only);
+  check_schema(*db_);
+  int64_t limit = INT64_MAX;
+  if (manifest_) {
+    limit = static_cast<int64_t>(std::min<uint64_t>(manifest_->next_run_id, INT64_MAX));
+    Stmt q = db_->prepare("SELECT COUNT(*) FROM main.runs WHERE id >= ?1");
+    q.bind(1, limit);
+    q.step();
+    if (int64_t extra = q.col_int(0); extra > 0) {
+      notes_.push_back(fmt::format(
+          "{}: {} runs past the committed ones (an interrupted append); they are ignored", path,
+          extra));
+      // Every query, the caller's filters included, sees only committed runs:
+      // a temporary view named `runs` shadows the table.
+      db_->exec(fmt::format("CREATE TEMP VIEW runs AS SELECT * FROM main.runs WHERE id < {}", limit));
+    }
+  }
+  Stmt q = db_->prepare(
+      "SELECT COUNT(*), COALESCE(SUM(num_steps), 0), COALESCE(MIN(first_step_idx), 0), "
+      "COALESCE(MAX(first_step_idx + num_steps), 0), COALESCE(MIN(num_steps), 0), "
+      "COALESCE(MAX(id), -1), COALESCE(MIN(id), 0) FROM runs");
+  q.step();
+  int64_t count = q.col_int(0), sum = q.col_int(1), min_first = q.col_int(2),
+          max_end = q.col_int(3), min_len = q.col_int(4), max_id = q.col_int(5),
+          min_id = q.col_int(6);
+  if (manifest_ && static_cast<uint64_t>(count) != manifest_->runs)
+    fail(A2PACK_E_CORRUPT, "{}: holds {} committed runs (id < {}) but manifest.json records {}",
+         path, count, limit, manifest_->runs);
+  if (sum < 0 || static_cast<uint64_t>(sum) != rows_)
+    fail(A2PACK_E_CORRUPT,
+         "{}: row counts disagree: steps.npy has {} committed rows but the runs of metadata.db "
+         "add up to {} steps",
+         dir_, rows_, sum);
+  if (min_first < 0 || min_len < 0 || min_id < 0 || static_cast<uint64_t>(max_end) > rows_)
+    fail(A2PACK_E_CORRUPT,
+         "{}: a run's first_step_idx/num_steps/id is negative or reaches past the {} rows of "
+         "steps.npy",
+         path, rows_);
+  runs_ = static_cast<uint64_t>(count);
+  next_run_id_ = manifest_ ? manifest_->next_run_id : static_cast<uint64_t>(max_id + 1);
+}
+
+// ---------------------------------------------------------------- gather
+void Dataset::gather(const int64_t* idx, size_t n, uint8_t* out, uint32_t workers) const {
+  if (size_t bad = first_out_of_range(idx, n, rows_); bad != n)
+    fail(A2PACK_E_OUT_OF_RANGE, "{}: index {} (position {} of the batch) is outside the {} rows",
+         dir_, idx[bad], bad, rows_);
+  unsigned w = resolve_workers(workers);
+  size_t max_w = n / kMinRowsPerWorker;
+  if (w > max_w) w = static_cast<unsigned>(std::max<size_t>(max_w, 1));
+  if (w <= 1) {
+    gather_rows(data_, idx, n, out);
+    return;
+  }
+  size_t per = chunk_rows(n, w);
+  run_chunks((n + per - 1) / per, w, [&](size_t k) {
+    size_t a = k * per, b = std::min(n, a + per);
+    gather_rows(data_, idx + a, b - a, out + a * kRowBytes);
+  });
+}
+
+namespace {
+void gather_columns_range(const uint8_t* base, const int64_t* idx, size_t a, size_t b,
+                          const ColumnsOut& o) {
+  for (size_t i = a; i < std::min(b, a + kPrefetchAhead); ++i)
+    __builtin_prefetch(base + static_cast<size_t>(idx[i]) * kRowBytes, 0, 3);
+  for (size_t i = a; i < b; ++i) {
+    if (i + kPrefetchAhead < b)
+      __builtin_prefetch(base + static_cast<size_t>(idx[i + kPrefetchAhead]) * kRowBytes, 0, 3);
+    Row r;
+    std::memcpy(&r, base + static_cast<size_t>(idx[i]) * kRowBytes, kRowBytes);
+    if (o.exponents) unpack_exponents(r.board, o.exponents + 16 * i);
+    if (o.boards) o.boards[i] = r.board;
+    if (o.moves) o.moves[i] = r.move;
+    if (o.legal) std::memcpy(o.legal + 4 * i, &kLegal.t[r.ev_legal & 0xF], 4);
+    if (o.legal_mask) o.legal_mask[i] = r.ev_legal;
+    if (o.ev_values) std::memcpy(o.ev_values + 4 * i, r.ev_values, 16);
+    if (o.run_ids) o.run_ids[i] = r.run_id;
+    if (o.step_indices) o.step_indices[i] = r.step_index;
+  }
+}
+}  // namespace
+
+void Dataset::gather_columns(const int64_t* idx, size_t n, const ColumnsOut& out,
+                             uint32_t workers) const {
+  if (size_t bad = first_out_of_range(idx, n, rows_); bad != n)
+    fail(A2PACK_E_OUT_OF_RANGE, "{}: index {} (position {} of the batch) is outside the {} rows",
+         dir_, idx[bad], bad, rows_);
+  unsigned w = resolve_workers(workers);
+  size_t max_w = n / kMinRowsPerWorker;
+  if (w > max_w) w = static_cast<unsigned>(std::max<size_t>(max_w, 1));
+  if (w <= 1) {
+    gather_columns_range(data_, idx, 0, n, out);
+    return;
+  }
+  size_t per = chunk_rows(n, w);
+  run_chunks((n + per - 1) / per, w, [&](size_t k) {
+    gather_columns_range(data_, idx, k * per, std::min(n, (k + 1) * per), out);
+  });
+}
+
+// ---------------------------------------------------------------- selection
+template <typename F>
+void Dataset::for_each_run(const std::string& where, const std::vector<SqlParam>& params,
+                           F&& fn) const {
+  std::string sql = "SELECT id, first_step_idx, num_steps FROM runs";
+  if (!where.empty()) sql += " WHERE (" + where + ")";
+  sql += " ORDER BY first_step_idx";
+  std::lock_guard<std::mutex> lk(db_mu_);
+  Stmt s = db_->prepare(sql);
+  if (!s.read_only())
+    fail(A2PACK_E_INVALID_ARGUMENT, "{}/metadata.db: a filter may only read: \"{}\"", dir_, where);
+  if (static_cast<size_t>(s.param_count()) != params.size())
+    fail(A2PACK_E_INVALID_ARGUMENT, "{}/metadata.db: the filter \"{}\" has {} parameters, {} given",
+         dir_, where, s.param_count(), params.size());
+  for (size_t i = 0; i < params.size(); ++i) s.bind(static_cast<int>(i + 1), params[i]);
+  while (s.step()) {
+    int64_t id = s.col_int(0), first = s.col_int(1), num = s.col_int(2);
+    if (first < 0 || num < 0 || static_cast<uint64_t>(first) > rows_ ||
+        static_cast<uint64_t>(num) > rows_ - static_cast<uint64_t>(first))
+      fail(A2PACK_E_CORRUPT,
+           "{}/metadata.db: run {} covers rows [{}, {}+{}), outside the {} rows of steps.npy", dir_,
+           id, first, first, num, rows_);
+    fn(id, first, num);
+  }
+}
+
+uint64_t total_rows(const Ranges& r) {
+  uint64_t t = 0;
+  for (const auto& x : r) t += static_cast<uint64_t>(x.count);
+  return t;
+}
+
+void expand(const Ranges& r, int64_t* out) {
+  for (const auto& x : r)
+    for (int64_t s = 0; s < x.count; ++s) *out++ = x.first + s;
+}
+
+std::vector<int64_t> expand(const Ranges& r) {
+  std::vector<int64_t> out(total_rows(r));
+  expand(r, out.data());
+  return out;
+}
+
+Ranges Dataset::select(const std::string& where, const std::vector<SqlParam>& params) const {
+  Ranges out;
+  for_each_run(where, params, [&](int64_t, int64_t first, int64_t num) {
+    if (num) out.push_back({first, num});
+  });
+  return out;
+}
+
+std::vector<int64_t> Dataset::select_runs(const std::string& where,
+                                          const std::vector<SqlParam>& params) const {
+  std::vector<int64_t> ids;
+  for_each_run(where, params, [&](int64_t id, int64_t, int64_t) { ids.push_back(id); });
+  std::sort(ids.begin(), ids.end());
+  return ids;
+}
+
+Split Dataset::split(const std::string& where, const std::vector<SqlParam>& params,
+                     double val_fraction, uint64_t seed, const std::string& val_where,
+                     const std::vector<SqlParam>& val_params) const {
+  if (val_where.empty() && !(val_fraction >= 0.0 && val_fraction <= 1.0))
+    fail(A2PACK_E_INVALID_ARGUMENT, "validation fraction {} is outside [0, 1]", val_fraction);
+  std::vector<int64_t> val_ids;
+  if (!val_where.empty()) {
+    std::string both = where.empty() ? val_where : "(" + where + ") AND (" + val_where + ")";
+    std::vector<SqlParam> all = params;
+    all.insert(all.end(), val_params.begin(), val_params.end());
+    val_ids = select_runs(both, all);
+  }
+  // A run goes to validation when its hash falls below the fraction: the
+  // decision depends on (seed, id) only.
+  const double scale = 1.0 / 9007199254740992.0;  // 2^-53
+  Split out;
+  for_each_run(where, params, [&](int64_t id, int64_t first, int64_t num) {
+    bool val = val_where.empty()
+                   ? static_cast<double>(mix64(seed ^ mix64(static_cast<uint64_t>(id))) >> 11) *
+                             scale <
+                         val_fraction
+                   : std::binary_search(val_ids.begin(), val_ids.end(), id);
+    if (num) (val ? out.val : out.train).push_back({first, num});
+  });
+  return out;
+}
+
+// ---------------------------------------------------------------- stats
+std::string Dataset::stats_json(uint32_t workers) const {
+  using nlohmann::json;
+  json j;
+  j["path"] = dir_;
+  j["rows"] = rows_;
+  j["runs"] = runs_;
+  j["row_bytes"] = kRowBytes;
+  j["data_bytes"] = rows_ * kRowBytes;
+  j["uncommitted_rows"] = file_rows_ - rows_;
+  j["next_run_id"] = next_run_id_;
+  j["has_manifest"] = manifest_.has_value();
+  j["mapped"] = mapped_;
+  j["huge_pages"] = mem_.huge_pages();
+  if (manifest_) {
+    j["steps_crc32c"] = fmt::format("{:#010x}", manifest_->steps_crc32c);
+    j["created"] = manifest_->created_utc;
+    j["updated"] = manifest_->updated_utc;
+    j["sources"] = manifest_->sources.size();
+  }
+  {
+    std::lock_guard<std::mutex> lk(db_mu_);
+    Stmt q = db_->prepare(
+        "SELECT COALESCE(MIN(num_steps),0), COALESCE(MAX(num_steps),0), COALESCE(AVG(num_steps),0), "
+        "COALESCE(MIN(max_score),0), COALESCE(MAX(max_score),0), COALESCE(AVG(max_score),0) "
+        "FROM runs");
+    q.step();
+    j["run_steps"] = {{"min", q.col_int(0)}, {"max", q.col_int(1)}, {"mean", q.col_double(2)}};
+    j["max_score"] = {{"min", q.col_int(3)}, {"max", q.col_int(4)}, {"mean", q.col_double(5)}};
+    json tiles = json::object();
+    Stmt t = db_->prepare("SELECT highest_tile, COUNT(*) FROM runs GROUP BY highest_tile ORDER BY highest_tile");
+    while (t.step()) tiles[std::to_string(t.col_int(0))] = t.col_int(1);
+    j["highest_tile"] = tiles;
+    json engines = json::object();
+    Stmt e = db_->prepare(
+        "SELECT engine, COUNT(*) AS c FROM runs GROUP BY engine ORDER BY c DESC LIMIT 20");
+    while (e.step()) engines[e.col_null(0) ? std::string("(none)") : e.col_text(0)] = e.col_int(1);
+    j["engines"] = engines;
+  }
+  // Per-row histograms, counted per chunk in parallel.
+  const uint64_t per_chunk = kChunk / kRowBytes;
+  size_t chunks = static_cast<size_t>((rows_ + per_chunk - 1) / per_chunk);
+  std::vector<std::array<uint64_t, 9>> counts(chunks);
+  parallel_for(chunks, workers, [&](size_t c) {
+    std::array<uint64_t, 9> h{};
+    uint64_t a = c * per_chunk, b = std::min(rows_, a + per_chunk);
+    for (uint64_t r = a; r < b; ++r) {
+      const uint8_t* p = data_ + r * kRowBytes;
+      h[p[kOffMove] & 3]++;
+      h[4 + __builtin_popcount(p[kOffLegal] & 0xF)]++;
+    }
+    counts[c] = h;
+  });
+  std::array<uint64_t, 9> tot{};
+  for (auto& h : counts)
+    for (size_t k = 0; k < 9; ++k) tot[k] += h[k];
+  j["moves"] = {{"up", tot[0]}, {"down", tot[1]}, {"left", tot[2]}, {"right", tot[3]}};
+  j["legal_moves"] = {{"0", tot[4]}, {"1", tot[5]}, {"2", tot[6]}, {"3", tot[7]}, {"4", tot[8]}};
+  return j.dump();
+}
+
+// ---------------------------------------------------------------- checks
+std::vector<std::string> Dataset::check_rows(uint32_t workers, size_t max_errors) const {
+  struct R {
+    int64_t id, first, num;
+  };
+  std::vector<R> runs;
+  runs.reserve(runs_);
+  for_each_run("", {}, [&](int64_t id, int64_t first, int64_t num) { runs.push_back({id, first, num}); });
+  std::vector<std::string> errors;
+  std::mutex mu;
+  std::atomic<uint64_t> n_errors{0};
+  auto report = [&](std::string msg) {
+    n_errors.fetch_add(1);
+    std::lock_guard<std::mutex> lk(mu);
+    if (errors.size() < max_errors) errors.push_back(std::move(msg));
+  };
+  uint64_t expected = 0;
+  for (const auto& r : runs) {
+    if (static_cast<uint64_t>(r.first) != expected)
+      report(fmt::format("{}/metadata.db: runs do not tile steps.npy: run {} starts at row {}, "
+                         "expected {}",
+                         dir_, r.id, r.first, expected));
+    expected = static_cast<uint64_t>(r.first + r.num);
+  }
+  if (expected != rows_)
+    report(fmt::format("{}/metadata.db: the last run ends at row {}, steps.npy has {} rows", dir_,
+                       expected, rows_));
+  parallel_for(runs.size(), workers, [&](size_t k) {
+    const R& r = runs[k];
+    for (int64_t s = 0; s < r.num; ++s) {
+      if (n_errors.load(std::memory_order_relaxed) >= max_errors) return;
+      uint64_t row = static_cast<uint64_t>(r.first + s);
+      Row x;
+      std::memcpy(&x, data_ + row * kRowBytes, kRowBytes);
+      auto bad = [&](const std::string& what) {
+        report(fmt::format("{}/steps.npy: row {} (run {}, step {}): {}", dir_, row, r.id, s, what));
+      };
+      if (x.run_id != static_cast<uint32_t>(r.id))
+        bad(fmt::format("run_id is {}, metadata.db says {}", uint32_t{x.run_id}, r.id));
+      if (x.step_index != static_cast<uint16_t>(s))
+        bad(fmt::format("step_index is {}, expected {}", uint16_t{x.step_index}, s & 0xFFFF));
+      if (x.move > 3) bad(fmt::format("move {} is not 0..3", x.move));
+      if (x.ev_legal > 15) bad(fmt::format("ev_legal {:#x} has bits above the 4 moves", x.ev_legal));
+      float ev[4];
+      std::memcpy(ev, x.ev_values, sizeof ev);
+      for (unsigned m = 0; m < 4; ++m) {
+        bool legal = x.ev_legal >> m & 1;
+        if (!(ev[m] >= 0.0f && ev[m] <= 1.0f))
+          bad(fmt::format("ev_values[{}] = {} is outside [0, 1]", m, ev[m]));
+        else if (!legal && ev[m] != 0.0f)
+          bad(fmt::format("ev_values[{}] = {} for an illegal move (must be 0)", m, ev[m]));
+      }
+      if (x.move <= 3 && (x.ev_legal >> x.move & 1) && ev[x.move] != 1.0f)
+        bad(fmt::format("the chosen move's value is {}, must be 1.0", ev[x.move]));
+    }
+  });
+  uint64_t total = n_errors.load();
+  if (total > errors.size())
+    errors.push_back(fmt::format("... and {} more problems", total - errors.size()));
+  return errors;
+}
+
+std::string VerifyReport::to_json() const {
+  nlohmann::json j;
+  j["ok"] = ok;
+  j["rows"] = rows;
+  j["runs"] = runs;
+  j["errors"] = errors;
+  j["notes"] = notes;
+  j["actions"] = actions;
+  return j.dump();
+}
+
+VerifyReport verify(const std::string& dir, bool repair, uint32_t workers) {
+  VerifyReport rep;
+  try {
+    if (repair) rep.actions = recover(dir, /*truncate_steps=*/true).actions;
+    OpenOptions o;
+    o.verify_crc = true;
+    o.workers = workers;
+    auto ds = Dataset::open(dir, o);
+    rep.rows = ds->rows();
+    rep.runs = ds->runs();
+    rep.notes = ds->notes();
+    rep.errors = ds->check_rows(workers, 20);
+    if (!rep.errors.empty()) rep.status = A2PACK_E_CORRUPT;
+  } catch (const Error& e) {
+    rep.errors.push_back(e.what());
+    rep.status = e.status();
+  }
+  rep.ok = rep.errors.empty();
+  return rep;
+}
+
+}  // namespace a2pack::dataset

@@ -1,0 +1,136 @@
+// An open dataset: its committed rows in RAM (or mapped), the metadata
+// database for selections, and the batch gathers that feed training.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "a2pack.h"
+#include "base/file_io.hpp"
+#include "dataset/manifest.hpp"
+#include "dataset/memory.hpp"
+#include "dataset/metadata.hpp"
+
+namespace a2pack::dataset {
+
+struct OpenOptions {
+  bool mmap = false;              // map steps.npy instead of reading it into RAM
+  bool verify_crc = true;         // check the rows against manifest.json's CRC32C
+  bool huge_pages = true;         // ask for transparent huge pages (RAM mode)
+  uint32_t workers = 0;           // threads for loading and checking, 0 = all cores
+  bool allow_extra_files = false; // ignore files a dataset does not hold
+};
+
+// Columns a gather can write; null pointers are skipped.
+struct ColumnsOut {
+  uint8_t* exponents = nullptr;   // n * 16: tile exponents, cell 0 = top-left
+  uint64_t* boards = nullptr;     // n
+  uint8_t* moves = nullptr;       // n
+  uint8_t* legal = nullptr;       // n * 4: 1 where the move is legal, else 0 (numpy bool)
+  uint8_t* legal_mask = nullptr;  // n: the ev_legal bitmask
+  float* ev_values = nullptr;     // n * 4
+  uint32_t* run_ids = nullptr;    // n
+  uint16_t* step_indices = nullptr; // n
+};
+
+// Consecutive step indices [first, first + count): one run's rows.
+struct RowRange {
+  int64_t first = 0, count = 0;
+};
+using Ranges = std::vector<RowRange>;
+uint64_t total_rows(const Ranges& r);
+// Write every index of `r`, in order, to out (total_rows(r) values).
+void expand(const Ranges& r, int64_t* out);
+std::vector<int64_t> expand(const Ranges& r);
+
+struct Split {
+  Ranges train, val;
+};
+
+class Dataset {
+ public:
+  // Open and load; see OpenOptions. Errors name the file and what was wrong:
+  // a missing file, an unexpected file, a wrong dtype or header, a truncated
+  // steps.npy, a CRC mismatch, row counts that disagree between steps.npy,
+  // manifest.json and metadata.db.
+  static std::unique_ptr<Dataset> open(const std::string& dir, const OpenOptions& opts);
+
+  const std::string& dir() const { return dir_; }
+  uint64_t rows() const { return rows_; }
+  uint64_t runs() const { return runs_; }
+  const uint8_t* data() const { return data_; }
+  bool mapped() const { return mapped_; }
+  bool huge_pages() const { return mem_.huge_pages(); }
+  const std::optional<Manifest>& manifest() const { return manifest_; }
+  uint64_t next_run_id() const { return next_run_id_; }
+  // Rows past the committed count (an interrupted append's tail).
+  uint64_t uncommitted_rows() const { return file_rows_ - rows_; }
+  // Observations made while opening (leftover temporary files, ...).
+  const std::vector<std::string>& notes() const { return notes_; }
+
+  // Copy rows idx[0..n) to out (32 bytes each), in order. An index outside
+  // [0, rows) fails with OUT_OF_RANGE before anything is written. Thread-safe.
+  void gather(const int64_t* idx, size_t n, uint8_t* out, uint32_t workers) const;
+  void gather_columns(const int64_t* idx, size_t n, const ColumnsOut& out, uint32_t workers) const;
+
+  // Step indices (ascending) of the committed runs matching `where` (an SQL
+  // expression over the columns of `runs`, with `?` parameters); empty
+  // `where` selects every run.
+  Ranges select(const std::string& where, const std::vector<SqlParam>& params) const;
+  // Ids of the matching runs, ascending.
+  std::vector<int64_t> select_runs(const std::string& where,
+                                   const std::vector<SqlParam>& params) const;
+  // Run-disjoint split of the runs matching `where`: runs matching `val_where`
+  // go to validation when it is given, otherwise each run goes there with
+  // probability `val_fraction` by a hash of (seed, run id), so a run keeps its
+  // side when runs are appended.
+  Split split(const std::string& where, const std::vector<SqlParam>& params, double val_fraction,
+              uint64_t seed, const std::string& val_where,
+              const std::vector<SqlParam>& val_params) const;
+
+  // Summary as a JSON object (rows, runs, per-run and per-move statistics).
+  std::string stats_json(uint32_t workers) const;
+
+  // Full consistency check of the loaded rows against metadata.db: runs tile
+  // the rows, every row's run_id and step_index match its run, moves and
+  // values are in range. Returns problems (at most `max_errors`).
+  std::vector<std::string> check_rows(uint32_t workers, size_t max_errors) const;
+
+ private:
+  Dataset() = default;
+  void load_rows(const ReadFd& f, uint64_t offset, const OpenOptions& o);
+  void open_metadata();
+  template <typename F>
+  void for_each_run(const std::string& where, const std::vector<SqlParam>& params, F&& fn) const;
+
+  std::string dir_;
+  std::optional<Manifest> manifest_;
+  uint64_t rows_ = 0, file_rows_ = 0, runs_ = 0, next_run_id_ = 0;
+  RowMemory mem_;
+  MappedFile map_;
+  const uint8_t* data_ = nullptr;
+  bool mapped_ = false;
+  std::unique_ptr<Db> db_;
+  mutable std::mutex db_mu_;
+  std::vector<std::string> notes_;
+};
+
+// Open `dir` and check everything (manifest CRC, files, row-level checks).
+// With repair, first bring an interrupted append back to the committed state
+// (builder.hpp recover()). The report lists errors (empty: the dataset is
+// sound), notes and actions taken, as JSON.
+struct VerifyReport {
+  bool ok = false;
+  a2pack_status status = A2PACK_OK;  // of the first error (CORRUPT for row-level problems)
+  uint64_t rows = 0, runs = 0;
+  std::vector<std::string> errors, notes, actions;
+  std::string to_json() const;
+};
+VerifyReport verify(const std::string& dir, bool repair, uint32_t workers);
+
+}  // namespace a2pack::dataset

@@ -1,0 +1,72 @@
+// File-system pieces of the dataset commit protocol: a temporary file whose
+// fsync and rename are separate steps (an append fsyncs the new steps file,
+// commits SQLite, and only then renames it), folder locks, test crash points.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace a2pack::dataset {
+
+// "<final>.tmp-<pid>-<n>" in the same folder; removed on destruction unless
+// installed.
+class TempFile {
+ public:
+  explicit TempFile(std::string final_path);
+  ~TempFile();
+  TempFile(const TempFile&) = delete;
+  TempFile& operator=(const TempFile&) = delete;
+
+  void write(const void* data, size_t len);
+  void pwrite(const void* data, size_t len, uint64_t offset);
+  // Append `len` bytes of `src_fd` from `offset` (copy_file_range, which
+  // shares extents on file systems that can, else read and write).
+  void copy_from(int src_fd, const std::string& src_path, uint64_t offset, uint64_t len);
+  uint64_t size() const { return size_; }
+  void sync();
+  // Rename over the final path and fsync the folder.
+  void install();
+  const std::string& temp_path() const { return tmp_; }
+
+ private:
+  std::string final_, tmp_;
+  int fd_ = -1;
+  uint64_t size_ = 0;
+  bool installed_ = false;
+};
+
+// An flock() on a folder: shared for readers while they load, exclusive for
+// an append or a replacing build. Released on destruction.
+class DirLock {
+ public:
+  // wait=false fails with an error naming the folder when the lock is held.
+  DirLock(const std::string& dir, bool exclusive, bool wait);
+  ~DirLock();
+  DirLock(const DirLock&) = delete;
+  DirLock& operator=(const DirLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
+// For the crash tests only: when the environment variable
+// A2PACK_TEST_CRASH_AT equals `name`, end the process at once with _exit(86),
+// as a power cut or SIGKILL would at that point (no destructors, no cleanup).
+void crash_point(const char* name);
+inline constexpr int kCrashExitCode = 86;
+
+// Temporary files the dataset writers create inside a dataset folder; what a
+// crash can leave behind.
+bool is_temp_name(const std::string& name);
+
+// Names in a folder (no "." or ".."), sorted.
+std::vector<std::string> list_dir(const std::string& dir);
+
+// Whether a process with this id exists.
+bool process_alive(long pid);
+
+// Path without trailing slashes ("a/b/" -> "a/b"; "/" stays).
+std::string strip_slashes(std::string p);
+
+}  // namespace a2pack::dataset

@@ -1,0 +1,137 @@
+#include "dataset/manifest.hpp"
+
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <ctime>
+
+#include <nlohmann/json.hpp>
+
+#include "base/error.hpp"
+#include "base/file_io.hpp"
+#include "dataset/npy.hpp"
+
+namespace a2pack::dataset {
+
+using nlohmann::json;
+
+std::string utc_now() {
+  std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+std::string to_json(const Manifest& m) {
+  json j;
+  j["format"] = kFormatName;
+  j["format_version"] = m.format_version;
+  j["rows"] = m.rows;
+  j["runs"] = m.runs;
+  j["next_run_id"] = m.next_run_id;
+  j["steps_crc32c"] = m.steps_crc32c;
+  j["row_bytes"] = 32;
+  j["dtype"] = kStepDescr;
+  j["created"] = m.created_utc;
+  j["updated"] = m.updated_utc;
+  j["generator"] = m.generator;
+  json s = json::array();
+  for (const auto& r : m.sources)
+    s.push_back({{"input", r.input}, {"kind", r.kind}, {"runs", r.runs}, {"rows", r.rows},
+                 {"first_run_id", r.first_run_id}, {"added", r.added_utc}});
+  j["sources"] = s;
+  return j.dump(2) + "\n";
+}
+
+namespace {
+
+template <typename T>
+T get(const json& j, const char* key, const std::string& path) {
+  auto it = j.find(key);
+  if (it == j.end()) fail(A2PACK_E_CORRUPT, "{}: missing key \"{}\"", path, key);
+  try {
+    if constexpr (std::is_unsigned_v<T>) {
+      if (!it->is_number_unsigned())
+        fail(A2PACK_E_CORRUPT, "{}: \"{}\" must be a non-negative integer, found {}", path, key,
+             it->dump());
+      uint64_t v = it->get<uint64_t>();
+      if (v > std::numeric_limits<T>::max())
+        fail(A2PACK_E_CORRUPT, "{}: \"{}\" = {} is out of range", path, key, v);
+      return static_cast<T>(v);
+    } else {
+      return it->get<T>();
+    }
+  } catch (const json::exception& e) {
+    fail(A2PACK_E_CORRUPT, "{}: \"{}\" has the wrong type: {}", path, key, e.what());
+  }
+}
+
+std::string get_str(const json& j, const char* key, const std::string& path) {
+  auto it = j.find(key);
+  if (it == j.end()) return "";
+  if (!it->is_string()) fail(A2PACK_E_CORRUPT, "{}: \"{}\" must be a string", path, key);
+  return it->get<std::string>();
+}
+
+}  // namespace
+
+Manifest parse_manifest(const std::string& text, const std::string& path) {
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::exception& e) {
+    fail(A2PACK_E_CORRUPT, "{}: not valid JSON: {}", path, e.what());
+  }
+  if (!j.is_object()) fail(A2PACK_E_CORRUPT, "{}: not a JSON object", path);
+  std::string format = get_str(j, "format", path);
+  if (format != kFormatName)
+    fail(A2PACK_E_CORRUPT, "{}: \"format\" is \"{}\", expected \"{}\"", path, format, kFormatName);
+  Manifest m;
+  m.format_version = get<uint32_t>(j, "format_version", path);
+  if (m.format_version == 0 || m.format_version > kFormatVersion)
+    fail(A2PACK_E_UNSUPPORTED, "{}: format_version {} is not supported (this build reads 1..{})",
+         path, m.format_version, kFormatVersion);
+  m.rows = get<uint64_t>(j, "rows", path);
+  m.runs = get<uint64_t>(j, "runs", path);
+  m.next_run_id = get<uint64_t>(j, "next_run_id", path);
+  m.steps_crc32c = get<uint32_t>(j, "steps_crc32c", path);
+  if (get<uint32_t>(j, "row_bytes", path) != 32)
+    fail(A2PACK_E_UNSUPPORTED, "{}: row_bytes must be 32", path);
+  if (m.runs > m.next_run_id)
+    fail(A2PACK_E_CORRUPT, "{}: runs ({}) exceeds next_run_id ({})", path, m.runs,
+         m.next_run_id);
+  m.created_utc = get_str(j, "created", path);
+  m.updated_utc = get_str(j, "updated", path);
+  m.generator = get_str(j, "generator", path);
+  if (auto it = j.find("sources"); it != j.end()) {
+    if (!it->is_array()) fail(A2PACK_E_CORRUPT, "{}: \"sources\" must be an array", path);
+    for (const auto& s : *it) {
+      if (!s.is_object()) fail(A2PACK_E_CORRUPT, "{}: a \"sources\" entry is not an object", path);
+      SourceRecord r;
+      r.input = get_str(s, "input", path);
+      r.kind = get_str(s, "kind", path);
+      r.runs = get<uint64_t>(s, "runs", path);
+      r.rows = get<uint64_t>(s, "rows", path);
+      r.first_run_id = get<uint64_t>(s, "first_run_id", path);
+      r.added_utc = get_str(s, "added", path);
+      m.sources.push_back(std::move(r));
+    }
+  }
+  return m;
+}
+
+std::optional<Manifest> read_manifest(const std::string& dir) {
+  std::string path = dir + "/manifest.json";
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT) return std::nullopt;
+    fail_errno("stat", path, errno);
+  }
+  if (st.st_size > (16 << 20)) fail(A2PACK_E_CORRUPT, "{}: {} bytes is too large for a manifest", path, st.st_size);
+  auto bytes = read_file(path);
+  return parse_manifest(std::string(bytes.begin(), bytes.end()), path);
+}
+
+}  // namespace a2pack::dataset

@@ -1,0 +1,52 @@
+// manifest.json: the commit record of a dataset. A dataset's committed content
+// is exactly what its manifest says: the first `rows` rows of steps.npy (whose
+// data CRC32C it holds) and the runs of metadata.db with id < next_run_id.
+// Anything beyond those is an interrupted append and is ignored (then removed
+// by the next append or by a repair).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace a2pack::dataset {
+
+inline constexpr uint32_t kFormatVersion = 1;
+inline constexpr const char* kFormatName = "a2pack-steps";
+
+struct SourceRecord {
+  std::string input;     // the folder or packfile given
+  std::string kind;      // "dir" or "pack"
+  uint64_t runs = 0;
+  uint64_t rows = 0;
+  uint64_t first_run_id = 0;
+  std::string added_utc;
+};
+
+struct Manifest {
+  uint32_t format_version = kFormatVersion;
+  uint64_t rows = 0;
+  uint64_t runs = 0;
+  uint64_t next_run_id = 0;  // runs with id >= this are not committed
+  uint32_t steps_crc32c = 0; // CRC32C of the first `rows` rows (data only, no header)
+  std::string created_utc;
+  std::string updated_utc;
+  std::string generator;     // "a2pack 0.1.0"
+  std::vector<SourceRecord> sources;
+};
+
+std::string to_json(const Manifest& m);
+
+// Parse manifest.json text; errors name `path` and the key that is missing or
+// wrong. A format_version above kFormatVersion is UNSUPPORTED.
+Manifest parse_manifest(const std::string& text, const std::string& path);
+
+// Read DIR/manifest.json; nullopt when the file does not exist (datasets
+// written by the upstream tool have none).
+std::optional<Manifest> read_manifest(const std::string& dir);
+
+// The current time as "2025-08-23T12:34:56Z".
+std::string utc_now();
+
+}  // namespace a2pack::dataset

@@ -1,0 +1,133 @@
+#include "dataset/team.hpp"
+
+#include <pthread.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define A2PACK_PAUSE() _mm_pause()
+#else
+#define A2PACK_PAUSE() std::this_thread::yield()
+#endif
+
+namespace a2pack::dataset {
+
+namespace {
+
+// How long an idle helper keeps spinning before it sleeps.
+constexpr auto kSpin = std::chrono::microseconds(200);
+constexpr unsigned kMaxHelpers = 63;
+
+// The one job slot. `gen` is odd while a job is open. A helper joins by
+// incrementing `active` and then checking that `gen` has not moved; the
+// caller closes by moving `gen` and then waits for `active` to drop to 0.
+// (Both sides write, then read the other's variable, sequentially
+// consistent: either the helper sees the job closed and leaves without
+// touching it, or the caller sees the helper and waits for it.)
+struct Team {
+  std::mutex busy;
+  std::mutex mu;  // for sleeping helpers' wake-up
+  std::condition_variable cv;
+  std::atomic<uint64_t> gen{0};
+  std::atomic<int> active{0};
+  std::atomic<size_t> next{0};
+  size_t chunks = 0;
+  int limit = 0;  // helpers that may join this job
+  const std::function<void(size_t)>* fn = nullptr;
+  unsigned helpers = 0;  // started so far (guarded by busy)
+
+  void work() {
+    for (;;) {
+      size_t c = next.fetch_add(1);
+      if (c >= chunks) return;
+      (*fn)(c);
+    }
+  }
+
+  void helper() {
+    uint64_t seen = 0;  // the last job this helper looked at
+    for (;;) {
+      auto until = std::chrono::steady_clock::now() + kSpin;
+      unsigned spins = 0;
+      auto open = [&] {
+        uint64_t g = gen.load();
+        return (g & 1) && g != seen;
+      };
+      while (!open()) {
+        A2PACK_PAUSE();
+        if (++spins % 64 == 0 && std::chrono::steady_clock::now() > until) {
+          std::unique_lock<std::mutex> lk(mu);
+          cv.wait(lk, open);
+          break;
+        }
+      }
+      uint64_t g = gen.load();
+      seen = g;
+      if (!(g & 1)) continue;
+      int before = active.fetch_add(1);
+      if (gen.load() == g && before < limit) work();
+      active.fetch_sub(1);
+    }
+  }
+};
+
+std::atomic<Team*> g_team{nullptr};
+std::mutex g_create;
+
+// In a forked child the helper threads are gone: forget the parent's team
+// (leaked on purpose; its mutexes may be in any state).
+void forget_team_in_child() { g_team.store(nullptr); }
+
+Team& team() {
+  Team* t = g_team.load(std::memory_order_acquire);
+  if (t) return *t;
+  std::lock_guard<std::mutex> lk(g_create);
+  t = g_team.load();
+  if (!t) {
+    static bool registered = (pthread_atfork(nullptr, nullptr, forget_team_in_child), true);
+    (void)registered;
+    t = new Team();
+    g_team.store(t, std::memory_order_release);
+  }
+  return *t;
+}
+
+}  // namespace
+
+void run_chunks(size_t chunks, unsigned threads, const std::function<void(size_t)>& fn) {
+  if (threads <= 1 || chunks <= 1) {
+    for (size_t c = 0; c < chunks; ++c) fn(c);
+    return;
+  }
+  Team& t = team();
+  std::unique_lock<std::mutex> busy(t.busy, std::try_to_lock);
+  if (!busy.owns_lock()) {  // another thread's gather is running: do it alone
+    for (size_t c = 0; c < chunks; ++c) fn(c);
+    return;
+  }
+  unsigned want = std::min<unsigned>(threads - 1, kMaxHelpers);
+  while (t.helpers < want) {
+    ++t.helpers;
+    std::thread([&t] { t.helper(); }).detach();
+  }
+  t.fn = &fn;
+  t.chunks = chunks;
+  t.limit = static_cast<int>(want);
+  t.next.store(0);
+  {
+    std::lock_guard<std::mutex> lk(t.mu);  // pairs with a helper going to sleep
+    t.gen.fetch_add(1);                    // open (odd)
+  }
+  t.cv.notify_all();
+  t.work();
+  t.gen.fetch_add(1);  // closed (even): late helpers leave without work
+  while (t.active.load() != 0) A2PACK_PAUSE();
+}
+
+}  // namespace a2pack::dataset

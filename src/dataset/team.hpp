@@ -1,0 +1,26 @@
+// A small team of helper threads for splitting one batch gather.
+//
+// A gather of 4 096 rows takes tens of microseconds, about what it costs to
+// wake a sleeping thread through a condition variable, so the general worker
+// pool (base/worker_pool) would eat the gain. Here:
+//  - helpers spin for a short while after each job before they sleep, so a
+//    training loop that gathers batch after batch finds them awake;
+//  - the batch is cut into more chunks than threads and every thread,
+//    the caller included, claims chunks until none are left, and the caller
+//    waits only for helpers that actually joined: a helper that is slow to
+//    wake (a busy machine) costs nothing, the caller just does more chunks.
+// One job at a time: a caller that finds the team busy runs its job alone.
+// After fork() the child starts a fresh team (the parent's helper threads do
+// not exist there).
+#pragma once
+
+#include <cstddef>
+#include <functional>
+
+namespace a2pack::dataset {
+
+// Run fn(c) for every chunk c in [0, chunks), on the calling thread and up to
+// threads - 1 helpers; returns when all are done. fn must not throw.
+void run_chunks(size_t chunks, unsigned threads, const std::function<void(size_t)>& fn);
+
+}  // namespace a2pack::dataset

@@ -1,0 +1,134 @@
+// Decoding a logger folder into columns, in parallel across segments (scan)
+// and frames (decompress + decode). Damage never stops the decode: a bad or
+// torn frame is skipped and reported with its file and offset, and every good
+// frame is still returned (unless `strict`).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "a2pack.h"
+#include "logger/format.hpp"
+#include "logger/streams.hpp"
+
+namespace a2pack::logger {
+
+// A vector whose resize() leaves new elements uninitialised: output columns
+// are sized to an upper bound and filled once, and untouched pages of a
+// large bound are never faulted in.
+template <typename T>
+struct DefaultInit : std::allocator<T> {
+  template <typename U>
+  struct rebind {
+    using other = DefaultInit<U>;
+  };
+  using std::allocator<T>::allocator;
+  template <typename U>
+  void construct(U* p) noexcept {
+    ::new (static_cast<void*>(p)) U;
+  }
+  template <typename U, typename... Args>
+  void construct(U* p, Args&&... args) {
+    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+  }
+};
+template <typename T>
+using Column = std::vector<T, DefaultInit<T>>;
+
+struct Problem {
+  std::string path;
+  uint64_t offset = 0;
+  a2pack_status status = A2PACK_E_CORRUPT;
+  std::string message;
+};
+
+struct Decoded {
+  Column<uint32_t> stream_ids;
+  Column<double> epochs;
+  Column<uint64_t> offsets{0};  // n_records + 1
+  Column<uint32_t> indices;
+  Column<double> values;
+  std::vector<StreamMeta> streams;  // ascending id
+  std::vector<Problem> problems;
+  uint64_t segments = 0;
+  uint64_t frames = 0;      // good frames decoded
+  uint64_t bad_frames = 0;  // frames (or byte ranges) skipped
+  uint64_t file_bytes = 0;  // bytes of all segments
+  uint64_t raw_bytes = 0;   // decompressed bytes of the good frames
+  size_t n_records() const { return stream_ids.size(); }
+};
+
+struct DecodeOptions {
+  uint32_t workers = 0;  // 0 = all cores
+  bool strict = false;   // first problem fails the whole decode
+};
+
+// Decode <dir>/segments/*.seg.zst with the scales of <dir>/streams/*.json.
+Decoded decode_dir(const std::string& dir, const DecodeOptions& opts);
+
+// ---- lower level, used by decode_dir and by the tests and benchmarks
+
+struct FrameRef {
+  uint32_t file = 0;  // index into the caller's file list
+  uint64_t offset = 0;
+  BlockHeader header;
+};
+
+// Find the frames of one segment's bytes. Damaged ranges become problems
+// naming `path` and the offset; the scan resynchronises after them.
+void scan_segment(const uint8_t* data, size_t size, const std::string& path, uint32_t file,
+                  std::vector<FrameRef>& frames, std::vector<Problem>& problems);
+
+// Where decode_frame writes one frame's records: room for cap_records
+// records and cap_values non-zeros. offsets[k] receives value_base + the end
+// of kept record k's non-zeros (the caller's offsets array shifted by one).
+struct FrameSink {
+  uint32_t* stream_ids;
+  double* epochs;
+  uint64_t* offsets;
+  uint32_t* indices;
+  double* values;
+  uint64_t value_base;
+  size_t cap_records;
+  size_t cap_values;
+};
+
+struct FrameCount {
+  size_t records = 0;            // records kept
+  size_t values = 0;             // their non-zeros
+  uint64_t parsed_values = 0;    // non-zeros of all records, kept or not
+  uint64_t skipped_unknown = 0;  // records of streams without a sidecar
+  uint32_t first_unknown = 0;
+};
+
+// Scales by stream id (nullptr = no sidecar).
+using ScaleTable = std::vector<const StreamInfo*>;
+
+// Non-zeros in a frame's decompressed bytes, from the count of varint
+// terminators (bytes < 0x80): a record of n non-zeros has 3 + 2n varints.
+// Throws CORRUPT when the count cannot belong to `n_records` records.
+size_t count_values(const uint8_t* raw, size_t len, uint32_t n_records);
+
+// Parse a frame's decompressed bytes into `out`. Throws Error(CORRUPT)
+// naming the record on anything malformed; never reads outside
+// [raw, raw + len) nor writes past the sink's capacities.
+FrameCount decode_frame(const uint8_t* raw, size_t len, uint32_t n_records,
+                        const ScaleTable& scales, const FrameSink& out);
+
+// decode_frame into vectors sized by count_values (for tests and tools).
+struct FrameRecords {
+  Column<uint32_t> stream_ids;
+  Column<double> epochs;
+  Column<uint64_t> offsets;  // n_records + 1, from 0
+  Column<uint32_t> indices;
+  Column<double> values;
+  uint64_t skipped_unknown = 0;
+  uint32_t first_unknown = 0;
+};
+void decode_records(const uint8_t* raw, size_t len, uint32_t n_records, const ScaleTable& scales,
+                    FrameRecords& out);
+
+}  // namespace a2pack::logger

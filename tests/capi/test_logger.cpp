@@ -1,0 +1,292 @@
+// The logger section of the C API, used as a C/C++ host would: only a2pack.h.
+#include <gtest/gtest.h>
+
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "a2pack.h"
+
+namespace {
+
+struct Dir {
+  std::string path;
+  Dir() {
+    char tmpl[] = "/tmp/a2pack-capi-logger-XXXXXX";
+    path = mkdtemp(tmpl);
+  }
+  ~Dir() { std::filesystem::remove_all(path); }
+};
+
+a2pack_logger* open_logger(const std::string& dir, a2pack_logger_options* o = nullptr) {
+  a2pack_logger* lg = nullptr;
+  EXPECT_EQ(a2pack_logger_open(dir.c_str(), o, &lg), A2PACK_OK) << a2pack_last_error();
+  return lg;
+}
+
+a2pack_logger_data* decode(const std::string& dir, uint32_t strict = 0) {
+  a2pack_logger_decode_options o;
+  a2pack_logger_decode_options_init(&o);
+  o.strict = strict;
+  a2pack_logger_data* d = nullptr;
+  EXPECT_EQ(a2pack_logger_decode(dir.c_str(), &o, &d), A2PACK_OK) << a2pack_last_error();
+  return d;
+}
+
+a2pack_logger_columns columns(const a2pack_logger_data* d) {
+  a2pack_logger_columns c;
+  c.size = sizeof c;
+  EXPECT_EQ(a2pack_logger_data_columns(d, &c), A2PACK_OK);
+  return c;
+}
+
+a2pack_logger_summary summary(const a2pack_logger_data* d) {
+  a2pack_logger_summary s;
+  s.size = sizeof s;
+  EXPECT_EQ(a2pack_logger_data_summary(d, &s), A2PACK_OK);
+  return s;
+}
+
+}  // namespace
+
+TEST(CapiLogger, RecordBatchFlushDecode) {
+  Dir dir;
+  a2pack_logger* lg = open_logger(dir.path);
+  ASSERT_NE(lg, nullptr);
+  uint32_t a = 99, b = 99;
+  ASSERT_EQ(a2pack_logger_register_stream(lg, "{\"entity\":\"cell-1\",\"measure\":\"rate\"}", 0.5,
+                                          0.01, 0, &a),
+            A2PACK_OK);
+  ASSERT_EQ(a2pack_logger_register_stream(lg, nullptr, 1.0, 1.0, A2PACK_LOGGER_SORT, &b),
+            A2PACK_OK);
+  EXPECT_EQ(a, 0u);
+  EXPECT_EQ(b, 1u);
+  uint32_t idx[] = {2, 7, 40};
+  double val[] = {0.25, -1.5, 3.125};
+  ASSERT_EQ(a2pack_logger_record(lg, a, 1.0, idx, val, 3), A2PACK_OK);
+  ASSERT_EQ(a2pack_logger_record(lg, a, 1.5, nullptr, nullptr, 0), A2PACK_OK);
+  // A batch over both streams; the second record is unsorted (stream b sorts).
+  uint32_t sids[] = {a, b};
+  double epochs[] = {2.0, 3.0};
+  uint64_t offsets[] = {0, 1, 3};
+  uint32_t bidx[] = {5, 9, 4};
+  double bval[] = {1.0, 2.0, 3.0};
+  size_t done = 0;
+  ASSERT_EQ(a2pack_logger_record_batch(lg, 2, sids, epochs, offsets, bidx, bval, &done), A2PACK_OK);
+  EXPECT_EQ(done, 2u);
+  ASSERT_EQ(a2pack_logger_flush(lg), A2PACK_OK);
+
+  a2pack_logger_stats st;
+  st.size = sizeof st;
+  ASSERT_EQ(a2pack_logger_stats_get(lg, &st), A2PACK_OK);
+  EXPECT_EQ(st.records, 4u);
+  EXPECT_EQ(st.values, 6u);
+  EXPECT_GE(st.flushes, 1u);
+
+  // Decoding while the logger is still open sees everything flushed.
+  a2pack_logger_data* d = decode(dir.path);
+  a2pack_logger_columns c = columns(d);
+  ASSERT_EQ(c.n_records, 4u);
+  ASSERT_EQ(c.n_values, 6u);
+  EXPECT_EQ(c.stream_ids[0], a);
+  EXPECT_EQ(c.epochs[0], 1.0);
+  EXPECT_EQ(c.epochs[1], 1.5);
+  EXPECT_EQ(c.offsets[0], 0u);
+  EXPECT_EQ(c.offsets[1], 3u);
+  EXPECT_EQ(c.offsets[2], 3u);
+  EXPECT_EQ(c.offsets[4], 6u);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(c.indices[i], idx[i]);
+    EXPECT_LE(std::fabs(c.values[i] - val[i]), 0.005);
+  }
+  EXPECT_EQ(c.indices[4], 4u);  // sorted
+  EXPECT_EQ(c.indices[5], 9u);
+  EXPECT_EQ(c.values[4], 3.0);
+  a2pack_logger_summary s = summary(d);
+  EXPECT_EQ(s.streams, 2u);
+  EXPECT_EQ(s.problems, 0u);
+  EXPECT_EQ(s.segments, 1u);
+  EXPECT_GE(s.frames, 1u);
+  a2pack_logger_stream_info si;
+  si.size = sizeof si;
+  ASSERT_EQ(a2pack_logger_data_stream(d, 0, &si), A2PACK_OK);
+  EXPECT_EQ(si.stream_id, 0u);
+  EXPECT_EQ(si.epoch_scale, 0.5);
+  EXPECT_EQ(si.value_scale, 0.01);
+  EXPECT_STREQ(si.labels_json, "{\"entity\":\"cell-1\",\"measure\":\"rate\"}");
+  ASSERT_EQ(a2pack_logger_data_stream(d, 1, &si), A2PACK_OK);
+  EXPECT_EQ(si.flags, static_cast<uint32_t>(A2PACK_LOGGER_SORT));
+  EXPECT_STREQ(si.labels_json, "{}");
+  EXPECT_EQ(a2pack_logger_data_stream(d, 2, &si), A2PACK_E_OUT_OF_RANGE);
+  a2pack_logger_data_close(d);
+
+  EXPECT_EQ(a2pack_logger_finish(lg), A2PACK_OK);
+  EXPECT_EQ(a2pack_logger_finish(lg), A2PACK_OK);  // idempotent
+  EXPECT_EQ(a2pack_logger_record(lg, a, 9.0, idx, val, 3), A2PACK_E_CLOSED);
+  EXPECT_EQ(a2pack_logger_flush(lg), A2PACK_E_CLOSED);
+  EXPECT_EQ(a2pack_logger_close(lg), A2PACK_OK);
+  EXPECT_EQ(a2pack_logger_close(nullptr), A2PACK_OK);
+}
+
+TEST(CapiLogger, BadInputNamesTheProblem) {
+  Dir dir;
+  a2pack_logger* lg = open_logger(dir.path);
+  uint32_t s;
+  EXPECT_EQ(a2pack_logger_register_stream(lg, "{}", 0.0, 1.0, 0, &s), A2PACK_E_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(a2pack_last_error()).find("epoch_scale"), std::string::npos);
+  EXPECT_EQ(a2pack_logger_register_stream(lg, "{}", 1.0, NAN, 0, &s), A2PACK_E_INVALID_ARGUMENT);
+  EXPECT_EQ(a2pack_logger_register_stream(lg, "not json", 1.0, 1.0, 0, &s),
+            A2PACK_E_INVALID_ARGUMENT);
+  EXPECT_EQ(a2pack_logger_register_stream(lg, "{}", 1.0, 1.0, 0, nullptr),
+            A2PACK_E_INVALID_ARGUMENT);
+  ASSERT_EQ(a2pack_logger_register_stream(lg, "{}", 1.0, 1e-3, 0, &s), A2PACK_OK);
+  uint32_t idx[] = {1, 2};
+  double nanv[] = {1.0, NAN};
+  double big[] = {1.0, 1e300};
+  uint32_t rev[] = {2, 1};
+  double ok[] = {1.0, 2.0};
+  EXPECT_EQ(a2pack_logger_record(lg, s, 0, idx, nanv, 2), A2PACK_E_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(a2pack_last_error()).find("values[1] is NaN"), std::string::npos)
+      << a2pack_last_error();
+  EXPECT_EQ(a2pack_logger_record(lg, s, 0, idx, big, 2), A2PACK_E_OUT_OF_RANGE);
+  EXPECT_EQ(a2pack_logger_record(lg, s, 0, rev, ok, 2), A2PACK_E_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(a2pack_last_error()).find("strictly increasing"), std::string::npos);
+  EXPECT_EQ(a2pack_logger_record(lg, 42, 0, idx, ok, 2), A2PACK_E_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(a2pack_last_error()).find("stream 42 is not registered"), std::string::npos);
+  EXPECT_EQ(a2pack_logger_record(lg, s, INFINITY, idx, ok, 2), A2PACK_E_INVALID_ARGUMENT);
+  EXPECT_EQ(a2pack_logger_record(nullptr, s, 0, idx, ok, 2), A2PACK_E_INVALID_ARGUMENT);
+  // A batch stops at the bad record: the one before it is kept.
+  uint32_t sids[] = {s, s, s};
+  double ep[] = {1, 2, 3};
+  uint64_t off[] = {0, 2, 4, 6};
+  uint32_t bi[] = {1, 2, 2, 1, 1, 2};
+  double bv[] = {1, 2, 3, 4, 5, 6};
+  size_t done = 7;
+  EXPECT_EQ(a2pack_logger_record_batch(lg, 3, sids, ep, off, bi, bv, &done),
+            A2PACK_E_INVALID_ARGUMENT);
+  EXPECT_EQ(done, 1u);
+  EXPECT_NE(std::string(a2pack_last_error()).find("record 1 of the batch"), std::string::npos);
+  EXPECT_EQ(a2pack_logger_close(lg), A2PACK_OK);
+
+  a2pack_logger_data* d = decode(dir.path);
+  EXPECT_EQ(columns(d).n_records, 1u);
+  a2pack_logger_data_close(d);
+
+  a2pack_logger_options o;
+  a2pack_logger_options_init(&o);
+  o.frame_bytes = 10;
+  a2pack_logger* bad = nullptr;
+  EXPECT_EQ(a2pack_logger_open(dir.path.c_str(), &o, &bad), A2PACK_E_INVALID_ARGUMENT);
+  EXPECT_EQ(bad, nullptr);
+  a2pack_logger_options_init(&o);
+  o.when_full = 7;
+  EXPECT_EQ(a2pack_logger_open(dir.path.c_str(), &o, &bad), A2PACK_E_INVALID_ARGUMENT);
+  EXPECT_EQ(a2pack_logger_open(nullptr, nullptr, &bad), A2PACK_E_INVALID_ARGUMENT);
+  a2pack_logger_data* none = nullptr;
+  EXPECT_EQ(a2pack_logger_decode((dir.path + "/missing").c_str(), nullptr, &none),
+            A2PACK_E_NOT_FOUND);
+}
+
+TEST(CapiLogger, TornTailIsReportedWithFileAndOffset) {
+  Dir dir;
+  a2pack_logger_options o;
+  a2pack_logger_options_init(&o);
+  o.frame_bytes = 4096;
+  a2pack_logger* lg = open_logger(dir.path, &o);
+  uint32_t s;
+  ASSERT_EQ(a2pack_logger_register_stream(lg, "{}", 1.0, 1.0, 0, &s), A2PACK_OK);
+  std::vector<uint32_t> idx(30);
+  std::vector<double> val(30);
+  for (int r = 0; r < 2000; ++r) {
+    for (int k = 0; k < 30; ++k) {
+      idx[k] = static_cast<uint32_t>(k * 7 + r % 3);
+      val[k] = r * 31 + k;
+    }
+    ASSERT_EQ(a2pack_logger_record(lg, s, r, idx.data(), val.data(), 30), A2PACK_OK);
+  }
+  ASSERT_EQ(a2pack_logger_close(lg), A2PACK_OK);
+  std::string seg = dir.path + "/segments/00000.seg.zst";
+  auto size = std::filesystem::file_size(seg);
+  std::filesystem::resize_file(seg, size - 100);  // tear the last frame
+  a2pack_logger_data* d = decode(dir.path);
+  a2pack_logger_summary sum = summary(d);
+  ASSERT_EQ(sum.problems, 1u);
+  EXPECT_LT(sum.records, 2000u);
+  EXPECT_GT(sum.records, 1000u);
+  a2pack_logger_problem p;
+  p.size = sizeof p;
+  ASSERT_EQ(a2pack_logger_data_problem(d, 0, &p), A2PACK_OK);
+  EXPECT_EQ(std::string(p.path), seg);
+  EXPECT_GT(p.offset, 0u);
+  EXPECT_NE(std::string(p.message).find("truncated"), std::string::npos) << p.message;
+  EXPECT_EQ(a2pack_logger_data_problem(d, 1, &p), A2PACK_E_OUT_OF_RANGE);
+  // Every record that decoded is intact.
+  a2pack_logger_columns c = columns(d);
+  for (size_t r = 0; r < c.n_records; ++r) {
+    EXPECT_EQ(c.epochs[r], static_cast<double>(r));
+    EXPECT_EQ(c.values[c.offsets[r]], static_cast<double>(r * 31));
+  }
+  a2pack_logger_data_close(d);
+  a2pack_logger_data* strict = nullptr;
+  a2pack_logger_decode_options so;
+  a2pack_logger_decode_options_init(&so);
+  so.strict = 1;
+  EXPECT_EQ(a2pack_logger_decode(dir.path.c_str(), &so, &strict), A2PACK_E_CORRUPT);
+  EXPECT_NE(std::string(a2pack_last_error()).find(seg), std::string::npos);
+}
+
+TEST(CapiLogger, FullModeAndManyThreads) {
+  Dir dir;
+  a2pack_logger_options o;
+  a2pack_logger_options_init(&o);
+  o.frame_bytes = 4096;
+  o.ring_bytes = 8192;
+  o.zstd_level = 19;
+  o.when_full = A2PACK_LOGGER_RETURN_FULL;
+  a2pack_logger* lg = open_logger(dir.path, &o);
+  uint32_t s;
+  ASSERT_EQ(a2pack_logger_register_stream(lg, "{}", 1.0, 1e-6, 0, &s), A2PACK_OK);
+  const int kThreads = 4, kPer = 3000;
+  std::vector<std::thread> th;
+  std::vector<int> fulls(kThreads, 0);
+  for (int t = 0; t < kThreads; ++t)
+    th.emplace_back([&, t] {
+      uint32_t idx[8];
+      double val[8];
+      for (int i = 0; i < kPer; ++i) {
+        for (int k = 0; k < 8; ++k) {
+          idx[k] = static_cast<uint32_t>(k * 100 + (i * 7 + t) % 97);
+          val[k] = std::sin(i * 0.1 + k + t);
+        }
+        for (;;) {
+          a2pack_status st = a2pack_logger_record(lg, s, t * kPer + i, idx, val, 8);
+          if (st == A2PACK_OK) break;
+          ASSERT_EQ(st, A2PACK_E_FULL) << a2pack_last_error();
+          ++fulls[t];
+          std::this_thread::yield();
+        }
+      }
+    });
+  for (auto& x : th) x.join();
+  ASSERT_EQ(a2pack_logger_close(lg), A2PACK_OK);
+  a2pack_logger_data* d = decode(dir.path);
+  EXPECT_EQ(columns(d).n_records, static_cast<size_t>(kThreads * kPer));
+  a2pack_logger_data_close(d);
+}
+
+TEST(CapiLogger, ApiTableHasTheLoggerSection) {
+  const a2pack_api_table* api = a2pack_api(A2PACK_ABI_VERSION);
+  ASSERT_NE(api, nullptr);
+  ASSERT_NE(api->logger, nullptr);
+  EXPECT_EQ(api->logger->size, sizeof(a2pack_logger_api));
+  EXPECT_EQ(api->logger->open, &a2pack_logger_open);
+  EXPECT_EQ(api->logger->record_batch, &a2pack_logger_record_batch);
+  EXPECT_EQ(api->logger->data_close, &a2pack_logger_data_close);
+}

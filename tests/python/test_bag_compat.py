@@ -1,0 +1,157 @@
+"""Files move both ways between a2pack.bag and the `bagz` package, for every
+writer option (compression none / zstd by extension / explicit zstd levels /
+zstd with a dictionary × TAIL / SEPARATE limits) and every reader option."""
+
+import itertools
+import os
+
+import pytest
+
+bagz = pytest.importorskip("bagz")
+from a2pack import bag  # noqa: E402
+
+RECORDS = [b"", b"x", b"hello world " * 40, b"\x00\xff" * 7] + [
+    (b"rec-%05d|" % i) * (i % 13) for i in range(300)]
+DICTIONARY = "hello world rec-000 " * 30
+
+# (file extension, compression factory taking the module, name)
+COMPRESSIONS = [
+    ("bag", lambda m: m.CompressionAutoDetect(), "auto-none"),
+    ("bagz", lambda m: m.CompressionAutoDetect(), "auto-zstd"),
+    ("bagz", lambda m: m.CompressionNone(), "explicit-none"),
+    ("bag", lambda m: m.CompressionZstd(level=1), "explicit-zstd-1"),
+    ("bagz", lambda m: m.CompressionZstd(level=19), "zstd-19"),
+    ("bagz", lambda m: m.CompressionZstd(level=3, dictionary=DICTIONARY), "zstd-dict"),
+]
+PLACEMENTS = ["TAIL", "SEPARATE"]
+STORAGES = ["ON_DISK", "IN_MEMORY"]
+
+CASES = list(itertools.product(COMPRESSIONS, PLACEMENTS, STORAGES))
+IDS = [f"{c[2]}-{p}-{s}" for c, p, s in CASES]
+
+
+def _writer_options(m, comp, placement):
+    return m.Writer.Options(limits_placement=getattr(m.LimitsPlacement, placement),
+                            compression=comp(m))
+
+
+def _reader_options(m, comp, placement, storage, **extra):
+    return m.Reader.Options(limits_placement=getattr(m.LimitsPlacement, placement),
+                            limits_storage=getattr(m.LimitsStorage, storage),
+                            compression=comp(m), **extra)
+
+
+def _write(m, path, options, records=RECORDS):
+    with m.Writer(path, options) as w:
+        for r in records:
+            w.write(r)
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_a2pack_writes_bagz_reads(tmp_path, case):
+    (ext, comp, _), placement, storage = case
+    p = str(tmp_path / f"a.{ext}")
+    _write(bag, p, _writer_options(bag, comp, placement))
+    r = bagz.Reader(p, _reader_options(bagz, comp, placement, storage))
+    assert len(r) == len(RECORDS)
+    assert list(r) == RECORDS
+    assert r.read_indices([5, 0, 299]) == [RECORDS[5], RECORDS[0], RECORDS[299]]
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+@pytest.mark.parametrize("cache", ["SYSTEM", "DROP_AFTER_READ", "DIRECT_IO"])
+def test_bagz_writes_a2pack_reads(tmp_path, case, cache):
+    (ext, comp, _), placement, storage = case
+    p = str(tmp_path / f"b.{ext}")
+    _write(bagz, p, _writer_options(bagz, comp, placement))
+    access = {"SYSTEM": "SYSTEM", "DROP_AFTER_READ": "SEQUENTIAL", "DIRECT_IO": "RANDOM"}[cache]
+    r = bag.Reader(p, _reader_options(bag, comp, placement, storage,
+                                      cache_policy=getattr(bag.CachePolicy, cache),
+                                      access_pattern=getattr(bag.AccessPattern, access)))
+    assert len(r) == len(RECORDS)
+    assert r.read() == RECORDS
+    assert list(r[::-7]) == RECORDS[::-7]
+    assert r.read_indices([5, 0, -1]) == [RECORDS[5], RECORDS[0], RECORDS[-1]]
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_same_bytes_as_bagz(tmp_path, case):
+    """Uncompressed files are byte-identical; zstd files hold the same frame
+    layout (content size in the header, no checksum) and decode identically."""
+    (ext, comp, name), placement, _ = case
+    pa, pb = str(tmp_path / f"a.{ext}"), str(tmp_path / f"b.{ext}")
+    _write(bag, pa, _writer_options(bag, comp, placement))
+    _write(bagz, pb, _writer_options(bagz, comp, placement))
+    files = [("", "")] + ([("limits.", "limits.")] if placement == "SEPARATE" else [])
+    for prefix, _ in files:
+        a = open(os.path.join(tmp_path, prefix + f"a.{ext}"), "rb").read()
+        b = open(os.path.join(tmp_path, prefix + f"b.{ext}"), "rb").read()
+        if name in ("auto-none", "explicit-none") or prefix:
+            if prefix and "none" not in name:
+                assert len(a) == len(b)  # same number of limits
+            else:
+                assert a == b
+    if "none" not in name:
+        a = open(pa, "rb").read()
+        b = open(pb, "rb").read()
+        # Record 2 is the first non-empty compressed one: same frame header flags.
+        assert a[:4] == b[:4] == b"\x28\xb5\x2f\xfd"
+        assert (a[4] & 0x04) == (b[4] & 0x04) == 0  # no checksum
+        assert (a[4] & 0xE0) == (b[4] & 0xE0)       # content-size field shape
+
+
+@pytest.mark.parametrize("writer", ["a2pack", "bagz"])
+@pytest.mark.parametrize("layout", ["CONCATENATED", "INTERLEAVED"])
+def test_sharded_both_ways(tmp_path, writer, layout):
+    m_w = bag if writer == "a2pack" else bagz
+    sizes = [6, 6, 5]
+    g = 0
+    all_records = []
+    for s, size in enumerate(sizes):
+        recs = [b"g%d" % (g + k) for k in range(size)]
+        g += size
+        all_records.append(recs)
+        _write(m_w, str(tmp_path / f"sh-{s:05d}-of-00003.bagz"), m_w.Writer.Options(), recs)
+    spec = f"{tmp_path}/sh@3.bagz"
+    ra = bag.Reader(spec, bag.Reader.Options(sharding_layout=getattr(bag.ShardingLayout, layout)))
+    rb = bagz.Reader(spec, bagz.Reader.Options(sharding_layout=getattr(bagz.ShardingLayout, layout)))
+    assert len(ra) == len(rb) == 17
+    assert ra.read() == list(rb)
+    assert ra.read_indices([16, 0, 7]) == rb.read_indices([16, 0, 7])
+    assert list(ra[3:15:4]) == list(rb[3:15:4])
+
+
+def test_empty_files_both_ways(tmp_path):
+    for m_w, m_r in ((bag, bagz), (bagz, bag)):
+        for ext in ("bag", "bagz"):
+            p = str(tmp_path / f"e-{m_w.__name__}.{ext}")
+            _write(m_w, p, m_w.Writer.Options(), [])
+            assert os.path.getsize(p) == 0
+            assert len(m_r.Reader(p)) == 0
+
+
+def test_indexes_match_bagz(tmp_path):
+    p = str(tmp_path / "keys.bag")
+    keys = [b"a", b"b", b"a", b"c", b"", b"a"]
+    _write(bag, p, bag.Writer.Options(), keys)
+    ia, ib = bag.Index(bag.Reader(p)), bagz.Index(bagz.Reader(p))
+    ma, mb = bag.MultiIndex(bag.Reader(p)), bagz.MultiIndex(bagz.Reader(p))
+    for k in set(keys):
+        assert ia[k] == ib[k]
+        assert ma[k] == mb[k]
+    assert len(ia) == len(ib) and len(ma) == len(mb)
+    assert ia.get(b"zz") is None and ib.get(b"zz") is None
+
+
+def test_api_surface_mirrors_bagz():
+    """Every public name and Reader/Writer method of bagz exists in a2pack.bag."""
+    for name in [n for n in dir(bagz) if n[0].isupper()]:
+        assert hasattr(bag, name), name
+    for cls in ("Reader", "Writer", "Index", "MultiIndex"):
+        for meth in [n for n in dir(getattr(bagz, cls)) if not n.startswith("_")]:
+            assert hasattr(getattr(bag, cls), meth), f"{cls}.{meth}"
+    for field in ("compression", "limits_placement", "limits_storage", "max_parallelism",
+                  "sharding_layout"):
+        assert hasattr(bag.Reader.Options(), field)
+    for field in ("access_pattern", "cache_policy"):  # sackli's additions
+        assert hasattr(bag.Reader.Options(), field)
