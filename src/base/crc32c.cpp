@@ -14,6 +14,19 @@ namespace {
 
 constexpr uint32_t kPoly = 0x82F63B78u;
 
+// GF(2) 32x32 matrices as column arrays (mat[i] = image of bit i): shifting a
+// CRC register over zero bytes is a linear map, which is how independently
+// computed CRCs are combined (zlib's crc32_combine method).
+uint32_t gf2_times(const uint32_t* mat, uint32_t vec) {
+  uint32_t sum = 0;
+  for (int i = 0; vec; ++i, vec >>= 1)
+    if (vec & 1) sum ^= mat[i];
+  return sum;
+}
+void gf2_square(uint32_t* sq, const uint32_t* mat) {
+  for (int n = 0; n < 32; ++n) sq[n] = gf2_times(mat, mat[n]);
+}
+
 struct Tables {
   uint32_t t[8][256];
   constexpr Tables() : t{} {
@@ -51,18 +64,6 @@ uint32_t extend_table(uint32_t crc, const void* data, size_t len) {
 #ifdef A2PACK_X86
 namespace {
 
-// Multiply-free combination of three interleaved CRC streams: shift a CRC
-// over `len` zero bytes by running the table update on zeros would be slow, so
-// use the standard GF(2) matrix method once per block size and cache it.
-uint32_t gf2_times(const uint32_t* mat, uint32_t vec) {
-  uint32_t sum = 0;
-  for (int i = 0; vec; ++i, vec >>= 1)
-    if (vec & 1) sum ^= mat[i];
-  return sum;
-}
-void gf2_square(uint32_t* sq, const uint32_t* mat) {
-  for (int n = 0; n < 32; ++n) sq[n] = gf2_times(mat, mat[n]);
-}
 // Operator that advances a (non-inverted) CRC register over `len` zero bytes.
 std::array<uint32_t, 32> zeros_operator(size_t len) {
   uint32_t odd[32], even[32];
@@ -164,6 +165,30 @@ uint32_t extend_hardware(uint32_t crc, const void* data, size_t len) {
 }
 bool hardware_available() { return false; }
 #endif
+
+uint32_t combine(uint32_t crc1, uint32_t crc2, uint64_t len2) {
+  if (len2 == 0) return crc1;
+  uint32_t even[32], odd[32];
+  odd[0] = kPoly;  // the operator for one zero bit
+  uint32_t row = 1;
+  for (int n = 1; n < 32; ++n) {
+    odd[n] = row;
+    row <<= 1;
+  }
+  gf2_square(even, odd);  // two zero bits
+  gf2_square(odd, even);  // four zero bits
+  // Apply len2 zero bytes to crc1, squaring the operator for each bit of len2.
+  do {
+    gf2_square(even, odd);
+    if (len2 & 1) crc1 = gf2_times(even, crc1);
+    len2 >>= 1;
+    if (len2 == 0) break;
+    gf2_square(odd, even);
+    if (len2 & 1) crc1 = gf2_times(odd, crc1);
+    len2 >>= 1;
+  } while (len2 != 0);
+  return crc1 ^ crc2;
+}
 
 uint32_t extend(uint32_t crc, const void* data, size_t len) {
   static const bool hw = hardware_available();

@@ -17,6 +17,10 @@ namespace a2pack::crc32c {
 uint32_t extend(uint32_t crc, const void* data, size_t len);
 inline uint32_t compute(const void* data, size_t len) { return extend(0, data, len); }
 
+// CRC of A||B from crc(A), crc(B) and len(B): lets parallel workers checksum
+// chunks independently.
+uint32_t combine(uint32_t crc1, uint32_t crc2, uint64_t len2);
+
 // The two implementations, exposed for tests and benchmarks.
 uint32_t extend_table(uint32_t crc, const void* data, size_t len);
 uint32_t extend_hardware(uint32_t crc, const void* data, size_t len);  // requires SSE4.2

@@ -43,7 +43,7 @@ uint32_t combine_chunks(const std::vector<uint32_t>& crcs, uint64_t len) {
   uint32_t crc = 0;
   for (size_t i = 0; i < crcs.size(); ++i) {
     uint64_t n = std::min(kChunk, len - i * kChunk);
-    crc = crc32c_combine(crc, crcs[i], n);
+    crc = crc32c::combine(crc, crcs[i], n);
   }
   return crc;
 }

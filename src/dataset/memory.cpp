@@ -63,40 +63,4 @@ void RowMemory::reset() noexcept {
   map_len_ = size_ = 0;
 }
 
-namespace {
-uint32_t gf2_times(const uint32_t* mat, uint32_t vec) {
-  uint32_t sum = 0;
-  for (int i = 0; vec; ++i, vec >>= 1)
-    if (vec & 1) sum ^= mat[i];
-  return sum;
-}
-void gf2_square(uint32_t* square, const uint32_t* mat) {
-  for (int n = 0; n < 32; ++n) square[n] = gf2_times(mat, mat[n]);
-}
-}  // namespace
-
-uint32_t crc32c_combine(uint32_t crc1, uint32_t crc2, uint64_t len2) {
-  if (len2 == 0) return crc1;
-  uint32_t even[32], odd[32];
-  odd[0] = 0x82F63B78u;  // the operator for one zero bit
-  uint32_t row = 1;
-  for (int n = 1; n < 32; ++n) {
-    odd[n] = row;
-    row <<= 1;
-  }
-  gf2_square(even, odd);  // two zero bits
-  gf2_square(odd, even);  // four zero bits
-  // Apply len2 zero bytes to crc1, squaring the operator for each bit of len2.
-  do {
-    gf2_square(even, odd);
-    if (len2 & 1) crc1 = gf2_times(even, crc1);
-    len2 >>= 1;
-    if (len2 == 0) break;
-    gf2_square(odd, even);
-    if (len2 & 1) crc1 = gf2_times(odd, crc1);
-    len2 >>= 1;
-  } while (len2 != 0);
-  return crc1 ^ crc2;
-}
-
 }  // namespace a2pack::dataset

@@ -34,7 +34,5 @@ class RowMemory {
 };
 
 // CRC32C of A||B from crc(A), crc(B) and len(B) (zlib's GF(2) method), so
-// chunks checked on different threads give the CRC of the whole.
-uint32_t crc32c_combine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b);
 
 }  // namespace a2pack::dataset

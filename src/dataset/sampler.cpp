@@ -3,38 +3,12 @@
 #include <algorithm>
 #include <utility>
 
+#include "base/splitmix.hpp"
+
 #include "base/error.hpp"
 
 namespace a2pack::dataset {
 
-namespace {
-
-// SplitMix64: a fast generator whose whole state is one word, seeded from
-// (seed, epoch) so that epochs are independent streams.
-struct SplitMix {
-  uint64_t s;
-  uint64_t next() {
-    uint64_t z = (s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-  // Uniform in [0, range) without modulo bias (Lemire's method).
-  uint64_t below(uint64_t range) {
-    unsigned __int128 m = static_cast<unsigned __int128>(next()) * range;
-    uint64_t low = static_cast<uint64_t>(m);
-    if (low < range) {
-      uint64_t threshold = (0 - range) % range;
-      while (low < threshold) {
-        m = static_cast<unsigned __int128>(next()) * range;
-        low = static_cast<uint64_t>(m);
-      }
-    }
-    return static_cast<uint64_t>(m >> 64);
-  }
-};
-
-}  // namespace
 
 Sampler::Sampler(std::vector<int64_t> indices, bool identity, uint64_t n, uint64_t seed,
                  size_t batch_size, bool drop_last)
@@ -50,7 +24,7 @@ Sampler::Sampler(std::vector<int64_t> indices, bool identity, uint64_t n, uint64
 void Sampler::set_epoch(uint64_t e) {
   epoch_ = e;
   for (uint32_t i = 0; i < n_; ++i) perm_[i] = i;
-  SplitMix rng{seed_ * 0xD1B54A32D192ED03ull ^ (e + 1) * 0x9E3779B97F4A7C15ull};
+  SplitMix64 rng{seed_ * 0xD1B54A32D192ED03ull ^ (e + 1) * 0x9E3779B97F4A7C15ull};
   for (uint64_t i = n_; i > 1; --i) {
     uint64_t j = rng.below(i);
     std::swap(perm_[i - 1], perm_[j]);

@@ -50,6 +50,17 @@ TEST(Crc32c, ExtendEqualsWhole) {
   EXPECT_EQ(whole, part);
 }
 
+TEST(Crc32c, CombineMatchesSequential) {
+  std::vector<uint8_t> data(100003);
+  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<uint8_t>(i * 2654435761u >> 13);
+  uint32_t whole = crc32c::compute(data.data(), data.size());
+  for (size_t cut : {size_t{0}, size_t{1}, size_t{4096}, size_t{77777}, data.size()}) {
+    uint32_t a = crc32c::compute(data.data(), cut);
+    uint32_t b = crc32c::compute(data.data() + cut, data.size() - cut);
+    EXPECT_EQ(crc32c::combine(a, b, data.size() - cut), whole) << cut;
+  }
+}
+
 TEST(Varint, RoundTripAndSizes) {
   for (uint64_t v : {0ull, 1ull, 127ull, 128ull, 300ull, 16383ull, 16384ull, 0xFFFFFFFFull,
                      0x0010000000000001ull, ~0ull}) {

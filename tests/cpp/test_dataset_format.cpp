@@ -256,17 +256,6 @@ TEST(DatasetManifest, RoundTripsAndNamesBadKeys) {
   EXPECT_NE(msg(other).find("\"format\""), std::string::npos);
 }
 
-TEST(DatasetCrc, CombineMatchesSequential) {
-  std::vector<uint8_t> data(100003);
-  for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<uint8_t>(i * 2654435761u >> 13);
-  uint32_t whole = crc32c::compute(data.data(), data.size());
-  for (size_t cut : {size_t{0}, size_t{1}, size_t{4096}, size_t{77777}, data.size()}) {
-    uint32_t a = crc32c::compute(data.data(), cut);
-    uint32_t b = crc32c::compute(data.data() + cut, data.size() - cut);
-    EXPECT_EQ(crc32c_combine(a, b, data.size() - cut), whole) << cut;
-  }
-}
-
 TEST(DatasetMemory, RowsAreHugePageAligned) {
   RowMemory m(5 << 20, true);
   EXPECT_EQ(reinterpret_cast<uintptr_t>(m.data()) % (2u << 20), 0u);
