@@ -297,11 +297,25 @@ std::vector<run::Run> Reader::decode_many(const uint64_t* idx, size_t n, uint32_
 
 run::Batch Reader::decode_batch(const uint64_t* idx, size_t n, uint32_t workers,
                                 bool verify) const {
-  for (size_t k = 0; k < n; ++k) entry(idx[k]);
-  std::vector<EntryBytes> bytes(n);
-  parallel_for(n, workers, [&](size_t k) { bytes[k] = payload(idx[k], verify); });
+  bool stored_and_mapped = src_.mapped();
+  for (size_t k = 0; k < n; ++k) stored_and_mapped &= entry(idx[k]).flags == kEntryStored;
+  std::vector<EntryBytes> bytes;
   std::vector<run::Payload> p(n);
-  for (size_t k = 0; k < n; ++k) p[k] = {bytes[k].data, bytes[k].size};
+  if (stored_and_mapped) {
+    // Zero-copy: the decoder reads the mapping and checks each entry's CRC in
+    // its own first parallel pass.
+    for (size_t k = 0; k < n; ++k) {
+      const Entry& e = entry(idx[k]);
+      const uint8_t* view = src_.view(e.offset);
+      if (run::detect_kind(view, e.length) != kind(idx[k]))
+        fail_entry(idx[k], Error(A2PACK_E_CORRUPT, "the index kind does not match the payload"));
+      p[k] = {view, e.length, verify ? e.crc : 0u};
+    }
+  } else {
+    bytes.resize(n);
+    parallel_for(n, workers, [&](size_t k) { bytes[k] = payload(idx[k], verify); });
+    for (size_t k = 0; k < n; ++k) p[k] = {bytes[k].data, bytes[k].size};
+  }
   try {
     return run::decode_batch(p.data(), n, workers, "entry", idx);
   } catch (const Error& err) {

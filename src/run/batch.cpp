@@ -1,9 +1,20 @@
 #include "run/batch.hpp"
 
+#include "base/crc32c.hpp"
 #include "base/error.hpp"
 #include "base/worker_pool.hpp"
 
 namespace a2pack::run {
+
+namespace {
+void check_crc(const Payload& p) {
+  if (!p.crc) return;
+  uint32_t c = crc32c::compute(p.data, p.len);
+  if (c != p.crc)
+    fail(A2PACK_E_CHECKSUM, "payload CRC32C mismatch: expected {:#010x}, computed {:#010x}", p.crc,
+         c);
+}
+}  // namespace
 
 Batch decode_batch(const Payload* payloads, size_t n, uint32_t workers, const char* what,
                    const uint64_t* ids) {
@@ -17,7 +28,15 @@ Batch decode_batch(const Payload* payloads, size_t n, uint32_t workers, const ch
   // Pass 1: headers (v1 CRCs included), in parallel.
   std::vector<Header> headers(n);
   parallel_for(n, workers, [&](size_t i) {
-    with_context(i, [&] { headers[i] = parse_header(payloads[i].data, payloads[i].len); });
+    with_context(i, [&] {
+      const Payload& p = payloads[i];
+      try {
+        headers[i] = parse_header(p.data, p.len);
+      } catch (const Error&) {
+        check_crc(p);  // a damaged payload reports its checksum, not a symptom
+        throw;
+      }
+    });
   });
 
   Batch b;
@@ -62,6 +81,9 @@ Batch decode_batch(const Payload* payloads, size_t n, uint32_t workers, const ch
   parallel_for(n, workers, [&](size_t i) {
     with_context(i, [&] {
       size_t o = b.step_offsets[i];
+      // The checksum is verified here, just before the payload is decoded
+      // while it is in cache, rather than in a pass of its own.
+      check_crc(payloads[i]);
       StepColumns out{b.boards.data() + o, b.moves.data() + o, b.values.data() + 4 * o,
                       b.legal.data() + o, b.present.data() + o};
       b.final_boards[i] = decode_steps(payloads[i].data, payloads[i].len, headers[i], out);

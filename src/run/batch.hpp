@@ -39,6 +39,7 @@ struct Batch {
 struct Payload {
   const uint8_t* data;
   size_t len;
+  uint32_t crc = 0;  // when non-zero, the CRC32C the bytes must have
 };
 
 // Decode payloads in parallel (workers: 0 = all cores) straight into the
