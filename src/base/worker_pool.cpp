@@ -6,6 +6,7 @@
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <pthread.h>
 #include <thread>
 #include <vector>
 
@@ -40,11 +41,27 @@ struct Job {
   }
 };
 
+class Pool;
+std::atomic<Pool*> g_pool{nullptr};
+
 class Pool {
  public:
   static Pool& instance() {
-    static Pool* pool = new Pool();  // never destroyed: threads may outlive statics
-    return *pool;
+    static const bool registered = [] {
+      // A forked child has none of the parent's threads, and a lock may have
+      // been held at fork time: it starts over with a fresh pool (the old one
+      // is leaked on purpose; its threads do not exist in the child).
+      ::pthread_atfork(nullptr, nullptr, [] { g_pool.store(new Pool()); });
+      return true;
+    }();
+    (void)registered;
+    Pool* p = g_pool.load();
+    if (!p) {
+      Pool* fresh = new Pool();  // never destroyed: threads may outlive statics
+      if (g_pool.compare_exchange_strong(p, fresh)) return *fresh;
+      delete fresh;
+    }
+    return *p;
   }
 
   void submit(const std::shared_ptr<Job>& job, unsigned tickets) {

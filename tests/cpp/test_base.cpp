@@ -1,6 +1,9 @@
 // Basics: CRC32C (both implementations), varints, worker pool, atomic files.
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <filesystem>
 #include <random>
@@ -143,6 +146,19 @@ TEST(WorkerPool, NestedCallsComplete) {
   std::atomic<int> total{0};
   parallel_for(8, 2, [&](size_t) { parallel_for(8, 2, [&](size_t) { total++; }); });
   EXPECT_EQ(total.load(), 64);
+}
+
+TEST(WorkerPool, WorksInAForkedChild) {
+  parallel_for(64, 2, [](size_t) {});  // the parent's pool has threads now
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    std::atomic<int> n{0};
+    parallel_for(1000, 2, [&](size_t) { n++; });
+    ::_exit(n.load() == 1000 ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
 TEST(AtomicFile, CommitRenamesAndAbortLeavesNothing) {
