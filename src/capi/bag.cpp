@@ -24,12 +24,9 @@ struct a2pack_bag_index {
   bag::Index idx;
 };
 
-namespace {
+using a2pack::capi::reset_out;
 
-template <typename T>
-void reset_out(T** out) {
-  if (out) *out = nullptr;
-}
+namespace {
 
 std::string dictionary(const uint8_t* p, size_t n) {
   if (n) require(p, "zstd_dictionary");

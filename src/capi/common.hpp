@@ -42,6 +42,13 @@ a2pack_status guard(F&& fn) noexcept {
   }
 }
 
+// Null a handle out-parameter first, so a failed open never leaves the
+// caller a stale pointer.
+template <typename T>
+void reset_out(T** out) {
+  if (out) *out = nullptr;
+}
+
 // Fail with INVALID_ARGUMENT when p is null.
 inline void require(const void* p, const char* name) {
   if (!p) fail(A2PACK_E_INVALID_ARGUMENT, "{} must not be NULL", name);

@@ -15,6 +15,8 @@ using namespace a2pack;
 using a2pack::capi::guard;
 using a2pack::capi::require;
 
+using a2pack::capi::reset_out;
+
 namespace {
 
 // Histograms flattened into the arrays a2pack_pack_histograms points at.
@@ -53,11 +55,6 @@ struct a2pack_pack_writer {
 };
 
 namespace {
-
-template <typename T>
-void reset_out(T** out) {
-  if (out) *out = nullptr;
-}
 
 const pack::Reader& reader_of(const a2pack_pack* p) {
   require(p, "pack");

@@ -13,11 +13,7 @@ void hand_out(run::Run&& r, a2pack_run** out) { *out = new a2pack_run{std::move(
 void hand_out(run::Batch&& b, a2pack_run_batch** out) { *out = new a2pack_run_batch{std::move(b)}; }
 }  // namespace a2pack::capi
 
-namespace {
-void reset_out(void* out) {
-  if (out) *static_cast<void**>(out) = nullptr;
-}
-}  // namespace
+using a2pack::capi::reset_out;
 
 A2PACK_EXPORT a2pack_run_kind a2pack_run_detect_kind(const uint8_t* data, size_t len) {
   if (!data) return A2PACK_RUN_V2;
