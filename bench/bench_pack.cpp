@@ -123,6 +123,14 @@ void BM_OpenValidate100k(benchmark::State& state) {
 }
 BENCHMARK(BM_OpenValidate100k)->Unit(benchmark::kMillisecond);
 
+// Payload MB/s and M steps/s, the two rates every decode benchmark reports.
+void set_decode_counters(benchmark::State& state, uint64_t bytes, uint64_t steps) {
+  state.counters["payload_MB/s"] =
+      benchmark::Counter(static_cast<double>(bytes) / 1e6, benchmark::Counter::kIsRate);
+  state.counters["Msteps/s"] =
+      benchmark::Counter(static_cast<double>(steps) / 1e6, benchmark::Counter::kIsRate);
+}
+
 void BM_PackDecodeBatch256(benchmark::State& state) {
   Data& d = data();
   pack::Reader r(d.runs);
@@ -136,10 +144,7 @@ void BM_PackDecodeBatch256(benchmark::State& state) {
     steps += b.n_steps();
     benchmark::DoNotOptimize(b.boards.data());
   }
-  state.counters["payload_MB/s"] =
-      benchmark::Counter(static_cast<double>(bytes) / 1e6, benchmark::Counter::kIsRate);
-  state.counters["Msteps/s"] =
-      benchmark::Counter(static_cast<double>(steps) / 1e6, benchmark::Counter::kIsRate);
+  set_decode_counters(state, bytes, steps);
 }
 // CPU time is the whole process's (all worker threads): payload bytes / CPU
 // time is the per-core rate even on a loaded machine.
@@ -170,10 +175,7 @@ void BM_BaselineRunDecodeBatch256(benchmark::State& state) {
     steps += b.n_steps();
     benchmark::DoNotOptimize(b.boards.data());
   }
-  state.counters["payload_MB/s"] =
-      benchmark::Counter(static_cast<double>(bytes) / 1e6, benchmark::Counter::kIsRate);
-  state.counters["Msteps/s"] =
-      benchmark::Counter(static_cast<double>(steps) / 1e6, benchmark::Counter::kIsRate);
+  set_decode_counters(state, bytes, steps);
 }
 BENCHMARK(BM_BaselineRunDecodeBatch256)
     ->ArgName("workers")

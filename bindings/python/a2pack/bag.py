@@ -84,30 +84,25 @@ class CachePolicy(enum.Enum):
     DIRECT_IO = 2
 
 
-class CompressionAutoDetect:
+class _ArglessCompression:
+    """A compression choice without parameters: all instances are equal."""
+
+    def __eq__(self, other):
+        return type(other) is type(self)
+
+    def __hash__(self):
+        return hash(type(self))
+
+    def __repr__(self):
+        return f"{type(self).__name__}()"
+
+
+class CompressionAutoDetect(_ArglessCompression):
     """Compression by extension: `.bagz` → Zstandard, anything else → none."""
 
-    def __eq__(self, other):
-        return type(other) is CompressionAutoDetect
 
-    def __hash__(self):
-        return hash(CompressionAutoDetect)
-
-    def __repr__(self):
-        return "CompressionAutoDetect()"
-
-
-class CompressionNone:
+class CompressionNone(_ArglessCompression):
     """Records are stored as they are."""
-
-    def __eq__(self, other):
-        return type(other) is CompressionNone
-
-    def __hash__(self):
-        return hash(CompressionNone)
-
-    def __repr__(self):
-        return "CompressionNone()"
 
 
 class CompressionZstd:
