@@ -17,7 +17,8 @@ endif
 
 APT_PACKAGES := cmake ninja-build g++ pkg-config ccache libzstd-dev libsqlite3-dev libfmt-dev \
   nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev
-PIP_PACKAGES := cffi numpy pytest scikit-build-core pyarrow bagz
+# torch only for the DataLoader tests (PyPI's wheel brings ~3 GB of CUDA wheels).
+PIP_PACKAGES := cffi numpy pytest scikit-build-core pyarrow bagz torch
 
 .PHONY: all setup deps build python test test-cpp test-python demo bench clean
 

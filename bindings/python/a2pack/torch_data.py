@@ -38,7 +38,7 @@ _TORCH_MISSING = (
 def _torch():
     try:
         import torch
-    except ImportError as e:  # pragma: no cover - depends on the environment
+    except ImportError as e:
         raise ImportError(_TORCH_MISSING) from e
     return torch
 
