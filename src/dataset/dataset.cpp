@@ -235,10 +235,10 @@ namespace {
 void gather_columns_range(const uint8_t* base, const int64_t* idx, size_t a, size_t b,
                           const ColumnsOut& o) {
   for (size_t i = a; i < std::min(b, a + kPrefetchAhead); ++i)
-    __builtin_prefetch(base + static_cast<size_t>(idx[i]) * kRowBytes, 0, 3);
+    prefetch_row(base, idx[i]);
   for (size_t i = a; i < b; ++i) {
     if (i + kPrefetchAhead < b)
-      __builtin_prefetch(base + static_cast<size_t>(idx[i + kPrefetchAhead]) * kRowBytes, 0, 3);
+      prefetch_row(base, idx[i + kPrefetchAhead]);
     Row r;
     std::memcpy(&r, base + static_cast<size_t>(idx[i]) * kRowBytes, kRowBytes);
     if (o.exponents) unpack_exponents(r.board, o.exponents + 16 * i);
