@@ -164,31 +164,36 @@ void BM_Encode(benchmark::State& state) {
   const Workload& w = workload(static_cast<size_t>(state.range(0)), static_cast<int>(state.range(1)));
   state.SetLabel(kind_name(static_cast<int>(state.range(1))));
   std::vector<StreamInfo> si(w.n_streams, StreamInfo{w.epoch_scale, w.value_scale, 0});
-  std::vector<uint8_t> frame(256 << 10);
-  DeltaState delta;
-  delta.new_frame();
-  size_t len = 0, r = 0, pass = 0;
+  // A frame's two regions as the logger keeps them (format version 2).
+  const size_t frame = 256 << 10;
+  std::vector<uint8_t> sbuf(frame), vbuf(frame);
+  FrameState st;
+  st.new_frame();
+  uint8_t* sp = sbuf.data();
+  uint8_t* vp = vbuf.data();
+  size_t r = 0, pass = 0;
   uint64_t raw = 0;
   const size_t need = max_record_bytes(w.n);
+  auto used = [&] { return kV2Prefix + static_cast<size_t>(sp - sbuf.data()) +
+                           static_cast<size_t>(vp - vbuf.data()); };
   for (auto _ : state) {
-    if (frame.size() - len < need) {
-      raw += len;
-      len = 0;
-      delta.new_frame();
+    if (frame - used() < need) {
+      raw += used();
+      sp = sbuf.data();
+      vp = vbuf.data();
+      st.new_frame();
     }
     uint32_t sid = w.sids[r];
-    int64_t tick;
-    uint8_t* end = encode_record(frame.data() + len, sid, si[sid], epoch_of(w, r, pass),
-                                 delta.base(sid), w.indices(r), w.values(r), w.n, &tick, nullptr);
-    delta.set(sid, tick);
-    len = static_cast<size_t>(end - frame.data());
+    encode_record_v2(sp, vp, sid, si[sid], epoch_of(w, r, pass), st, w.indices(r), w.values(r),
+                     w.n, nullptr);
     if (++r == w.count) {
       r = 0;
       ++pass;
     }
   }
-  raw += len;
-  benchmark::DoNotOptimize(frame.data());
+  raw += used();
+  benchmark::DoNotOptimize(sbuf.data());
+  benchmark::DoNotOptimize(vbuf.data());
   state.SetItemsProcessed(state.iterations());
   state.SetBytesProcessed(static_cast<int64_t>(raw));
   state.counters["raw_bytes_per_record"] =
@@ -348,27 +353,37 @@ void BM_FrameCompress(benchmark::State& state) {
   const Workload& w = workload(static_cast<size_t>(state.range(0)), kind);
   const int level = static_cast<int>(state.range(1));
   state.SetLabel(kind_name(kind));
-  // Encode the pool once into 256 KiB frames.
+  // Encode the pool once into 256 KiB frames, as the logger does.
   std::vector<std::vector<uint8_t>> frames;
   std::vector<StreamInfo> si(w.n_streams, StreamInfo{w.epoch_scale, w.value_scale, 0});
-  std::vector<uint8_t> f(256 << 10);
-  DeltaState delta;
-  delta.new_frame();
-  size_t len = 0, in_frames = 0, pending = 0;
+  const size_t frame = 256 << 10;
+  std::vector<uint8_t> sbuf(frame), vbuf(frame);
+  FrameState st;
+  st.new_frame();
+  uint8_t* sp = sbuf.data();
+  uint8_t* vp = vbuf.data();
+  size_t in_frames = 0, pending = 0;
+  auto seal = [&] {
+    size_t sl = static_cast<size_t>(sp - sbuf.data()), vl = static_cast<size_t>(vp - vbuf.data());
+    std::vector<uint8_t> f(kV2Prefix + sl + vl);
+    le::store<uint32_t>(f.data(), static_cast<uint32_t>(sl));
+    std::memcpy(f.data() + kV2Prefix, sbuf.data(), sl);
+    std::memcpy(f.data() + kV2Prefix + sl, vbuf.data(), vl);
+    frames.push_back(std::move(f));
+    in_frames += pending;
+    pending = 0;
+    sp = sbuf.data();
+    vp = vbuf.data();
+    st.new_frame();
+  };
   for (size_t r = 0; r < w.count; ++r) {
-    if (f.size() - len < max_record_bytes(w.n)) {
-      frames.emplace_back(f.begin(), f.begin() + static_cast<ptrdiff_t>(len));
-      in_frames += pending;
-      pending = 0;
-      len = 0;
-      delta.new_frame();
-    }
+    if (frame - kV2Prefix - static_cast<size_t>(sp - sbuf.data()) -
+            static_cast<size_t>(vp - vbuf.data()) <
+        max_record_bytes(w.n))
+      seal();
     ++pending;
-    int64_t tick;
-    uint8_t* end = encode_record(f.data() + len, w.sids[r], si[w.sids[r]], w.epochs[r],
-                                 delta.base(w.sids[r]), w.indices(r), w.values(r), w.n, &tick, nullptr);
-    delta.set(w.sids[r], tick);
-    len = static_cast<size_t>(end - f.data());
+    encode_record_v2(sp, vp, w.sids[r], si[w.sids[r]], w.epochs[r], st, w.indices(r),
+                     w.values(r), w.n, nullptr);
   }
   ZSTD_CCtx* c = ZSTD_createCCtx();
   std::vector<uint8_t> out(ZSTD_compressBound(256 << 10));
@@ -469,7 +484,7 @@ void BM_DecodeFramesWarm(benchmark::State& state) {
       size_t r = ZSTD_decompressDCtx(dc, raw.data(), raw.size(), payload, f.header.compressed_len);
       FrameSink sink{ids.data(), ep.data(), off.data() + 1, idx.data(), val.data(), 0,
                      f.header.n_records, f.header.n_values};
-      records += decode_frame(raw.data(), r, f.header.n_records, scales, sink).records;
+      records += decode_frame(f.header.version, raw.data(), r, f.header.n_records, scales, sink).records;
       bytes += r;
     }
   }

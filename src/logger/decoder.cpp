@@ -109,64 +109,102 @@ void scan_segment(const uint8_t* data, size_t size, const std::string& path, uin
 
 namespace {
 
-// decode_frame: a portable build and one for BMI2 (pext packs the varint
-// groups), chosen once at start-up.
+// decode_frame: a portable build and one for BMI2 and AVX2 (pext packs the
+// varint groups, the value predictor runs four lanes wide), chosen once at
+// start-up.
 namespace generic {
 #include "logger/decode_body.inc"
 }  // namespace generic
 #if defined(__x86_64__)
 #pragma GCC push_options
-#pragma GCC target("bmi,bmi2")
+#pragma GCC target("bmi,bmi2,avx,avx2")
 #define A2PACK_LOGGER_PEXT 1
+#define A2PACK_LOGGER_AVX2 1
 namespace fast {
 #include "logger/decode_body.inc"
 }  // namespace fast
+#undef A2PACK_LOGGER_AVX2
 #undef A2PACK_LOGGER_PEXT
 #pragma GCC pop_options
 #endif
 
 using FrameFn = FrameCount (*)(const uint8_t*, size_t, uint32_t, const ScaleTable&,
                                const FrameSink&);
-FrameFn pick_frame_fn() {
+bool use_pext() {
 #if defined(__x86_64__)
   __builtin_cpu_init();
   // pext is microcoded (slow) on AMD before Zen 3.
-  if (__builtin_cpu_supports("bmi2") && !__builtin_cpu_is("znver1") &&
-      !__builtin_cpu_is("znver2") && !__builtin_cpu_is("amdfam15h") &&
-      !__builtin_cpu_is("amdfam17h"))
-    return fast::decode_frame;
+  return __builtin_cpu_supports("bmi2") && __builtin_cpu_supports("avx2") &&
+         !__builtin_cpu_is("znver1") &&
+         !__builtin_cpu_is("znver2") && !__builtin_cpu_is("amdfam15h") &&
+         !__builtin_cpu_is("amdfam17h");
+#else
+  return false;
 #endif
-  return generic::decode_frame;
 }
-const FrameFn g_decode_frame = pick_frame_fn();
+#if defined(__x86_64__)
+const FrameFn g_decode_v1 = use_pext() ? fast::decode_frame : generic::decode_frame;
+const FrameFn g_decode_v2 = use_pext() ? fast::decode_frame_v2 : generic::decode_frame_v2;
+#else
+const FrameFn g_decode_v1 = generic::decode_frame;
+const FrameFn g_decode_v2 = generic::decode_frame_v2;
+#endif
 
-}  // namespace
-
-FrameCount decode_frame(const uint8_t* raw, size_t len, uint32_t n_records,
-                        const ScaleTable& scales, const FrameSink& out) {
-  return g_decode_frame(raw, len, n_records, scales, out);
-}
-
-size_t count_values(const uint8_t* raw, size_t len, uint32_t n_records) {
-  // Eight bytes at a time: the terminator flags (top bit clear) summed by a
-  // multiply that adds all eight byte lanes into the top byte.
+// Varint terminators (bytes below 0x80) in [p, p + len). Eight bytes at a
+// time: the flags summed by a multiply that adds all eight byte lanes into
+// the top byte.
+uint64_t count_terminators(const uint8_t* p, size_t len) {
   uint64_t t = 0;
   size_t i = 0;
   for (; i + 8 <= len; i += 8) {
     uint64_t x;
-    std::memcpy(&x, raw + i, 8);
+    std::memcpy(&x, p + i, 8);
     t += (((~x & 0x8080808080808080ull) >> 7) * 0x0101010101010101ull) >> 56;
   }
-  for (; i < len; ++i) t += raw[i] < 0x80;
-  uint64_t fixed = uint64_t{3} * n_records;
-  if (t < fixed || (t - fixed) % 2 != 0)
-    fail(A2PACK_E_CORRUPT, "{} varints cannot make {} records", t, n_records);
-  return static_cast<size_t>((t - fixed) / 2);
+  for (; i < len; ++i) t += p[i] < 0x80;
+  return t;
 }
 
-void decode_records(const uint8_t* raw, size_t len, uint32_t n_records, const ScaleTable& scales,
-                    FrameRecords& out) {
-  size_t nv = count_values(raw, len, n_records);
+void check_version(uint8_t version) {
+  if (version < kOldestVersion || version > kFormatVersion)
+    fail(A2PACK_E_UNSUPPORTED, "frame format version {} (this library reads {} to {})", version,
+         kOldestVersion, kFormatVersion);
+}
+
+}  // namespace
+
+FrameCount decode_frame(uint8_t version, const uint8_t* raw, size_t len, uint32_t n_records,
+                        const ScaleTable& scales, const FrameSink& out) {
+  check_version(version);
+  return (version == 1 ? g_decode_v1 : g_decode_v2)(raw, len, n_records, scales, out);
+}
+
+size_t count_values(uint8_t version, const uint8_t* raw, size_t len, uint32_t n_records) {
+  check_version(version);
+  uint64_t fixed = uint64_t{3} * n_records;
+  if (version == 1) {
+    // A record of n non-zeros has 3 + 2n varints.
+    uint64_t t = count_terminators(raw, len);
+    if (t < fixed || (t - fixed) % 2 != 0)
+      fail(A2PACK_E_CORRUPT, "{} varints cannot make {} records", t, n_records);
+    return static_cast<size_t>((t - fixed) / 2);
+  }
+  // Version 2: 3 + n varints of structure and n of values per record.
+  if (len < kV2Prefix) fail(A2PACK_E_CORRUPT, "a {}-byte frame has no structure length", len);
+  uint32_t slen = le::load<uint32_t>(raw);
+  if (slen > len - kV2Prefix)
+    fail(A2PACK_E_CORRUPT, "the structure length {} runs past the frame ({} bytes)", slen, len);
+  uint64_t ts = count_terminators(raw + kV2Prefix, slen);
+  uint64_t tv = count_terminators(raw + kV2Prefix + slen, len - kV2Prefix - slen);
+  if (ts < fixed || ts - fixed != tv)
+    fail(A2PACK_E_CORRUPT, "{} structure and {} value varints cannot make {} records", ts, tv,
+         n_records);
+  return static_cast<size_t>(tv);
+}
+
+void decode_records(uint8_t version, const uint8_t* raw, size_t len, uint32_t n_records,
+                    const ScaleTable& scales, FrameRecords& out) {
+  size_t nv = count_values(version, raw, len, n_records);
   out.stream_ids.resize(n_records);
   out.epochs.resize(n_records);
   out.offsets.resize(static_cast<size_t>(n_records) + 1);
@@ -175,7 +213,7 @@ void decode_records(const uint8_t* raw, size_t len, uint32_t n_records, const Sc
   out.offsets[0] = 0;
   FrameSink sink{out.stream_ids.data(), out.epochs.data(), out.offsets.data() + 1,
                  out.indices.data(), out.values.data(), 0, n_records, nv};
-  FrameCount c = decode_frame(raw, len, n_records, scales, sink);
+  FrameCount c = decode_frame(version, raw, len, n_records, scales, sink);
   out.stream_ids.resize(c.records);
   out.epochs.resize(c.records);
   out.offsets.resize(c.records + 1);
@@ -297,7 +335,7 @@ Decoded decode_dir(const std::string& dir_in, const DecodeOptions& opts) {
           FrameSink sink{d.stream_ids.data() + rec_base[i], d.epochs.data() + rec_base[i],
                          d.offsets.data() + rec_base[i] + 1, d.indices.data() + val_base[i],
                          d.values.data() + val_base[i], val_base[i], h.n_records, h.n_values};
-          counts[i] = decode_frame(raw, r, h.n_records, scales, sink);
+          counts[i] = decode_frame(h.version, raw, r, h.n_records, scales, sink);
           if (counts[i].parsed_values != h.n_values)
             fail(A2PACK_E_CORRUPT, "the frame holds {} non-zeros, its header says {}",
                  counts[i].parsed_values, h.n_values);

@@ -107,15 +107,18 @@ struct FrameCount {
 // Scales by stream id (nullptr = no sidecar).
 using ScaleTable = std::vector<const StreamInfo*>;
 
-// Non-zeros in a frame's decompressed bytes, from the count of varint
-// terminators (bytes < 0x80): a record of n non-zeros has 3 + 2n varints.
-// Throws CORRUPT when the count cannot belong to `n_records` records.
-size_t count_values(const uint8_t* raw, size_t len, uint32_t n_records);
+// Non-zeros in a frame's decompressed bytes of format `version`, from the
+// count of varint terminators (bytes < 0x80): in version 1 a record of n
+// non-zeros has 3 + 2n varints; in version 2, 3 + n in the structure region
+// and n in the value region. Throws CORRUPT when the counts cannot belong to
+// `n_records` records, UNSUPPORTED for an unknown version.
+size_t count_values(uint8_t version, const uint8_t* raw, size_t len, uint32_t n_records);
 
-// Parse a frame's decompressed bytes into `out`. Throws Error(CORRUPT)
-// naming the record on anything malformed; never reads outside
+// Parse a frame's decompressed bytes of format `version` (the block
+// header's) into `out`. Throws Error(CORRUPT) naming the record on anything
+// malformed, UNSUPPORTED for an unknown version; never reads outside
 // [raw, raw + len) nor writes past the sink's capacities.
-FrameCount decode_frame(const uint8_t* raw, size_t len, uint32_t n_records,
+FrameCount decode_frame(uint8_t version, const uint8_t* raw, size_t len, uint32_t n_records,
                         const ScaleTable& scales, const FrameSink& out);
 
 // decode_frame into vectors sized by count_values (for tests and tools).
@@ -128,7 +131,7 @@ struct FrameRecords {
   uint64_t skipped_unknown = 0;
   uint32_t first_unknown = 0;
 };
-void decode_records(const uint8_t* raw, size_t len, uint32_t n_records, const ScaleTable& scales,
-                    FrameRecords& out);
+void decode_records(uint8_t version, const uint8_t* raw, size_t len, uint32_t n_records,
+                    const ScaleTable& scales, FrameRecords& out);
 
 }  // namespace a2pack::logger

@@ -37,6 +37,12 @@ bool good_scale(double s) { return std::isnormal(s) && s > 0; }
        sid, i, cur, i - 1, prev);
 }
 
+// Where encode_body_v2 left its two regions (shared by both builds).
+struct BodyEnds {
+  uint8_t* s;
+  uint8_t* v;
+};
+
 // encode_body: two builds of the same code (encode_body.inc), a portable one
 // and one for CPUs with BMI2 and AVX2 (pdep spreads the varint groups, the
 // quantisation loop runs 4 wide), chosen once at start-up.
@@ -51,9 +57,11 @@ namespace generic {
 #pragma GCC push_options
 #pragma GCC target("bmi,bmi2,lzcnt,avx,avx2")
 #define A2PACK_LOGGER_PDEP 1
+#define A2PACK_LOGGER_AVX2 1
 namespace fast {
 #include "logger/encode_body.inc"
 }  // namespace fast
+#undef A2PACK_LOGGER_AVX2
 #undef A2PACK_LOGGER_PDEP
 #pragma GCC pop_options
 #endif
@@ -61,20 +69,29 @@ namespace fast {
 
 using BodyFn = uint8_t* (*)(uint8_t*, uint32_t, uint64_t, double, const uint32_t*, const double*,
                            size_t);
+using BodyV2Fn = BodyEnds (*)(uint8_t*, uint8_t*, uint32_t, uint64_t, double, const uint32_t*,
+                              const double*, size_t, const uint32_t*, const int64_t*, size_t,
+                              int64_t*);
 
-BodyFn pick_body() {
+bool use_fast_build() {
 #if defined(__x86_64__)
   __builtin_cpu_init();
   // pdep is microcoded (slow) on AMD before Zen 3.
-  if (__builtin_cpu_supports("bmi2") && __builtin_cpu_supports("avx2") &&
-      __builtin_cpu_supports("lzcnt") && !__builtin_cpu_is("znver1") &&
-      !__builtin_cpu_is("znver2") && !__builtin_cpu_is("amdfam15h") &&
-      !__builtin_cpu_is("amdfam17h"))
-    return fast::encode_body;
+  return __builtin_cpu_supports("bmi2") && __builtin_cpu_supports("avx2") &&
+         __builtin_cpu_supports("lzcnt") && !__builtin_cpu_is("znver1") &&
+         !__builtin_cpu_is("znver2") && !__builtin_cpu_is("amdfam15h") &&
+         !__builtin_cpu_is("amdfam17h");
+#else
+  return false;
 #endif
-  return generic::encode_body;
 }
-const BodyFn encode_body = pick_body();
+#if defined(__x86_64__)
+const BodyFn encode_body = use_fast_build() ? fast::encode_body : generic::encode_body;
+const BodyV2Fn encode_body_v2 = use_fast_build() ? fast::encode_body_v2 : generic::encode_body_v2;
+#else
+const BodyFn encode_body = generic::encode_body;
+const BodyV2Fn encode_body_v2 = generic::encode_body_v2;
+#endif
 
 // The exact problem of a record encode_body refused (indices checked first).
 [[noreturn]] void explain(uint32_t sid, double value_scale, const uint32_t* idx,
@@ -99,12 +116,11 @@ void check_scales(double epoch_scale, double value_scale) {
          value_scale);
 }
 
-uint8_t* encode_record(uint8_t* p, uint32_t sid, const StreamInfo& s, double epoch,
-                       int64_t base_tick, const uint32_t* indices, const double* values,
-                       size_t n, int64_t* tick, SortScratch* scratch) {
-  if (n > kMaxRecordValues)
-    fail(A2PACK_E_INVALID_ARGUMENT, "stream {}: a record holds at most {} non-zeros, got {}",
-         sid, kMaxRecordValues, n);
+namespace {
+
+// The record's tick; throws naming the stream when the epoch is not finite or
+// does not fit in int64 ticks.
+int64_t epoch_tick(uint32_t sid, const StreamInfo& s, double epoch) {
   int64_t t;
   if (!quantise(epoch, s.epoch_scale, t)) [[unlikely]] {
     if (!std::isfinite(epoch))
@@ -113,39 +129,100 @@ uint8_t* encode_record(uint8_t* p, uint32_t sid, const StreamInfo& s, double epo
          "stream {}: epoch {} does not fit in int64 ticks of epoch_scale {}", sid, epoch,
          s.epoch_scale);
   }
+  return t;
+}
+
+void check_count(uint32_t sid, size_t n) {
+  if (n > kMaxRecordValues)
+    fail(A2PACK_E_INVALID_ARGUMENT, "stream {}: a record holds at most {} non-zeros, got {}",
+         sid, kMaxRecordValues, n);
+}
+
+// A record the encoder refused: when it is valid but unsorted and its stream
+// sorts, leave the sorted pairs in scratch (the caller encodes those);
+// otherwise throw the exact problem, naming the caller's positions.
+void sort_or_explain(uint32_t sid, const StreamInfo& s, const uint32_t* indices,
+                     const double* values, size_t n, SortScratch* scratch) {
+  bool unordered = false;
+  for (size_t i = 1; i < n && !unordered; ++i) unordered = indices[i] <= indices[i - 1];
+  if (!unordered || !(s.flags & kStreamSort) || !scratch)
+    explain(sid, s.value_scale, indices, values, n, false);
+  auto& perm = scratch->perm;
+  auto& si = scratch->indices;
+  auto& sv = scratch->values;
+  perm.resize(n);
+  for (size_t i = 0; i < n; ++i) perm[i] = static_cast<uint32_t>(i);
+  std::stable_sort(perm.begin(), perm.end(),
+                   [&](uint32_t a, uint32_t b) { return indices[a] < indices[b]; });
+  si.resize(n);
+  sv.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    si[i] = indices[perm[i]];
+    sv[i] = values[perm[i]];
+  }
+  for (size_t i = 1; i < n; ++i)
+    if (si[i] == si[i - 1]) bad_order(sid, i, si[i - 1], si[i], true);
+  for (size_t i = 0; i < n; ++i) {
+    int64_t q;
+    if (!quantise(values[i], s.value_scale, q)) bad_value(sid, i, values[i], s.value_scale);
+  }
+}
+
+}  // namespace
+
+void FrameState::grow(size_t n) {
+  // Double, so that a frame's worth of records costs O(1) reallocations.
+  size_t cap = std::max<size_t>({cap_ * 2, used_ + n, 1024});
+  std::unique_ptr<uint32_t[]> idx(new uint32_t[cap]);
+  std::unique_ptr<int64_t[]> q(new int64_t[cap]);
+  if (used_) {
+    std::memcpy(idx.get(), idx_.get(), used_ * sizeof(uint32_t));
+    std::memcpy(q.get(), q_.get(), used_ * sizeof(int64_t));
+  }
+  idx_ = std::move(idx);
+  q_ = std::move(q);
+  cap_ = cap;
+}
+
+void encode_record_v2(uint8_t*& s_out, uint8_t*& v_out, uint32_t sid, const StreamInfo& s,
+                      double epoch, FrameState& st, const uint32_t* indices, const double* values,
+                      size_t n, SortScratch* scratch) {
+  check_count(sid, n);
+  int64_t t = epoch_tick(sid, s, epoch);
+  int64_t* qout = st.reserve(n);  // before prev(): it may move the arena
+  FrameState::Prev pr = st.prev(sid);
   // Wrapping difference: the decoder adds it back with the same wrap, so even
   // ticks at opposite ends of int64 round-trip exactly.
+  uint64_t delta = static_cast<uint64_t>(t) - static_cast<uint64_t>(pr.base_tick);
+  uint64_t zz_delta = varint::zigzag_encode(static_cast<int64_t>(delta));
+  BodyEnds e = encode_body_v2(s_out, v_out, sid, zz_delta, s.value_scale, indices, values, n,
+                              pr.idx, pr.q, pr.n, qout);
+  const uint32_t* kept = indices;
+  if (!e.s) [[unlikely]] {
+    sort_or_explain(sid, s, indices, values, n, scratch);
+    e = encode_body_v2(s_out, v_out, sid, zz_delta, s.value_scale, scratch->indices.data(),
+                       scratch->values.data(), n, pr.idx, pr.q, pr.n, qout);
+    if (!e.s) explain(sid, s.value_scale, scratch->indices.data(), scratch->values.data(), n, true);
+    kept = scratch->indices.data();
+  }
+  st.commit(sid, t, kept, n);
+  s_out = e.s;
+  v_out = e.v;
+}
+
+uint8_t* encode_record(uint8_t* p, uint32_t sid, const StreamInfo& s, double epoch,
+                       int64_t base_tick, const uint32_t* indices, const double* values,
+                       size_t n, int64_t* tick, SortScratch* scratch) {
+  check_count(sid, n);
+  int64_t t = epoch_tick(sid, s, epoch);
   uint64_t delta = static_cast<uint64_t>(t) - static_cast<uint64_t>(base_tick);
   uint64_t zz_delta = varint::zigzag_encode(static_cast<int64_t>(delta));
   uint8_t* end = encode_body(p, sid, zz_delta, s.value_scale, indices, values, n);
   if (!end) [[unlikely]] {
-    bool unordered = false;
-    for (size_t i = 1; i < n && !unordered; ++i) unordered = indices[i] <= indices[i - 1];
-    if (!unordered || !(s.flags & kStreamSort) || !scratch)
-      explain(sid, s.value_scale, indices, values, n, false);
-    // Sort the pairs, then encode from the sorted copy; duplicates and bad
-    // values are refused there, naming the caller's positions.
-    auto& perm = scratch->perm;
-    auto& si = scratch->indices;
-    auto& sv = scratch->values;
-    perm.resize(n);
-    for (size_t i = 0; i < n; ++i) perm[i] = static_cast<uint32_t>(i);
-    std::stable_sort(perm.begin(), perm.end(),
-                     [&](uint32_t a, uint32_t b) { return indices[a] < indices[b]; });
-    si.resize(n);
-    sv.resize(n);
-    for (size_t i = 0; i < n; ++i) {
-      si[i] = indices[perm[i]];
-      sv[i] = values[perm[i]];
-    }
-    for (size_t i = 1; i < n; ++i)
-      if (si[i] == si[i - 1]) bad_order(sid, i, si[i - 1], si[i], true);
-    for (size_t i = 0; i < n; ++i) {
-      int64_t q;
-      if (!quantise(values[i], s.value_scale, q)) bad_value(sid, i, values[i], s.value_scale);
-    }
-    end = encode_body(p, sid, zz_delta, s.value_scale, si.data(), sv.data(), n);
-    if (!end) explain(sid, s.value_scale, si.data(), sv.data(), n, true);
+    sort_or_explain(sid, s, indices, values, n, scratch);
+    end = encode_body(p, sid, zz_delta, s.value_scale, scratch->indices.data(),
+                      scratch->values.data(), n);
+    if (!end) explain(sid, s.value_scale, scratch->indices.data(), scratch->values.data(), n, true);
   }
   *tick = t;
   return end;

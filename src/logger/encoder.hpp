@@ -4,8 +4,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <utility>
 #include <vector>
+
+#include <cstring>
 
 #include "logger/format.hpp"
 
@@ -54,7 +57,96 @@ struct SortScratch {
   std::vector<double> values;
 };
 
-// Encode one record at p, which must have room for max_record_bytes(n).
+// Format version 2's per-frame encoder state (one per recording thread):
+// each stream's epoch delta base and its previous record in the frame, whose
+// quantised values predict the next record's (docs/logger.md). The previous
+// records' indices and quantised values live in one arena per frame, so the
+// state is bounded by a frame's contents (records above kMaxPredictorValues
+// are not kept) and a new frame resets it in O(1).
+class FrameState {
+ public:
+  FrameState() = default;
+  FrameState(const FrameState&) = delete;
+  FrameState& operator=(const FrameState&) = delete;
+
+  void new_frame() {
+    ++gen_;
+    used_ = 0;
+  }
+
+  // What encode_record_v2 needs of a stream's previous record in the frame.
+  struct Prev {
+    int64_t base_tick = 0;       // 0 before the stream's first record in the frame
+    const uint32_t* idx = nullptr;  // nullptr: no predictor
+    const int64_t* q = nullptr;
+    size_t n = 0;
+  };
+  Prev prev(uint32_t sid) const {
+    Prev p;
+    if (sid < v_.size() && v_[sid].gen == gen_) {
+      const Entry& e = v_[sid];
+      p.base_tick = e.tick;
+      if (e.n != kNone && e.n != 0) {
+        p.idx = idx_.get() + e.off;
+        p.q = q_.get() + e.off;
+        p.n = e.n;
+      }
+    }
+    return p;
+  }
+  // Room for a record of n values at the arena's end (may move the arena:
+  // call before prev()). nullptr when the record will not be a predictor.
+  // One spare entry past the record: the predictor reads a neighbour of
+  // each position without a bounds branch (its lane is masked out).
+  int64_t* reserve(size_t n) {
+    if (n > kMaxPredictorValues) return nullptr;
+    if (cap_ - used_ < n + 1) grow(n + 1);
+    return q_.get() + used_;
+  }
+  // The record encoded at reserve()'s place: remember it for the stream.
+  void commit(uint32_t sid, int64_t tick, const uint32_t* idx, size_t n) {
+    if (sid >= v_.size()) v_.resize(static_cast<size_t>(sid) + 1);
+    Entry& e = v_[sid];
+    e.tick = tick;
+    e.gen = gen_;
+    if (n > kMaxPredictorValues) {
+      e.n = kNone;
+      return;
+    }
+    if (n) std::memcpy(idx_.get() + used_, idx, n * sizeof(uint32_t));
+    e.off = used_;
+    e.n = static_cast<uint32_t>(n);
+    used_ += n;
+  }
+
+ private:
+  static constexpr uint32_t kNone = UINT32_MAX;
+  struct Entry {
+    int64_t tick = 0;
+    uint64_t gen = 0;
+    size_t off = 0;
+    uint32_t n = kNone;
+  };
+  void grow(size_t n);
+  std::vector<Entry> v_;
+  uint64_t gen_ = 1;
+  std::unique_ptr<uint32_t[]> idx_;
+  std::unique_ptr<int64_t[]> q_;
+  size_t used_ = 0, cap_ = 0;
+};
+
+// Encode one record in format version 2: its structure at s (room for
+// max_struct_bytes(n)) and its values at v (room for max_value_bytes(n)).
+// Validation and errors as encode_record (nothing of a refused record
+// counts: s, v and st are unchanged). On success advances s and v and
+// records the record in st.
+void encode_record_v2(uint8_t*& s, uint8_t*& v, uint32_t sid, const StreamInfo& info,
+                      double epoch, FrameState& st, const uint32_t* indices, const double* values,
+                      size_t n, SortScratch* scratch);
+
+// Encode one record in format version 1 at p, which must have room for
+// max_record_bytes(n) (tests and the seed-design benchmark; the writer writes
+// version 2).
 // Validates everything first-come (epoch, then indices and values in one
 // pass); on invalid input throws Error (INVALID_ARGUMENT or OUT_OF_RANGE) and
 // the caller discards whatever was written at p. On success returns the new

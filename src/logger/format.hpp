@@ -16,11 +16,21 @@
 // touching zstd; after a bad block the reader scans forward for the next
 // 12-byte header prefix whose header CRC verifies and goes on from there.
 //
-// The decompressed payload is the seed's record stream (§3.2) with one change
-// that makes every frame self-contained: the per-stream epoch delta base is 0
-// at the start of each frame, so the first record of a stream in a frame
-// stores its absolute tick. Skipping a bad frame therefore never corrupts the
-// epochs of later frames.
+// The decompressed payload holds the seed's §3.2 varints with one change that
+// makes every frame self-contained: the per-stream epoch delta base is 0 at
+// the start of each frame, so the first record of a stream in a frame stores
+// its absolute tick. Skipping a bad frame therefore never corrupts the epochs
+// of later frames.
+//
+// Version 1 (read only): the records one after another, exactly §3.2.
+// Version 2 (written): the same varints in two regions — first every record's
+// structure (stream id, epoch delta, n, first index, gaps), then every
+// record's values — and each value coded against a predictor: the quantised
+// value at the same index in the previous record of the same stream in the
+// frame (0 when there is none). Structure repeats across records and
+// compresses in long matches once values no longer interrupt it; slowly
+// changing values become small deltas. Both halve the compressed size of
+// typical simulation logs and make zstd faster (docs/logger.md).
 #pragma once
 
 #include <cmath>
@@ -36,7 +46,8 @@ namespace a2pack::logger {
 inline constexpr uint32_t kSkippableMagic = 0x184D2A5A;  // zstd skippable frame, nibble A
 inline constexpr uint32_t kSkippableSize = 32;           // bytes of header after the first 8
 inline constexpr uint8_t kBlockMagic[4] = {'A', '2', 'L', 'G'};
-inline constexpr uint8_t kFormatVersion = 1;
+inline constexpr uint8_t kFormatVersion = 2;    // what the writer writes
+inline constexpr uint8_t kOldestVersion = 1;     // the oldest a reader reads
 inline constexpr size_t kHeaderSize = 40;
 // The fixed first 12 bytes of every header: what resynchronisation looks for.
 inline constexpr uint8_t kHeaderPrefix[12] = {0x5A, 0x2A, 0x4D, 0x18, 0x20, 0x00,
@@ -48,11 +59,21 @@ inline constexpr uint32_t kMaxRecordValues = 1u << 26;  // 64 Mi non-zeros per r
 inline constexpr uint64_t kMaxRawFrame = 1ull << 31;    // 2 GiB decompressed
 inline constexpr uint32_t kMaxStreams = 1u << 22;       // stream ids 0 .. 4 Mi - 1
 
+// Version 2: a record serves as the value predictor of its stream's next
+// record in the frame only when it has at most this many non-zeros, which
+// bounds the encoder's per-frame state without limiting record sizes.
+inline constexpr uint32_t kMaxPredictorValues = 1u << 16;
+// Version 2: bytes before the structure region (its length, u32).
+inline constexpr size_t kV2Prefix = 4;
+
 // Worst-case encoded size of one record with n non-zeros: stream id (5),
 // epoch delta (10), n (5), n indices (5 each), n values (10 each), plus the
 // spare bytes the encoder's 8-byte varint stores may touch past the end.
 inline constexpr uint64_t kEncodeSlack = 8;
 inline constexpr uint64_t max_record_bytes(uint64_t n) { return 20 + 15 * n + kEncodeSlack; }
+// Version 2 splits the same bytes: structure (ids, counts, indices) and values.
+inline constexpr uint64_t max_struct_bytes(uint64_t n) { return 20 + 5 * n + kEncodeSlack; }
+inline constexpr uint64_t max_value_bytes(uint64_t n) { return 10 * n + kEncodeSlack; }
 
 struct BlockHeader {
   uint8_t version = kFormatVersion;
@@ -89,7 +110,7 @@ inline HeaderCheck read_header(const uint8_t* p, BlockHeader& h) {
   if (crc32c::compute(p, 36) != le::load<uint32_t>(p + 36)) return HeaderCheck::bad_crc;
   h.version = p[12];
   h.flags = p[13];
-  if (h.version != kFormatVersion) return HeaderCheck::bad_version;
+  if (h.version < kOldestVersion || h.version > kFormatVersion) return HeaderCheck::bad_version;
   h.compressed_len = le::load<uint32_t>(p + 16);
   h.raw_len = le::load<uint32_t>(p + 20);
   h.n_records = le::load<uint32_t>(p + 24);

@@ -27,11 +27,18 @@
 
 namespace a2pack::logger {
 
-// One frame's raw bytes being filled by a recording thread.
+// One frame's raw bytes being filled by a recording thread, in format
+// version 2's two regions: the structure grows in `data` after the prefix,
+// the values in the thread's Slot::vals; sealing the chunk appends the values
+// to the structure and fills in the prefix (one memcpy per frame). A record
+// is admitted when the whole payload stays within `cap`, so neither buffer
+// overflows, and only `data` is ever queued (ring_bytes counts all of it).
 struct Chunk {
-  std::unique_ptr<uint8_t[]> data;
+  std::unique_ptr<uint8_t[]> data;  // cap bytes: prefix, structure, then (sealed) values
   size_t cap = 0;
-  size_t len = 0;
+  size_t slen = 0;  // structure bytes
+  size_t vlen = 0;  // value bytes
+  size_t len() const { return kV2Prefix + slen + vlen; }
   uint32_t records = 0;
   uint64_t values = 0;
   int64_t opened_ns = 0;
@@ -42,7 +49,9 @@ struct Chunk {
 struct Slot {
   std::atomic<uint32_t> lock{0};
   Chunk* open = nullptr;
-  DeltaState delta;
+  FrameState frame;
+  std::unique_ptr<uint8_t[]> vals;  // the open chunk's value region
+  size_t vals_cap = 0;
   SortScratch scratch;
   bool closed = false;              // the logger was closed
   std::atomic<bool> dead{false};    // the owning thread exited
@@ -306,13 +315,13 @@ void Logger::record_locked(Slot* sl, uint32_t sid, double epoch, const uint32_t*
          sid, kMaxRecordValues, n);
   size_t need = static_cast<size_t>(max_record_bytes(n));
   Chunk* c = sl->open;
-  if (!c || c->cap - c->len < need) [[unlikely]]
+  if (!c || c->cap - c->len() < need) [[unlikely]]
     c = rollover(sl, need);
-  int64_t tick;
-  uint8_t* end = encode_record(c->data.get() + c->len, sid, *s, epoch, sl->delta.base(sid), idx,
-                               val, n, &tick, &sl->scratch);
-  sl->delta.set(sid, tick);
-  c->len = static_cast<size_t>(end - c->data.get());
+  uint8_t* sp = c->data.get() + kV2Prefix + c->slen;
+  uint8_t* vp = sl->vals.get() + c->vlen;
+  encode_record_v2(sp, vp, sid, *s, epoch, sl->frame, idx, val, n, &sl->scratch);
+  c->slen = static_cast<size_t>(sp - c->data.get()) - kV2Prefix;
+  c->vlen = static_cast<size_t>(vp - sl->vals.get());
   c->records += 1;
   c->values += n;
 }
@@ -326,10 +335,13 @@ Chunk* Logger::rollover(Slot* sl, size_t need) {
     fail(A2PACK_E_CLOSED, "{}: the logger belongs to process {}; a forked child cannot use it",
          dir_, pid_);
   Chunk* reuse = nullptr;
+  // Outside the queue lock; harmless when the chunk then stays open (the
+  // queue is full): the next seal copies the values again.
+  if (sl->open && sl->open->records > 0) seal(sl, sl->open);
   {
     std::unique_lock<std::mutex> lk(q_mu_);
     Chunk* c = sl->open;
-    if (c && c->len > 0) {
+    if (c && c->records > 0) {
       // An empty queue always admits one chunk, so an oversized record
       // cannot wait forever.
       bool counted = false;
@@ -355,7 +367,7 @@ Chunk* Logger::rollover(Slot* sl, size_t need) {
       sl->open = nullptr;  // empty but too small: replaced below
       delete c;
     }
-    size_t want = std::max<size_t>(opts_.frame_bytes, need);
+    size_t want = std::max<size_t>(opts_.frame_bytes, need + kV2Prefix);
     if (want == opts_.frame_bytes && !free_.empty()) {
       reuse = free_.back();
       free_.pop_back();
@@ -363,16 +375,27 @@ Chunk* Logger::rollover(Slot* sl, size_t need) {
   }
   if (!reuse) {
     reuse = new Chunk;
-    reuse->cap = std::max<size_t>(opts_.frame_bytes, need);
+    reuse->cap = std::max<size_t>(opts_.frame_bytes, need + kV2Prefix);
     reuse->data.reset(new uint8_t[reuse->cap]);
   }
-  reuse->len = 0;
+  reuse->slen = 0;
+  reuse->vlen = 0;
   reuse->records = 0;
   reuse->values = 0;
   reuse->opened_ns = opts_.flush_interval_ms ? now_ns() : 0;
+  if (sl->vals_cap < reuse->cap) {
+    sl->vals.reset(new uint8_t[reuse->cap]);
+    sl->vals_cap = reuse->cap;
+  }
   sl->open = reuse;
-  sl->delta.new_frame();
+  sl->frame.new_frame();
   return reuse;
+}
+
+void Logger::seal(Slot* sl, Chunk* c) {
+  // The payload: structure length, structure, values (docs/logger.md).
+  le::store<uint32_t>(c->data.get(), static_cast<uint32_t>(c->slen));
+  std::memcpy(c->data.get() + kV2Prefix + c->slen, sl->vals.get(), c->vlen);
 }
 
 void Logger::push_locked(Chunk* c) {
@@ -396,9 +419,10 @@ void Logger::seal_all(bool closing) {
   }
   for (auto& s : snap) {
     SlotGuard g(s.get());
-    if (s->open && s->open->len > 0) {
+    if (s->open && s->open->records > 0) {
       // Past the ring limit by at most one chunk per thread: flush must not
       // wait behind recorders that are themselves waiting for space.
+      seal(s.get(), s->open);
       std::lock_guard<std::mutex> lk(q_mu_);
       push_locked(s->open);
       s->open = nullptr;
@@ -520,7 +544,8 @@ void Logger::steal_stale(int64_t now) {
     if (!try_lock_slot(s.get())) continue;  // its owner is recording: it will seal itself
     bool dead = s->dead.load(std::memory_order_acquire);
     Chunk* c = s->open;
-    if (c && c->len > 0 && (dead || now - c->opened_ns >= limit)) {
+    if (c && c->records > 0 && (dead || now - c->opened_ns >= limit)) {
+      seal(s.get(), c);
       std::lock_guard<std::mutex> lk(q_mu_);
       push_locked(c);
       s->open = nullptr;
@@ -558,15 +583,15 @@ bool Logger::compress_one(std::unique_lock<std::mutex>& lk, void* cctx_ptr) {
   bool ok = !failed_.load();
   if (ok) {
     try {
-      size_t bound = kHeaderSize + ZSTD_compressBound(c->len);
+      size_t bound = kHeaderSize + ZSTD_compressBound(c->len());
       if (out->size() < bound) out->resize(bound);
       size_t r = ZSTD_compress2(cctx, out->data() + kHeaderSize, out->size() - kHeaderSize,
-                                c->data.get(), c->len);
+                                c->data.get(), c->len());
       if (ZSTD_isError(r))
         fail(A2PACK_E_INTERNAL, "zstd compression failed: {}", ZSTD_getErrorName(r));
       BlockHeader h;
       h.compressed_len = static_cast<uint32_t>(r);
-      h.raw_len = static_cast<uint32_t>(c->len);
+      h.raw_len = static_cast<uint32_t>(c->len());
       h.n_records = c->records;
       h.n_values = static_cast<uint32_t>(c->values);
       h.payload_crc = crc32c::compute(out->data() + kHeaderSize, r);
@@ -583,7 +608,7 @@ bool Logger::compress_one(std::unique_lock<std::mutex>& lk, void* cctx_ptr) {
   lk.lock();
   it.records = c->records;
   it.values = c->values;
-  it.raw = c->len;
+  it.raw = c->len();
   it.out = out;
   it.state = 2;
   it.chunk = nullptr;

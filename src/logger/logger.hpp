@@ -114,6 +114,9 @@ class Logger {
   void record_locked(Slot* sl, uint32_t sid, double epoch, const uint32_t* idx,
                      const double* val, size_t n);
   Chunk* rollover(Slot* sl, size_t need);
+  // Complete a slot's chunk before it is queued: append the values region
+  // kept in the slot to the structure and write the prefix (slot locked).
+  static void seal(Slot* sl, Chunk* c);
   void push_locked(Chunk* c);  // q_mu_ held
   void seal_all(bool closing);
   uint64_t queue_barrier();

@@ -162,7 +162,7 @@ TEST(LoggerCodec, RecordsRoundTripWithinTolerance) {
     buf.resize(static_cast<size_t>(end - buf.data()));
   }
   FrameRecords out;
-  decode_records(buf.data(), buf.size(), static_cast<uint32_t>(recs.size()), scales, out);
+  decode_records(1, buf.data(), buf.size(), static_cast<uint32_t>(recs.size()), scales, out);
   ASSERT_EQ(out.stream_ids.size(), recs.size());
   for (size_t i = 0; i < recs.size(); ++i) {
     Rec g;
@@ -184,7 +184,7 @@ TEST(LoggerCodec, ExtremeTicksWrapExactly) {
   uint8_t* p = encode_record(buf.data(), 0, s, -9.0e18, 0, nullptr, nullptr, 0, &t1, nullptr);
   p = encode_record(p, 0, s, 9.0e18, t1, nullptr, nullptr, 0, &t2, nullptr);
   FrameRecords out;
-  decode_records(buf.data(), static_cast<size_t>(p - buf.data()), 2, scales, out);
+  decode_records(1, buf.data(), static_cast<size_t>(p - buf.data()), 2, scales, out);
   EXPECT_EQ(out.epochs[0], -9.0e18);
   EXPECT_EQ(out.epochs[1], 9.0e18);
 }
@@ -195,19 +195,19 @@ TEST(LoggerCodec, DecoderRefusesMalformedRecords) {
   FrameRecords out;
   // n = 5 but only 2 bytes left.
   std::vector<uint8_t> b1 = {0x00, 0x00, 0x05, 0x01, 0x01};
-  EXPECT_THROW(decode_records(b1.data(), b1.size(), 1, scales, out), Error);
+  EXPECT_THROW(decode_records(1, b1.data(), b1.size(), 1, scales, out), Error);
   // Index gap overflowing 2^32.
   std::vector<uint8_t> b2 = {0x00, 0x00, 0x02, 0xFF, 0xFF, 0xFF, 0xFF, 0x0F, 0x01, 0x00, 0x00};
-  EXPECT_THROW(decode_records(b2.data(), b2.size(), 1, scales, out), Error);
+  EXPECT_THROW(decode_records(1, b2.data(), b2.size(), 1, scales, out), Error);
   // Trailing bytes after the announced records.
   std::vector<uint8_t> b3 = {0x00, 0x00, 0x00, 0x07};
-  EXPECT_THROW(decode_records(b3.data(), b3.size(), 1, scales, out), Error);
+  EXPECT_THROW(decode_records(1, b3.data(), b3.size(), 1, scales, out), Error);
   // Truncated varint.
   std::vector<uint8_t> b4 = {0x00, 0x80};
-  EXPECT_THROW(decode_records(b4.data(), b4.size(), 1, scales, out), Error);
+  EXPECT_THROW(decode_records(1, b4.data(), b4.size(), 1, scales, out), Error);
   // Records of a stream without a sidecar are skipped, not fatal.
   std::vector<uint8_t> b5 = {0x05, 0x02, 0x01, 0x03, 0x02, 0x00, 0x02, 0x01, 0x04, 0x04};
-  decode_records(b5.data(), b5.size(), 2, scales, out);
+  decode_records(1, b5.data(), b5.size(), 2, scales, out);
   EXPECT_EQ(out.skipped_unknown, 1u);
   ASSERT_EQ(out.stream_ids.size(), 1u);
   EXPECT_EQ(out.epochs[0], 1.0);
@@ -606,7 +606,7 @@ TEST(LoggerCodec, HugeValuesAndLongVarintsRoundTrip) {
     buf.resize(static_cast<size_t>(end - buf.data()));
   }
   FrameRecords out;
-  decode_records(buf.data(), buf.size(), 300, scales, out);
+  decode_records(1, buf.data(), buf.size(), 300, scales, out);
   ASSERT_EQ(out.stream_ids.size(), 300u);
   for (size_t i = 0; i < 300; ++i)
     for (size_t k = 0; k < 5; ++k) {

@@ -369,9 +369,13 @@ def test_torn_tail_is_reported_and_strict_raises(tmp_path):
         for i in range(3000):
             log.record(sid, i, np.arange(20, dtype=np.uint32), np.full(20, float(i)))
     seg = tmp_path / "segments" / "00000.seg.zst"
-    size = seg.stat().st_size
+    # Cut the last frame's payload in half (a write cut short by a crash).
+    blob = seg.read_bytes()
+    last = blob.rfind(b"\x5a\x2a\x4d\x18\x20\x00\x00\x00A2LG")
+    compressed_len = int.from_bytes(blob[last + 16:last + 20], "little")
+    assert last > 0 and last + 40 + compressed_len == len(blob)
     with open(seg, "r+b") as f:
-        f.truncate(size - 50)
+        f.truncate(last + 40 + compressed_len // 2)
     with pytest.warns(logger.DecodeWarning, match="truncated"):
         data = logger.decode(tmp_path)
     assert 0 < len(data) < 3000
