@@ -968,6 +968,10 @@ typedef struct a2pack_bag_writer_options {
   size_t zstd_dictionary_len;
   a2pack_bag_limits_placement limits_placement; /* default TAIL */
   uint32_t workers;                            /* threads compressing write_batch, 0 = all cores */
+  int32_t durable; /* default 1: commit fsyncs the files before the rename (and writeback
+                      starts as records are written); 0: rename only, as bagz, which never
+                      fsyncs — the file still appears only when complete, but a power loss
+                      may leave it with missing data */
 } a2pack_bag_writer_options;
 
 A2PACK_API void a2pack_bag_writer_options_init(a2pack_bag_writer_options *opts);
@@ -995,9 +999,9 @@ A2PACK_API a2pack_status a2pack_bag_writer_write_batch(a2pack_bag_writer *w, con
  * temporary name). */
 A2PACK_API a2pack_status a2pack_bag_writer_flush(a2pack_bag_writer *w);
 
-/* Finish the file: write the limits, fsync and rename into place (for
- * SEPARATE: the old records file is removed first, then limits and records are
- * renamed in). Calling it again is a no-op; writes after it fail with
+/* Finish the file: write the limits, fsync (unless options.durable is 0) and
+ * rename into place (for SEPARATE: the old records file is removed first, then
+ * limits and records are renamed in). Calling it again is a no-op; writes after it fail with
  * A2PACK_E_CLOSED. */
 A2PACK_API a2pack_status a2pack_bag_writer_commit(a2pack_bag_writer *w);
 

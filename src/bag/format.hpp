@@ -33,6 +33,9 @@ struct WriterOptions {
   ZstdSettings zstd;
   LimitsPlacement limits_placement = LimitsPlacement::tail;
   uint32_t workers = 0;  // threads compressing a write_batch; 0 = all cores
+  // fsync before the rename at commit (and start writeback as records are
+  // written); false = rename only, as bagz (which never fsyncs).
+  bool durable = true;
 };
 
 struct ReaderOptions {

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "base/error.hpp"
+#include "base/file_io.hpp"
 #include "base/worker_pool.hpp"
 
 namespace a2pack::bag {
@@ -38,18 +39,19 @@ Writer::Writer(const std::string& path, const WriterOptions& o) : path_(path), o
     codec_ = std::make_unique<ZstdCodec>(o.zstd);
     cctx_.resize(resolve_workers(o.workers));
   }
-  records_ = std::make_unique<AtomicFile>(path);
+  records_ = std::make_unique<StagedFile>(path);
   if (o.limits_placement == LimitsPlacement::separate)
-    limits_ = std::make_unique<AtomicFile>(limits_path(path));
+    limits_ = std::make_unique<StagedFile>(limits_path(path));
   // A second descriptor on the temporary file, only to start writeback; a
-  // failure here just means no early writeback.
-  sync_fd_ = ::open(records_->temp_path().c_str(), O_RDONLY | O_CLOEXEC);
+  // failure here just means no early writeback. Not durable: nothing to
+  // hurry, the kernel's own writeback decides.
+  if (o.durable) sync_fd_ = ::open(records_->temp_path().c_str(), O_RDONLY | O_CLOEXEC);
 }
 
 Writer::~Writer() {
   if (spill_fd_ >= 0) ::close(spill_fd_);
   if (sync_fd_ >= 0) ::close(sync_fd_);
-  // Uncommitted AtomicFiles remove their temporary files.
+  // Uncommitted StagedFiles remove their temporary files.
 }
 
 template <typename F>
@@ -88,7 +90,7 @@ void Writer::spill() {
 void Writer::start_writeback() {
   if (unsynced_ < kWritebackEvery || sync_fd_ < 0) return;
   unsynced_ = 0;
-  // Only the bytes AtomicFile already handed to the kernel are affected; a
+  // Only the bytes StagedFile already handed to the kernel are affected; a
   // hint, so its result does not matter.
   ::sync_file_range(sync_fd_, 0, 0, SYNC_FILE_RANGE_WRITE);
 }
@@ -211,11 +213,11 @@ void Writer::commit() {
         done += want;
       }
       if (!pending_.empty()) records_->write(pending_.data(), pending_.size() * 8);
-      records_->commit();
+      records_->commit(options_.durable);
     } else {
       if (::unlink(path_.c_str()) != 0 && errno != ENOENT) fail_errno("remove old", path_, errno);
-      limits_->commit();
-      records_->commit();
+      limits_->commit(options_.durable);
+      records_->commit(options_.durable);
     }
     committed_ = true;
   });

@@ -12,10 +12,14 @@
 // TAIL limits are kept in memory and spilled to an unnamed temporary file
 // past 1 MiB, so memory stays flat however many records are written.
 //
-// Durability costs an fsync at commit; to keep it from adding the whole
-// disk write to the end, the writer starts writeback of what it has written
-// every 8 MiB (sync_file_range, asynchronous), so the disk works while the
-// caller is still producing records.
+// Durable by default (WriterOptions::durable): commit() fsyncs the files
+// before renaming them and the folder after. To keep the fsync from adding the
+// whole disk write to the end, a durable writer starts writeback of what it
+// has written every 8 MiB (sync_file_range, asynchronous), so the disk works
+// while the caller is still producing records. With durable = false the
+// writer behaves like bagz's (no fsync, no early writeback: the kernel writes
+// the pages back when it likes); the rename still comes last, so the file
+// appears only when complete.
 #pragma once
 
 #include <cstdint>
@@ -25,7 +29,7 @@
 
 #include "bag/format.hpp"
 #include "bag/zstd_codec.hpp"
-#include "base/file_io.hpp"
+#include "bag/staged_file.hpp"
 
 namespace a2pack::bag {
 
@@ -66,8 +70,8 @@ class Writer {
   WriterOptions options_;
   std::unique_ptr<ZstdCodec> codec_;
   std::vector<ZstdCompressor> cctx_;  // one per worker
-  std::unique_ptr<AtomicFile> records_;
-  std::unique_ptr<AtomicFile> limits_;  // SEPARATE placement
+  std::unique_ptr<StagedFile> records_;
+  std::unique_ptr<StagedFile> limits_;  // SEPARATE placement
   std::vector<uint64_t> pending_;       // TAIL limits not yet spilled
   int spill_fd_ = -1;
   int sync_fd_ = -1;            // the records temp file, for early writeback

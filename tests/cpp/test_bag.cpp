@@ -235,6 +235,33 @@ TEST(BagWriter, UncommittedWriterLeavesNothing) {
   }
 }
 
+TEST(BagWriter, NotDurableWritesTheSameBytes) {
+  // durable = false only skips the fsyncs: same bytes, same atomic rename.
+  a2test::TempDir d;
+  auto recs = sample_records(500);
+  for (auto place : {LimitsPlacement::tail, LimitsPlacement::separate}) {
+    for (const char* ext : {".bag", ".bagz"}) {
+      WriterOptions o;
+      o.limits_placement = place;
+      std::string tag = place == LimitsPlacement::tail ? "t" : "s";
+      std::string a = d / ("durable" + tag + ext), b = d / ("fast" + tag + ext);
+      write_bag(a, recs, o);
+      o.durable = false;
+      {
+        Writer w(b, o);
+        w.write(reinterpret_cast<const uint8_t*>("x"), 1);
+        w.flush();
+      }
+      EXPECT_FALSE(std::filesystem::exists(b));  // abandoned: nothing under the name
+      write_bag(b, recs, o);
+      EXPECT_EQ(bytes_of(a), bytes_of(b));
+      if (place == LimitsPlacement::separate)
+        EXPECT_EQ(bytes_of(d / ("limits.durable" + tag + ext)),
+                  bytes_of(d / ("limits.fast" + tag + ext)));
+    }
+  }
+}
+
 TEST(BagWriter, SeparateRewriteReplacesBothFiles) {
   a2test::TempDir d;
   WriterOptions o;

@@ -2,12 +2,14 @@
 
 import os
 import pickle
+import random
 import struct
 
 import numpy as np
 import pytest
 
 from a2pack import bag, errors
+from a2pack._native import ffi
 
 RECORDS = [b"", b"a", b"bb", b"ccc"] + [b"r%04d" % i * (i % 5) for i in range(4, 57)]
 
@@ -196,6 +198,35 @@ def test_writer_many_records_batches(tmp_path):
         r = bag.Reader(p)
         assert len(r) == len(recs)
         assert r.read() == recs
+
+
+def test_writer_mixed_sizes_keep_order(tmp_path):
+    # Small records are grouped, large ones go in calls of their own, on a
+    # background thread: the order must survive every switch between them.
+    rng = random.Random(5)
+    sizes = [0, 1, 70 << 10, 3, 3 << 20, 5, 2 << 20, 0] + [rng.choice([10, 1000, 40000, 300000])
+                                                        for _ in range(400)]
+    recs = [bytes([i % 251]) * n for i, n in enumerate(sizes)]
+    for ext in ("bag", "bagz"):
+        for durable in (True, False):
+            p = str(tmp_path / f"mix-{durable}.{ext}")
+            write(p, recs, bag.Writer.Options(durable=durable))
+            assert bag.Reader(p).read() == recs
+    fast, slow = (open(tmp_path / f"mix-{d}.bag", "rb").read() for d in (False, True))
+    assert fast == slow
+
+
+def test_writer_error_in_background_batch_is_raised(tmp_path):
+    w = bag.Writer(tmp_path / "e.bag")
+    w.write(b"abc")
+    w._w, real = ffi.NULL, w._w  # the next library call fails
+    try:
+        with pytest.raises(errors.InvalidArgumentError):
+            w.flush()
+    finally:
+        w._w = real
+    w._abandon()
+    assert os.listdir(tmp_path) == []
 
 
 def test_writer_options_and_seed_bytes(tmp_path):

@@ -102,10 +102,12 @@ class Writer:
     class Options:
         limits_placement: LimitsPlacement
         compression: _Compression
+        durable: bool
         def __init__(
             self,
             limits_placement: LimitsPlacement = ...,
             compression: Optional[_Compression] = ...,
+            durable: bool = ...,
         ) -> None: ...
 
     def __init__(self, filename: _Path, options: Optional[Writer.Options] = ...) -> None: ...
