@@ -1,30 +1,56 @@
 """a2pack.bag against the `bagz` package (and `array_record` where it can do the
-same thing), on real run payloads, one run, same machine.
-
-Cells (per data set × .bag/.bagz): writing every record (a2pack's writer
-fsyncs before it renames the file into place, bagz's does not: the
-"write+fsync" row adds an fsync of the others' files); sequential iteration
-over every record; random `read_indices` batches of 256 — the two reading
-cells both with the files in the page cache and cold (the file's pages
-dropped first; a2pack then reads with CachePolicy.DROP_AFTER_READ, so it keeps
-them out of the cache as it goes).
+same thing), on real run payloads, in one run on one machine.
 
 Data sets, generated with the C++ engine through a2pack.gen:
-  small  1,000,000 records of ~1 KiB (random-policy games, v2 bytes)
-  large    100,000 records of ~60 KiB (expectimax depth-2 games, v2 bytes)
+  small  1,000,000 records of ~1.3 KiB (random-policy games, v2 bytes)
+  large    100,000 records of ~48 KiB (expectimax depth-2 games, v2 bytes)
 A pool of distinct games is cycled to reach the record count (generating a
 million distinct expectimax games would take hours on this machine).
 
-Usage: python bench/bag_compare.py [--scale 0.1] [--out DIR] [--sets small,large]
-Prints a markdown table; files are deleted after each cell.
+Cells, for each data set and each of .bag (stored) / .bagz (zstd, level 3 on
+every side):
+
+  write          every record through the library's Writer, no fsync on any
+                 side (bagz never fsyncs; a2pack with Writer.Options(durable=False)).
+  write+fsync    the durable variant: a2pack's default writer (fsync before
+                 the rename) against bagz's writer followed by an fsync of its
+                 files, timed together.
+  iterate/cache  `for record in reader`, the file read once just before.
+  batch256/cache `reader.read_indices(idx)` for random batches of 256 indices
+                 (the same batches on every side), the file read once before.
+  iterate/drop   the file's pages dropped first, and kept out of the page cache
+  batch256/drop  while reading: a2pack with CachePolicy.DROP_AFTER_READ; bagz
+                 and array_record have no such policy, so the harness drops
+                 what they read (posix_fadvise DONTNEED, inside the timed
+                 region): after each batch of 256, and while iterating after
+                 each slice of about 4 MiB, the range just read.
+  iterate/cold   (with --cold) the pages dropped first, then read with the
+  batch256/cold  default policy on every side, nothing dropped while reading
+                 (bagz's mmap reads around each fault and keeps what it read).
+
+Method: before every write the page cache is synced (untimed), so no writer
+pays for the previous one's dirty pages; each cell is measured --repeat
+times with the libraries' order rotated between rounds, and the median is
+reported. OPENBLAS_NUM_THREADS=1 keeps numpy's idle BLAS threads off the
+cores. The table gives records per second and ratio = a2pack / bagz.
+
+Usage: python bench/bag_compare.py [--scale 0.1] [--repeat 3] [--sets small,large]
+       [--exts bag,bagz] [--cold] [--no-array-record] [--out DIR] [--json FILE]
+Files are deleted as soon as each data set × extension is done.
 """
 
 from __future__ import annotations
 
+import os
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
 import argparse
 import gc
-import os
+import json
 import shutil
+import statistics
+import struct
 import sys
 import tempfile
 import time
@@ -41,6 +67,11 @@ try:
     from array_record.python.array_record_module import ArrayRecordReader, ArrayRecordWriter
 except ImportError:  # pragma: no cover
     ArrayRecordReader = ArrayRecordWriter = None
+
+LIBS = ("a2pack", "bagz", "array_record")
+OPS = ("write", "write+fsync", "iterate/cache", "iterate/drop", "batch256/cache", "batch256/drop")
+COLD_OPS = ("iterate/cold", "batch256/cold")
+SLICE_BYTES = 4 << 20  # bagz / array_record: drop after each slice of this many stored bytes
 
 
 def payload_pool(kind: str, n: int, workdir: str) -> list:
@@ -63,13 +94,23 @@ def _fsync(path: str) -> None:
         os.close(fd)
 
 
-def drop_cache(path: str) -> None:
+def _dontneed(path: str, offset: int = 0, length: int = 0) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
-        os.fsync(fd)
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        os.posix_fadvise(fd, offset, length, os.POSIX_FADV_DONTNEED)
     finally:
         os.close(fd)
+
+
+def drop_cache(path: str) -> None:
+    _fsync(path)
+    _dontneed(path)
+
+
+def warm_cache(path: str) -> None:
+    with open(path, "rb") as fh:
+        while fh.read(64 << 20):
+            pass
 
 
 def timed(fn) -> float:
@@ -84,99 +125,153 @@ def files_of(path: str) -> list:
     return [p for p in (path, os.path.join(d, "limits." + b)) if os.path.exists(p)]
 
 
-def run_set(name: str, n: int, pool: list, workdir: str, batches: int, rows: list) -> None:
+def tail_limits(path: str) -> np.ndarray:
+    """The limits of a TAIL-placement Bagz file (end offset of every record)."""
+    size = os.path.getsize(path)
+    if size == 0:
+        return np.zeros(0, dtype="<u8")
+    with open(path, "rb") as f:
+        f.seek(size - 8)
+        start = struct.unpack("<Q", f.read(8))[0]
+    return np.fromfile(path, dtype="<u8", offset=start)
+
+
+def run_set(name: str, n: int, pool: list, workdir: str, batches: int, rows: list,
+            args) -> None:
     records = [pool[i % len(pool)] for i in range(n)]
     mean = sum(map(len, records)) / n
     rng = np.random.default_rng(7)
     batch_idx = [rng.integers(0, n, size=256) for _ in range(batches)]
-    for ext in ("bag", "bagz"):
+    libs = [l for l in LIBS if l != "array_record" or (ArrayRecordWriter and not args.no_array_record)]
+    for ext in args.exts.split(","):
         cell = f"{name} {ext}"
-        paths = {lib: os.path.join(workdir, f"{lib}.{ext}") for lib in ("a2pack", "bagz")}
+        paths = {lib: os.path.join(workdir, f"{lib}.{ext}") for lib in libs}
+        if "array_record" in paths:
+            paths["array_record"] += ".array_record"
+        samples = {}  # (op, lib) -> [seconds]
 
-        def write_with(m, path):
+        def add(op, lib, seconds):
+            samples.setdefault((op, lib), []).append(seconds)
+
+        # ---- writes
+        def write_with(lib, durable):
+            path = paths[lib]
+
             def go():
-                with m.Writer(path) as w:
+                if lib == "a2pack":
+                    w = bag.Writer(path, bag.Writer.Options(durable=durable))
+                elif lib == "bagz":
+                    w = bagz.Writer(path)
+                else:
+                    w = ArrayRecordWriter(path, "group_size:1," + (
+                        "zstd:3" if ext == "bagz" else "uncompressed"))
+                    for r in records:
+                        w.write(r)
+                    w.close()
+                    return
+                with w:
                     for r in records:
                         w.write(r)
             return go
 
-        results = {}
-        results[("write", "bagz")] = timed(write_with(bagz, paths["bagz"]))
-        # a2pack's writer fsyncs before its rename (durable, atomic); bagz does
-        # not. "write+fsync" adds an fsync of bagz's file for a like-for-like row.
-        results[("write+fsync", "bagz")] = results[("write", "bagz")] + timed(
-            lambda: [_fsync(f) for f in files_of(paths["bagz"])])
-        results[("write", "a2pack")] = timed(write_with(bag, paths["a2pack"]))
-        results[("write+fsync", "a2pack")] = results[("write", "a2pack")]
-        ar_path = os.path.join(workdir, f"ar.{ext}.array_record")
-        if ArrayRecordWriter is not None:
-            def ar_write():
-                w = ArrayRecordWriter(ar_path, "group_size:1," + ("zstd:3" if ext == "bagz" else "uncompressed"))
-                for r in records:
-                    w.write(r)
-                w.close()
-            results[("write", "array_record")] = timed(ar_write)
-            results[("write+fsync", "array_record")] = results[("write", "array_record")] + timed(
-                lambda: _fsync(ar_path))
-
-        for mode in ("cache", "drop"):
-            for lib in ("bagz", "a2pack", "array_record"):
-                if lib == "array_record":
-                    if ArrayRecordReader is None:
-                        continue
-                    path = ar_path
-                else:
-                    path = paths[lib]
-                if mode == "drop":
-                    for f in files_of(path):
-                        drop_cache(f)
-                else:
-                    for f in files_of(path):  # warm the page cache
-                        with open(f, "rb") as fh:
-                            while fh.read(64 << 20):
-                                pass
+        for rep in range(args.write_repeat):
+            order = libs[rep % len(libs):] + libs[:rep % len(libs)]
+            for lib in order:
+                if lib == "array_record" and rep > 0:
+                    continue  # informational: one sample
+                for f in files_of(paths[lib]):
+                    os.remove(f)
+                os.sync()
+                t = timed(write_with(lib, durable=False))
+                add("write", lib, t)
                 if lib == "a2pack":
-                    opts = bag.Reader.Options(
-                        cache_policy=bag.CachePolicy.DROP_AFTER_READ if mode == "drop" else bag.CachePolicy.SYSTEM)
-                    r = bag.Reader(path, opts)
-                elif lib == "bagz":
-                    r = bagz.Reader(path)
+                    os.sync()
+                    add("write+fsync", lib, timed(write_with(lib, durable=True)))
                 else:
-                    r = ArrayRecordReader(path, "readahead_buffer_size:0")
+                    add("write+fsync", lib, t + timed(lambda: [_fsync(f) for f in files_of(paths[lib])]))
+        os.sync()
 
-                def iterate():
-                    if lib == "array_record":
-                        for a in range(0, n, 4096):
-                            for _ in r.read(a, min(n, a + 4096)):
+        # ---- reads
+        limits = {lib: tail_limits(paths[lib]) for lib in libs if lib != "array_record"}
+        modes = ["cache", "drop"] + (["cold"] if args.cold else [])
+        for rep in range(args.repeat):
+            order = libs[rep % len(libs):] + libs[:rep % len(libs)]
+            for mode in modes:
+                for lib in order:
+                    if lib == "array_record" and rep > 0:
+                        continue
+                    path = paths[lib]
+                    harness_drop = mode == "drop" and lib != "a2pack"
+
+                    def prepare():
+                        for f in files_of(path):
+                            (warm_cache if mode == "cache" else drop_cache)(f)
+
+                    def open_reader():
+                        if lib == "a2pack":
+                            policy = bag.CachePolicy.DROP_AFTER_READ if mode == "drop" else bag.CachePolicy.SYSTEM
+                            return bag.Reader(path, bag.Reader.Options(cache_policy=policy))
+                        if lib == "bagz":
+                            return bagz.Reader(path)
+                        return ArrayRecordReader(path, "readahead_buffer_size:0")
+
+                    prepare()
+                    r = open_reader()
+
+                    def iterate():
+                        if lib == "array_record":
+                            for a in range(0, n, 4096):
+                                for _ in r.read(a, min(n, a + 4096)):
+                                    pass
+                                if harness_drop:
+                                    _dontneed(path)
+                        elif harness_drop:
+                            # Slices of about SLICE_BYTES stored bytes; after
+                            # each, drop the range it read.
+                            lim = limits[lib]
+                            per = max(1, int(SLICE_BYTES / max(1.0, lim[-1] / n)))
+                            prev = 0
+                            for a in range(0, n, per):
+                                b = min(n, a + per)
+                                for _ in r[a:b]:
+                                    pass
+                                end = int(lim[b - 1])
+                                _dontneed(path, prev, end - prev)
+                                prev = end
+                        else:
+                            for _ in r:
                                 pass
-                    else:
-                        for _ in r:
-                            pass
 
-                def random_batches():
-                    if lib == "array_record":
-                        for idx in batch_idx:
-                            r.read(idx.tolist())
-                    else:
-                        for idx in batch_idx:
-                            r.read_indices(idx)
+                    def random_batches():
+                        if lib == "array_record":
+                            for idx in batch_idx:
+                                r.read(idx.tolist())
+                                if harness_drop:
+                                    _dontneed(path)
+                        else:
+                            for idx in batch_idx:
+                                r.read_indices(idx)
+                                if harness_drop:
+                                    _dontneed(path)
 
-                results[(f"iterate/{mode}", lib)] = timed(iterate)
-                if mode == "drop":
-                    for f in files_of(path):
-                        drop_cache(f)
-                results[(f"batch256/{mode}", lib)] = timed(random_batches)
-                del r
+                    add(f"iterate/{mode}", lib, timed(iterate))
+                    del r
+                    prepare()
+                    r = open_reader()
+                    add(f"batch256/{mode}", lib, timed(random_batches))
+                    del r
 
-        for op in ("write", "write+fsync", "iterate/cache", "iterate/drop", "batch256/cache", "batch256/drop"):
+        ops = OPS + (COLD_OPS if args.cold else ())
+        for op in ops:
             count = batches * 256 if op.startswith("batch") else n
             row = {"cell": cell, "op": op, "records": count, "mean_bytes": mean}
-            for lib in ("a2pack", "bagz", "array_record"):
-                t = results.get((op, lib))
-                row[lib] = count / t if t else None
+            for lib in LIBS:
+                ts = samples.get((op, lib))
+                row[lib] = count / statistics.median(ts) if ts else None
+                row[lib + "_samples"] = [count / t for t in ts] if ts else []
             rows.append(row)
             print_row(row, file=sys.stderr)
-        for p in list(paths.values()) + [ar_path]:
+        for p in paths.values():
             for f in files_of(p):
                 os.remove(f)
 
@@ -192,32 +287,60 @@ def print_row(row, file=sys.stdout):
 
 
 def main():
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--scale", type=float, default=1.0, help="fraction of the record counts")
-    ap.add_argument("--out", default=None, help="folder for the bench files (default: a temp dir)")
+    ap.add_argument("--repeat", type=int, default=3, help="samples per reading cell (median reported)")
+    ap.add_argument("--write-repeat", type=int, default=None, help="samples per writing cell (default --repeat)")
     ap.add_argument("--sets", default="small,large")
+    ap.add_argument("--exts", default="bag,bagz")
+    ap.add_argument("--cold", action="store_true", help="also measure cold reads with the default cache policy")
+    ap.add_argument("--no-array-record", action="store_true")
+    ap.add_argument("--out", default=None, help="folder for the bench files (default: a temp dir)")
+    ap.add_argument("--pool-dir", default=None, help="keep the generated payload pools here between runs")
+    ap.add_argument("--json", default=None, help="also write the rows (with every sample) here")
     args = ap.parse_args()
+    if args.write_repeat is None:
+        args.write_repeat = args.repeat
     if bagz is None:
         sys.exit("bag_compare: the bagz package is needed (pip install bagz)")
     workdir = tempfile.mkdtemp(prefix="a2pack-bag-bench-", dir=args.out)
     rows = []
+
+    def pool_of(kind, count):
+        if args.pool_dir:
+            p = os.path.join(args.pool_dir, f"pool-{kind}-{count}.bag")
+            if os.path.exists(p):
+                return bag.Reader(p).read()
+        pool = payload_pool(kind, count, workdir)
+        if args.pool_dir:
+            os.makedirs(args.pool_dir, exist_ok=True)
+            with bag.Writer(p) as w:
+                for x in pool:
+                    w.write(x)
+        return pool
+
     try:
         sets = args.sets.split(",")
         if "small" in sets:
-            pool = payload_pool("small", 20000, workdir)
-            run_set("1M×1KiB" if args.scale == 1 else f"{int(1e6 * args.scale)}×1KiB",
-                    int(1_000_000 * args.scale), pool, workdir, max(10, int(2000 * args.scale)), rows)
+            run_set("1M×1.3KiB" if args.scale == 1 else f"{int(1e6 * args.scale)}×1.3KiB",
+                    int(1_000_000 * args.scale), pool_of("small", 20000), workdir,
+                    max(10, int(2000 * args.scale)), rows, args)
         if "large" in sets:
-            pool = payload_pool("large", 600, workdir)
-            run_set("100k×60KiB" if args.scale == 1 else f"{int(1e5 * args.scale)}×60KiB",
-                    int(100_000 * args.scale), pool, workdir, max(5, int(200 * args.scale)), rows)
+            run_set("100k×48KiB" if args.scale == 1 else f"{int(1e5 * args.scale)}×48KiB",
+                    int(100_000 * args.scale), pool_of("large", 600), workdir,
+                    max(5, int(100 * args.scale)), rows, args)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    print(f"\nrecords/s, one run each, {os.cpu_count()} CPUs; ratio = a2pack / bagz\n")
+    load = os.getloadavg()
+    print(f"\nrecords/s, median of {args.repeat} (writes: {args.write_repeat}), {os.cpu_count()} CPUs, "
+          f"load average at the end {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}; ratio = a2pack / bagz\n")
     print("| data | operation | a2pack | bagz | ratio | array_record |")
     print("|---|---|---:|---:|---:|---:|")
     for row in rows:
         print_row(row)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
 
 
 if __name__ == "__main__":
