@@ -143,11 +143,11 @@ bool use_pext() {
 #endif
 }
 #if defined(__x86_64__)
-const FrameFn g_decode_v1 = use_pext() ? fast::decode_frame : generic::decode_frame;
-const FrameFn g_decode_v2 = use_pext() ? fast::decode_frame_v2 : generic::decode_frame_v2;
+FrameFn g_decode_v1 = use_pext() ? fast::decode_frame : generic::decode_frame;
+FrameFn g_decode_v2 = use_pext() ? fast::decode_frame_v2 : generic::decode_frame_v2;
 #else
-const FrameFn g_decode_v1 = generic::decode_frame;
-const FrameFn g_decode_v2 = generic::decode_frame_v2;
+FrameFn g_decode_v1 = generic::decode_frame;
+FrameFn g_decode_v2 = generic::decode_frame_v2;
 #endif
 
 // Varint terminators (bytes below 0x80) in [p, p + len). Eight bytes at a
@@ -172,6 +172,16 @@ void check_version(uint8_t version) {
 }
 
 }  // namespace
+
+void use_portable_decoder(bool portable) {
+#if defined(__x86_64__)
+  bool fast_ok = use_pext() && !portable;
+  g_decode_v1 = fast_ok ? fast::decode_frame : generic::decode_frame;
+  g_decode_v2 = fast_ok ? fast::decode_frame_v2 : generic::decode_frame_v2;
+#else
+  (void)portable;
+#endif
+}
 
 FrameCount decode_frame(uint8_t version, const uint8_t* raw, size_t len, uint32_t n_records,
                         const ScaleTable& scales, const FrameSink& out) {

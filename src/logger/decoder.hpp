@@ -121,6 +121,10 @@ size_t count_values(uint8_t version, const uint8_t* raw, size_t len, uint32_t n_
 FrameCount decode_frame(uint8_t version, const uint8_t* raw, size_t len, uint32_t n_records,
                         const ScaleTable& scales, const FrameSink& out);
 
+// Tests: decode with the portable build (true) or the best one this CPU
+// runs (false, the default). Not thread-safe: call before decoding starts.
+void use_portable_decoder(bool portable);
+
 // decode_frame into vectors sized by count_values (for tests and tools).
 struct FrameRecords {
   Column<uint32_t> stream_ids;

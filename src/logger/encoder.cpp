@@ -87,10 +87,10 @@ bool use_fast_build() {
 }
 #if defined(__x86_64__)
 const BodyFn encode_body = use_fast_build() ? fast::encode_body : generic::encode_body;
-const BodyV2Fn encode_body_v2 = use_fast_build() ? fast::encode_body_v2 : generic::encode_body_v2;
+BodyV2Fn encode_body_v2 = use_fast_build() ? fast::encode_body_v2 : generic::encode_body_v2;
 #else
 const BodyFn encode_body = generic::encode_body;
-const BodyV2Fn encode_body_v2 = generic::encode_body_v2;
+BodyV2Fn encode_body_v2 = generic::encode_body_v2;
 #endif
 
 // The exact problem of a record encode_body refused (indices checked first).
@@ -169,6 +169,14 @@ void sort_or_explain(uint32_t sid, const StreamInfo& s, const uint32_t* indices,
 }
 
 }  // namespace
+
+void use_portable_encoder(bool portable) {
+#if defined(__x86_64__)
+  encode_body_v2 = portable || !use_fast_build() ? generic::encode_body_v2 : fast::encode_body_v2;
+#else
+  (void)portable;
+#endif
+}
 
 void FrameState::grow(size_t n) {
   // Double, so that a frame's worth of records costs O(1) reallocations.

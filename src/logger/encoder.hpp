@@ -144,6 +144,11 @@ void encode_record_v2(uint8_t*& s, uint8_t*& v, uint32_t sid, const StreamInfo& 
                       double epoch, FrameState& st, const uint32_t* indices, const double* values,
                       size_t n, SortScratch* scratch);
 
+// Tests: encode version 2 with the portable build (true) or the best one
+// this CPU runs (false, the default). Both write the same bytes. Not
+// thread-safe: call before encoding starts.
+void use_portable_encoder(bool portable);
+
 // Encode one record in format version 1 at p, which must have room for
 // max_record_bytes(n) (tests and the seed-design benchmark; the writer writes
 // version 2).

@@ -1,0 +1,302 @@
+// Frame format version 2 (docs/logger.md): structure and value regions,
+// values coded against the previous record of the same stream in the frame.
+// Round trips through both CPU builds of the encoder and decoder, the
+// predictor's window, the exact path for huge values, and malformed frames.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "base/bytes.hpp"
+#include "base/error.hpp"
+#include "logger/decoder.hpp"
+#include "logger/encoder.hpp"
+#include "logger/format.hpp"
+
+using namespace a2pack;
+using namespace a2pack::logger;
+
+namespace {
+
+struct Rec {
+  uint32_t stream = 0;
+  double epoch = 0;
+  std::vector<uint32_t> idx;
+  std::vector<double> val;
+};
+
+// A frame's payload: prefix, structure, values; plus the value region's size.
+struct Frame {
+  std::vector<uint8_t> bytes;
+  size_t value_bytes = 0;
+};
+
+Frame encode_frame(const std::vector<Rec>& recs, const std::vector<StreamInfo>& infos) {
+  size_t room = 0;
+  for (const auto& r : recs) room += max_record_bytes(r.idx.size());
+  std::vector<uint8_t> s(room + 64), v(room + 64);
+  uint8_t* sp = s.data();
+  uint8_t* vp = v.data();
+  FrameState st;
+  st.new_frame();
+  SortScratch scratch;
+  for (const auto& r : recs)
+    encode_record_v2(sp, vp, r.stream, infos[r.stream], r.epoch, st, r.idx.data(), r.val.data(),
+                     r.idx.size(), &scratch);
+  size_t sl = static_cast<size_t>(sp - s.data()), vl = static_cast<size_t>(vp - v.data());
+  Frame f;
+  f.bytes.resize(kV2Prefix + sl + vl);
+  le::store<uint32_t>(f.bytes.data(), static_cast<uint32_t>(sl));
+  std::memcpy(f.bytes.data() + kV2Prefix, s.data(), sl);
+  std::memcpy(f.bytes.data() + kV2Prefix + sl, v.data(), vl);
+  f.value_bytes = vl;
+  return f;
+}
+
+FrameRecords decode(const Frame& f, size_t n_records, const std::vector<StreamInfo>& infos) {
+  ScaleTable scales;
+  for (const auto& i : infos) scales.push_back(&i);
+  FrameRecords out;
+  decode_records(2, f.bytes.data(), f.bytes.size(), static_cast<uint32_t>(n_records), scales, out);
+  return out;
+}
+
+void expect_round_trip(const std::vector<Rec>& recs, const std::vector<StreamInfo>& infos,
+                       const FrameRecords& out) {
+  ASSERT_EQ(out.stream_ids.size(), recs.size());
+  for (size_t r = 0; r < recs.size(); ++r) {
+    const Rec& want = recs[r];
+    const StreamInfo& s = infos[want.stream];
+    ASSERT_EQ(out.stream_ids[r], want.stream) << "record " << r;
+    EXPECT_LE(std::fabs(out.epochs[r] - want.epoch), s.epoch_scale / 2 * (1 + 1e-9));
+    ASSERT_EQ(out.offsets[r + 1] - out.offsets[r], want.idx.size()) << "record " << r;
+    for (size_t k = 0; k < want.idx.size(); ++k) {
+      ASSERT_EQ(out.indices[out.offsets[r] + k], want.idx[k]) << "record " << r << " pos " << k;
+      double got = out.values[out.offsets[r] + k];
+      ASSERT_LE(std::fabs(got - want.val[k]), s.value_scale / 2 + std::fabs(want.val[k]) * 1e-15)
+          << "record " << r << " pos " << k << ": " << want.val[k] << " vs " << got;
+    }
+  }
+}
+
+// A simulation-like log: streams whose supports drift (indices replaced,
+// inserted and removed, so positions shift) and whose values random-walk,
+// with empty records, single non-zeros and, now and then, huge magnitudes
+// (the exact quantisation path and wrapping differences).
+std::vector<Rec> drifting_log(uint64_t seed, size_t n_records, uint32_t n_streams) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> nd(0.0, 1.0);
+  struct S {
+    std::vector<uint32_t> idx;
+    std::vector<double> val;
+  };
+  std::vector<S> st(n_streams);
+  std::vector<Rec> out;
+  for (size_t i = 0; i < n_records; ++i) {
+    uint32_t sid = static_cast<uint32_t>(rng() % n_streams);
+    S& s = st[sid];
+    int what = static_cast<int>(rng() % 10);
+    if (what == 0 && !s.idx.empty()) {  // remove one
+      size_t k = rng() % s.idx.size();
+      s.idx.erase(s.idx.begin() + static_cast<ptrdiff_t>(k));
+      s.val.erase(s.val.begin() + static_cast<ptrdiff_t>(k));
+    } else if (what <= 2 || s.idx.size() < 3) {  // insert one
+      uint32_t x = static_cast<uint32_t>(rng() % (what == 1 ? 0xFFFFFFFFu : 3000));
+      auto it = std::lower_bound(s.idx.begin(), s.idx.end(), x);
+      if (it == s.idx.end() || *it != x) {
+        size_t k = static_cast<size_t>(it - s.idx.begin());
+        s.idx.insert(it, x);
+        s.val.insert(s.val.begin() + static_cast<ptrdiff_t>(k), nd(rng));
+      }
+    }
+    if (s.idx.size() > 70) {
+      s.idx.resize(40);
+      s.val.resize(40);
+    }
+    for (auto& v : s.val) v += 0.01 * nd(rng);
+    Rec r;
+    r.stream = sid;
+    r.epoch = 100.0 + static_cast<double>(i) * 0.5;
+    r.idx = s.idx;
+    r.val = s.val;
+    if (rng() % 50 == 0) r.idx.clear(), r.val.clear();
+    if (rng() % 40 == 0 && !r.val.empty())  // one huge value, then back to normal
+      r.val[rng() % r.val.size()] = (rng() % 2 ? 1 : -1) * std::ldexp(1.0, 60 + rng() % 2);
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+struct PortableBuilds {
+  explicit PortableBuilds(bool on) {
+    use_portable_encoder(on);
+    use_portable_decoder(on);
+  }
+  ~PortableBuilds() {
+    use_portable_encoder(false);
+    use_portable_decoder(false);
+  }
+};
+
+}  // namespace
+
+TEST(LoggerV2, DriftingRecordsRoundTripAndBothBuildsAgree) {
+  // Integer scale: huge values (2^60, 2^61) are exact; value_scale 1 keeps
+  // them in int64 after quantisation.
+  std::vector<StreamInfo> infos = {{0.001, 1e-3, 0}, {1.0, 1.0, 0}, {0.25, 0.5, 0}};
+  std::vector<Rec> recs = drifting_log(11, 3000, 3);
+  for (auto& r : recs)
+    if (r.stream == 0)
+      for (auto& v : r.val)
+        if (std::fabs(v) > 1e15) v = std::copysign(1e12, v);  // keep q = v / 1e-3 in int64
+  Frame fast = encode_frame(recs, infos);
+  expect_round_trip(recs, infos, decode(fast, recs.size(), infos));
+  {
+    PortableBuilds portable(true);
+    Frame generic = encode_frame(recs, infos);
+    EXPECT_EQ(generic.bytes, fast.bytes) << "the two encoder builds must write the same bytes";
+    FrameRecords a = decode(generic, recs.size(), infos);
+    expect_round_trip(recs, infos, a);
+  }
+}
+
+TEST(LoggerV2, RepeatedValuesCostOneByteEachAndShiftedPositionsStillPredict) {
+  std::vector<StreamInfo> infos = {{1.0, 0.01, 0}};
+  Rec a{0, 1.0, {10, 20, 30, 40, 50, 60, 70, 80, 90}, {}};
+  for (size_t k = 0; k < a.idx.size(); ++k) a.val.push_back(100.0 + 37.0 * static_cast<double>(k));
+  Rec same = a;
+  same.epoch = 2.0;
+  // One index inserted at the front: every old position shifts by one, and
+  // the window of three neighbours still finds each value.
+  Rec shifted = same;
+  shifted.epoch = 3.0;
+  shifted.idx.insert(shifted.idx.begin(), 5);
+  shifted.val.insert(shifted.val.begin(), 0.0);  // predicted 0: one byte too
+  // One index removed in the middle: positions after it shift back.
+  Rec removed = shifted;
+  removed.epoch = 4.0;
+  removed.idx.erase(removed.idx.begin() + 4);
+  removed.val.erase(removed.val.begin() + 4);
+  for (const auto& recs : {std::vector<Rec>{a}, std::vector<Rec>{a, same, shifted, removed}}) {
+    Frame f = encode_frame(recs, infos);
+    expect_round_trip(recs, infos, decode(f, recs.size(), infos));
+    if (recs.size() == 1) {
+      EXPECT_GT(f.value_bytes, a.idx.size());  // q = 10000.. : two bytes each
+    } else {
+      size_t first = encode_frame({a}, infos).value_bytes;
+      EXPECT_EQ(f.value_bytes,
+                first + same.idx.size() + shifted.idx.size() + removed.idx.size());
+    }
+  }
+}
+
+TEST(LoggerV2, LargeRecordsAreNotPredictorsButRoundTrip) {
+  std::vector<StreamInfo> infos = {{1.0, 1.0, 0}};
+  Rec big{0, 1.0, {}, {}};
+  for (uint32_t k = 0; k < kMaxPredictorValues + 5; ++k) {
+    big.idx.push_back(k * 3);
+    big.val.push_back(static_cast<double>(k % 1000));
+  }
+  Rec next = big;
+  next.epoch = 2.0;
+  std::vector<Rec> recs = {big, next};
+  Frame f = encode_frame(recs, infos);
+  expect_round_trip(recs, infos, decode(f, recs.size(), infos));
+  // Not predicted: the second record's values cost what the first's did.
+  EXPECT_EQ(f.value_bytes, 2 * encode_frame({big}, infos).value_bytes);
+}
+
+TEST(LoggerV2, SortedStreamsPredictFromTheSortedRecord) {
+  std::vector<StreamInfo> infos = {{1.0, 1.0, kStreamSort}};
+  Rec a{0, 1.0, {30, 10, 20}, {3.0, 1.0, 2.0}};
+  Rec b{0, 2.0, {20, 30, 10}, {2.0, 3.0, 1.0}};
+  Frame f = encode_frame({a, b}, infos);
+  FrameRecords out = decode(f, 2, infos);
+  ASSERT_EQ(out.indices.size(), 6u);
+  for (size_t r = 0; r < 2; ++r)
+    for (size_t k = 0; k < 3; ++k) {
+      EXPECT_EQ(out.indices[r * 3 + k], 10u * (k + 1));
+      EXPECT_EQ(out.values[r * 3 + k], static_cast<double>(k + 1));
+    }
+  EXPECT_EQ(f.value_bytes, 6u);
+}
+
+TEST(LoggerV2, MalformedFramesAreRefused) {
+  std::vector<StreamInfo> infos = {{1.0, 1.0, 0}};
+  ScaleTable scales = {&infos[0]};
+  FrameRecords out;
+  auto status = [&](const std::vector<uint8_t>& b, uint32_t n, uint8_t version = 2) -> a2pack_status {
+    try {
+      decode_records(version, b.data(), b.size(), n, scales, out);
+    } catch (const Error& e) {
+      return e.status();
+    }
+    return A2PACK_OK;
+  };
+  // A good frame: one record, stream 0, tick 1, indices {3, 5}, values {2, -1}.
+  std::vector<uint8_t> good = {5, 0, 0, 0, 0x00, 0x02, 0x02, 0x03, 0x01, 0x04, 0x01};
+  ASSERT_EQ(status(good, 1), A2PACK_OK);
+  EXPECT_EQ(out.values[0], 2.0);
+  EXPECT_EQ(out.values[1], -1.0);
+  // Too short for the prefix; structure length past the end.
+  EXPECT_EQ(status({1, 0}, 1), A2PACK_E_CORRUPT);
+  std::vector<uint8_t> b = good;
+  b[0] = 200;
+  EXPECT_EQ(status(b, 1), A2PACK_E_CORRUPT);
+  // A value byte left over; a structure byte left over.
+  b = good;
+  b.push_back(0x00);
+  EXPECT_EQ(status(b, 1), A2PACK_E_CORRUPT);
+  b = good;
+  b[0] = 6;
+  b.insert(b.begin() + 9, 0x00);
+  EXPECT_EQ(status(b, 1), A2PACK_E_CORRUPT);
+  // Fewer value bytes than the count; a truncated value varint.
+  b = good;
+  b.pop_back();
+  EXPECT_EQ(status(b, 1), A2PACK_E_CORRUPT);
+  b = good;
+  b.back() = 0x81;
+  EXPECT_EQ(status(b, 1), A2PACK_E_CORRUPT);
+  // More records announced than the structure holds.
+  EXPECT_EQ(status(good, 2), A2PACK_E_CORRUPT);
+  // Unknown versions, in a header and for the parser.
+  EXPECT_EQ(status(good, 1, 3), A2PACK_E_UNSUPPORTED);
+  EXPECT_EQ(status(good, 1, 0), A2PACK_E_UNSUPPORTED);
+  BlockHeader h;
+  h.version = 3;
+  h.compressed_len = 10;
+  h.raw_len = 100;
+  h.n_records = 1;
+  uint8_t hb[kHeaderSize];
+  write_header(hb, h);
+  EXPECT_EQ(read_header(hb, h), HeaderCheck::bad_version);
+}
+
+TEST(LoggerV2, RandomCorruptionNeverCrashesEitherDecoder) {
+  std::vector<StreamInfo> infos = {{0.001, 1e-3, 0}, {1.0, 1.0, 0}};
+  std::vector<Rec> recs = drifting_log(5, 400, 2);
+  for (auto& r : recs)
+    for (auto& v : r.val)
+      if (std::fabs(v) > 1e15) v = 1e12;
+  Frame f = encode_frame(recs, infos);
+  ScaleTable scales = {&infos[0], &infos[1]};
+  std::mt19937_64 rng(3);
+  for (bool portable : {false, true}) {
+    PortableBuilds builds(portable);
+    for (int trial = 0; trial < 300; ++trial) {
+      std::vector<uint8_t> b = f.bytes;
+      int flips = 1 + static_cast<int>(rng() % 4);
+      for (int i = 0; i < flips; ++i) b[rng() % b.size()] = static_cast<uint8_t>(rng());
+      if (rng() % 4 == 0) b.resize(rng() % b.size());
+      FrameRecords out;
+      try {
+        decode_records(2, b.data(), b.size(), static_cast<uint32_t>(recs.size()), scales, out);
+      } catch (const Error& e) {
+        EXPECT_EQ(e.status(), A2PACK_E_CORRUPT) << e.what();
+      }
+    }
+  }
+}
