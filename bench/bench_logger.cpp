@@ -1,8 +1,9 @@
 // Data logger benchmarks (docs/logger.md has the measured table).
 //
 //   BM_Encode/n/kind       the work record() does on the caller's thread:
-//                          validate + quantise + varint-encode into a frame
-//                          buffer (no compression, no I/O)
+//                          validate + quantise + predict + varint-encode into
+//                          a frame's two regions, format v2 (no compression,
+//                          no I/O)
 //   BM_Record/n            record() itself through the Logger (slot lookup,
 //                          spin lock, encode) with the writer on the other core
 //                          and compression off the clock: per-call cost only
@@ -16,7 +17,8 @@
 //                          into reused memory on one core (no page faults)
 //   BM_FrameCompress       zstd levels on the encoded frames: MB/s and size
 // Counters: bytes_per_record for ours (file bytes incl. headers) and for the
-// seed's one-frame-per-record design on the same records.
+// seed's one-frame-per-record design on the same records (its own record
+// encoding, format v1's: absolute values, epoch deltas across the run).
 #include <benchmark/benchmark.h>
 
 #include <filesystem>
@@ -336,6 +338,7 @@ BENCHMARK(BM_ToDisk)
     ->ArgNames({"n", "threads", "level", "random"})
     ->Args({1, 1, 1, kSim})
     ->Args({16, 1, 1, kSim})
+    ->Args({16, 1, -1, kSim})
     ->Args({16, 2, 1, kSim})
     ->Args({256, 1, 1, kSim})
     ->Args({256, 2, 1, kSim})
