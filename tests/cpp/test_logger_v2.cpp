@@ -262,6 +262,20 @@ TEST(LoggerV2, MalformedFramesAreRefused) {
   EXPECT_EQ(status(b, 1), A2PACK_E_CORRUPT);
   // More records announced than the structure holds.
   EXPECT_EQ(status(good, 2), A2PACK_E_CORRUPT);
+  // A gap of 2^64 - 1: the index sum must not wrap back into range (both
+  // versions), nor may a gap that overflows 2^32 on its own.
+  std::vector<uint8_t> wrap_gap = {0x00, 0x02, 0x02, 0x03};
+  for (int i = 0; i < 9; ++i) wrap_gap.push_back(0xFF);
+  wrap_gap.push_back(0x01);
+  std::vector<uint8_t> v2 = {static_cast<uint8_t>(wrap_gap.size()), 0, 0, 0};
+  v2.insert(v2.end(), wrap_gap.begin(), wrap_gap.end());
+  v2.push_back(0x04);
+  v2.push_back(0x01);
+  EXPECT_EQ(status(v2, 1), A2PACK_E_CORRUPT);
+  std::vector<uint8_t> v1 = wrap_gap;
+  v1.push_back(0x04);
+  v1.push_back(0x01);
+  EXPECT_EQ(status(v1, 1, 1), A2PACK_E_CORRUPT);
   // Unknown versions, in a header and for the parser.
   EXPECT_EQ(status(good, 1, 3), A2PACK_E_UNSUPPORTED);
   EXPECT_EQ(status(good, 1, 0), A2PACK_E_UNSUPPORTED);
