@@ -16,27 +16,6 @@
 
 namespace a2pack::logger {
 
-// A vector whose resize() leaves new elements uninitialised: output columns
-// are sized to an upper bound and filled once, and untouched pages of a
-// large bound are never faulted in.
-template <typename T>
-struct DefaultInit : std::allocator<T> {
-  template <typename U>
-  struct rebind {
-    using other = DefaultInit<U>;
-  };
-  using std::allocator<T>::allocator;
-  template <typename U>
-  void construct(U* p) noexcept {
-    ::new (static_cast<void*>(p)) U;
-  }
-  template <typename U, typename... Args>
-  void construct(U* p, Args&&... args) {
-    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
-  }
-};
-template <typename T>
-using Column = std::vector<T, DefaultInit<T>>;
 
 struct Problem {
   std::string path;

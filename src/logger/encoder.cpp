@@ -71,7 +71,7 @@ using BodyFn = uint8_t* (*)(uint8_t*, uint32_t, uint64_t, double, const uint32_t
                            size_t);
 using BodyV2Fn = BodyEnds (*)(uint8_t*, uint8_t*, uint32_t, uint64_t, double, const uint32_t*,
                               const double*, size_t, const uint32_t*, const int64_t*, size_t,
-                              int64_t*);
+                              int64_t*, uint32_t*);
 
 bool use_fast_build() {
 #if defined(__x86_64__)
@@ -198,22 +198,21 @@ void encode_record_v2(uint8_t*& s_out, uint8_t*& v_out, uint32_t sid, const Stre
   check_count(sid, n);
   int64_t t = epoch_tick(sid, s, epoch);
   int64_t* qout = st.reserve(n);  // before prev(): it may move the arena
+  uint32_t* iout = st.reserved_indices(n);
   FrameState::Prev pr = st.prev(sid);
   // Wrapping difference: the decoder adds it back with the same wrap, so even
   // ticks at opposite ends of int64 round-trip exactly.
   uint64_t delta = static_cast<uint64_t>(t) - static_cast<uint64_t>(pr.base_tick);
   uint64_t zz_delta = varint::zigzag_encode(static_cast<int64_t>(delta));
   BodyEnds e = encode_body_v2(s_out, v_out, sid, zz_delta, s.value_scale, indices, values, n,
-                              pr.idx, pr.q, pr.n, qout);
-  const uint32_t* kept = indices;
+                              pr.idx, pr.q, pr.n, qout, iout);
   if (!e.s) [[unlikely]] {
     sort_or_explain(sid, s, indices, values, n, scratch);
     e = encode_body_v2(s_out, v_out, sid, zz_delta, s.value_scale, scratch->indices.data(),
-                       scratch->values.data(), n, pr.idx, pr.q, pr.n, qout);
+                       scratch->values.data(), n, pr.idx, pr.q, pr.n, qout, iout);
     if (!e.s) explain(sid, s.value_scale, scratch->indices.data(), scratch->values.data(), n, true);
-    kept = scratch->indices.data();
   }
-  st.commit(sid, t, kept, n);
+  st.commit(sid, t, n);
   s_out = e.s;
   v_out = e.v;
 }

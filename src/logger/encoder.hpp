@@ -95,16 +95,21 @@ class FrameState {
     return p;
   }
   // Room for a record of n values at the arena's end (may move the arena:
-  // call before prev()). nullptr when the record will not be a predictor.
-  // One spare entry past the record: the predictor reads a neighbour of
-  // each position without a bounds branch (its lane is masked out).
+  // call before prev()): the encoder writes the record's quantised values
+  // at reserve() and its indices at reserved_indices(). nullptr when the
+  // record will not be a predictor. One spare entry past the record: the
+  // portable predictor reads a neighbour of each position without a bounds
+  // branch (its lane is masked out).
   int64_t* reserve(size_t n) {
     if (n > kMaxPredictorValues) return nullptr;
     if (cap_ - used_ < n + 1) grow(n + 1);
     return q_.get() + used_;
   }
-  // The record encoded at reserve()'s place: remember it for the stream.
-  void commit(uint32_t sid, int64_t tick, const uint32_t* idx, size_t n) {
+  uint32_t* reserved_indices(size_t n) {
+    return n > kMaxPredictorValues ? nullptr : idx_.get() + used_;
+  }
+  // The record was written at reserve()'s place: remember it for the stream.
+  void commit(uint32_t sid, int64_t tick, size_t n) {
     if (sid >= v_.size()) v_.resize(static_cast<size_t>(sid) + 1);
     Entry& e = v_[sid];
     e.tick = tick;
@@ -113,7 +118,6 @@ class FrameState {
       e.n = kNone;
       return;
     }
-    if (n) std::memcpy(idx_.get() + used_, idx, n * sizeof(uint32_t));
     e.off = used_;
     e.n = static_cast<uint32_t>(n);
     used_ += n;

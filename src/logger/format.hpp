@@ -37,11 +37,37 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <memory>
+#include <new>
+#include <utility>
+#include <vector>
 
 #include "base/bytes.hpp"
 #include "base/crc32c.hpp"
 
 namespace a2pack::logger {
+
+// A vector whose resize() leaves new elements uninitialised: output columns
+// (and the writer's frame buffers) are sized to an upper bound and filled once, and untouched pages of a
+// large bound are never faulted in.
+template <typename T>
+struct DefaultInit : std::allocator<T> {
+  template <typename U>
+  struct rebind {
+    using other = DefaultInit<U>;
+  };
+  using std::allocator<T>::allocator;
+  template <typename U>
+  void construct(U* p) noexcept {
+    ::new (static_cast<void*>(p)) U;
+  }
+  template <typename U, typename... Args>
+  void construct(U* p, Args&&... args) {
+    ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...);
+  }
+};
+template <typename T>
+using Column = std::vector<T, DefaultInit<T>>;
 
 inline constexpr uint32_t kSkippableMagic = 0x184D2A5A;  // zstd skippable frame, nibble A
 inline constexpr uint32_t kSkippableSize = 32;           // bytes of header after the first 8

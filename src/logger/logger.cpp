@@ -571,12 +571,12 @@ bool Logger::compress_one(std::unique_lock<std::mutex>& lk, void* cctx_ptr) {
   Item& it = queue_[claimed_++];
   it.state = 1;
   Chunk* c = it.chunk;
-  std::vector<uint8_t>* out;
+  Column<uint8_t>* out;
   if (!free_out_.empty()) {
     out = free_out_.back();
     free_out_.pop_back();
   } else {
-    out = new std::vector<uint8_t>();
+    out = new Column<uint8_t>();
   }
   lk.unlock();
   auto* cctx = static_cast<ZSTD_CCtx*>(cctx_ptr);
@@ -686,7 +686,7 @@ void Logger::appender_loop() {
         continue;
       }
       if (f.state == 2) {  // compressed: append it
-        std::vector<uint8_t>* buf = f.out;
+        Column<uint8_t>* buf = f.out;
         uint64_t budget = f.budget;
         Item done = f;
         queue_.pop_front();

@@ -31,6 +31,7 @@
 
 #include "a2pack.h"
 #include "logger/encoder.hpp"
+#include "logger/format.hpp"
 #include "logger/streams.hpp"
 
 namespace a2pack::logger {
@@ -158,14 +159,14 @@ class Logger {
     int state = 0;               // 0 queued, 1 compressing, 2 compressed
     uint32_t records = 0;        // of the compressed frame, for the statistics
     uint64_t values = 0, raw = 0;
-    std::vector<uint8_t>* out = nullptr;  // header + zstd frame once compressed
+    Column<uint8_t>* out = nullptr;  // header + zstd frame once compressed
   };
   mutable std::mutex q_mu_;
   std::condition_variable append_cv_, compress_cv_, space_cv_, done_cv_;
   std::deque<Item> queue_;
   size_t claimed_ = 0;
   std::vector<Chunk*> free_;
-  std::vector<std::vector<uint8_t>*> free_out_;
+  std::vector<Column<uint8_t>*> free_out_;  // resized without zero-filling
   uint64_t queued_ = 0, max_queued_ = 0, full_events_ = 0;
   uint64_t barrier_seq_ = 0, durable_seq_ = 0, flushes_ = 0;
   bool stop_ = false;
