@@ -145,12 +145,13 @@ struct PortableBuilds {
 TEST(LoggerV2, DriftingRecordsRoundTripAndBothBuildsAgree) {
   // Integer scale: huge values (2^60, 2^61) are exact; value_scale 1 keeps
   // them in int64 after quantisation.
-  std::vector<StreamInfo> infos = {{0.001, 1e-3, 0}, {1.0, 1.0, 0}, {0.25, 0.5, 0}};
-  std::vector<Rec> recs = drifting_log(11, 3000, 3);
+  // Stream 3's fine scale makes one-, two- and three-byte varints.
+  std::vector<StreamInfo> infos = {{0.001, 1e-3, 0}, {1.0, 1.0, 0}, {0.25, 0.5, 0}, {0.01, 1e-5, 0}};
+  std::vector<Rec> recs = drifting_log(11, 4000, 4);
   for (auto& r : recs)
-    if (r.stream == 0)
+    if (r.stream == 0 || r.stream == 3)
       for (auto& v : r.val)
-        if (std::fabs(v) > 1e15) v = std::copysign(1e12, v);  // keep q = v / 1e-3 in int64
+        if (std::fabs(v) > 1e15) v = std::copysign(1e12, v);  // keep q = v / scale in int64
   Frame fast = encode_frame(recs, infos);
   expect_round_trip(recs, infos, decode(fast, recs.size(), infos));
   {
