@@ -36,11 +36,14 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <new>
 #include <utility>
 #include <vector>
+
+#include <sys/mman.h>
 
 #include "base/bytes.hpp"
 #include "base/crc32c.hpp"
@@ -48,8 +51,12 @@
 namespace a2pack::logger {
 
 // A vector whose resize() leaves new elements uninitialised: output columns
-// (and the writer's frame buffers) are sized to an upper bound and filled once, and untouched pages of a
-// large bound are never faulted in.
+// (and the writer's frame buffers) are sized to an upper bound and filled
+// once, and untouched pages of a large bound are never faulted in. Large
+// blocks (the decoder's output columns) are 2 MiB-aligned and marked for
+// transparent huge pages: first-touch page faults are the largest cost of
+// decoding into fresh memory, and one fault per 2 MiB instead of per 4 KiB
+// roughly halves it (the kernel still zero-fills the pages).
 template <typename T>
 struct DefaultInit : std::allocator<T> {
   template <typename U>
@@ -57,6 +64,22 @@ struct DefaultInit : std::allocator<T> {
     using other = DefaultInit<U>;
   };
   using std::allocator<T>::allocator;
+  static constexpr size_t kHuge = size_t{2} << 20;
+  T* allocate(size_t n) {
+    size_t bytes = n * sizeof(T);
+    if (bytes < 4 * kHuge) return std::allocator<T>::allocate(n);
+    size_t rounded = (bytes + kHuge - 1) / kHuge * kHuge;
+    void* p = std::aligned_alloc(kHuge, rounded);
+    if (!p) throw std::bad_alloc();
+#ifdef MADV_HUGEPAGE
+    ::madvise(p, rounded, MADV_HUGEPAGE);  // advice only: failure is harmless
+#endif
+    return static_cast<T*>(p);
+  }
+  void deallocate(T* p, size_t n) {
+    if (n * sizeof(T) < 4 * kHuge) return std::allocator<T>::deallocate(p, n);
+    std::free(p);
+  }
   template <typename U>
   void construct(U* p) noexcept {
     ::new (static_cast<void*>(p)) U;
