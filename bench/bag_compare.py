@@ -291,6 +291,8 @@ def main():
     ap.add_argument("--scale", type=float, default=1.0, help="fraction of the record counts")
     ap.add_argument("--repeat", type=int, default=3, help="samples per reading cell (median reported)")
     ap.add_argument("--write-repeat", type=int, default=None, help="samples per writing cell (default --repeat)")
+    ap.add_argument("--batches", type=float, default=1.0,
+                    help="fraction of the random batches (2000 small, 100 large, times --scale)")
     ap.add_argument("--sets", default="small,large")
     ap.add_argument("--exts", default="bag,bagz")
     ap.add_argument("--cold", action="store_true", help="also measure cold reads with the default cache policy")
@@ -324,11 +326,11 @@ def main():
         if "small" in sets:
             run_set("1M×1.3KiB" if args.scale == 1 else f"{int(1e6 * args.scale)}×1.3KiB",
                     int(1_000_000 * args.scale), pool_of("small", 20000), workdir,
-                    max(10, int(2000 * args.scale)), rows, args)
+                    max(10, int(2000 * args.scale * args.batches)), rows, args)
         if "large" in sets:
             run_set("100k×48KiB" if args.scale == 1 else f"{int(1e5 * args.scale)}×48KiB",
                     int(100_000 * args.scale), pool_of("large", 600), workdir,
-                    max(5, int(100 * args.scale)), rows, args)
+                    max(5, int(100 * args.scale * args.batches)), rows, args)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     load = os.getloadavg()

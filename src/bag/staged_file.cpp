@@ -13,6 +13,10 @@ namespace a2pack::bag {
 namespace {
 
 constexpr size_t kBuffer = 1u << 20;
+// Writes from this size up skip the buffer: the kernel copies them straight
+// from the caller's memory (still in cache when the caller just built it),
+// which is cheaper than a copy into the buffer first.
+constexpr size_t kDirect = 32u << 10;
 std::atomic<uint64_t> g_counter{0};
 
 void write_all(int fd, const uint8_t* p, size_t len, const std::string& path) {
@@ -45,7 +49,7 @@ StagedFile::~StagedFile() {
 void StagedFile::write(const void* data, size_t len) {
   if (committed_) fail(A2PACK_E_CLOSED, "{}: write after commit", path_);
   const auto* p = static_cast<const uint8_t*>(data);
-  if (len >= kBuffer / 2) {
+  if (len >= kDirect) {
     flush();                       // keep the order of the bytes
     write_all(fd_, p, len, tmp_);  // big writes skip the buffer: no extra copy
   } else {

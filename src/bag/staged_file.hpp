@@ -21,8 +21,8 @@ class StagedFile {
   StagedFile(const StagedFile&) = delete;
   StagedFile& operator=(const StagedFile&) = delete;
 
-  // Small writes are gathered in a 1 MiB buffer; large ones go straight to
-  // the kernel without a copy.
+  // Writes under 32 KiB are gathered in a 1 MiB buffer; larger ones go
+  // straight to the kernel without a copy.
   void write(const void* data, size_t len);
   // Hand buffered bytes to the kernel (no fsync).
   void flush();

@@ -513,13 +513,16 @@ class Reader(Sequence):
             return indices.astype(np.uint64)
         return (self._start + indices * self._step).astype(np.uint64)
 
+    _MAPPED_CHUNK_BYTES = 256 << 10
+    _BATCH_CHUNK_BYTES = 4 << 20
+
     def _chunk_records(self) -> int:
         """Records per batch while iterating: about 4 MiB stored when reading
         ahead (big enough to decompress in parallel), 256 KiB when copying
         straight from the mapping (small enough that freed records' memory
         is reused while iterating)."""
         per = self.approximate_bytes_per_record() or 1.0
-        target = (256 << 10) if self._h.maps is not None else (4 << 20)
+        target = self._MAPPED_CHUNK_BYTES if self._h.maps is not None else self._BATCH_CHUNK_BYTES
         return int(min(65536, max(16, target / per)))
 
     def _jobs(self, start: int, stop: int) -> Iterator:
@@ -686,8 +689,8 @@ class Writer:
     The file (and for SEPARATE placement its "limits." sibling) appears under
     its name only at close(); a writer left by an exception or never closed
     leaves no file behind. Records are buffered here and handed to the
-    library in batches (about 2 MiB stored, 4 MiB compressed). Each batch is
-    written — and compressed, in parallel — on a background thread while the
+    library in batches (about 64 KiB stored, 4 MiB compressed). Compressed
+    batches are compressed in parallel on a background thread while the
     caller goes on producing the next one, so an error of one batch is raised
     by a later write(), flush() or close().
 
@@ -701,12 +704,12 @@ class Writer:
     # Stored records are joined in chunks of about 64 KiB — below glibc's mmap
     # threshold, so each join reuses warm heap memory (a fresh 1 MiB join
     # page-faults its way through new memory at a third of the speed) — and
-    # the chunks copied into one of two reused 4 MiB group buffers, each
-    # handed to the library in one call: one GIL hand-off per group for the
-    # background thread. Compressed records go in calls of about 4 MiB,
-    # enough records to keep every core compressing.
+    # each chunk written at once, in this thread, while it is still in cache:
+    # the kernel copies it into the page cache straight from there (a record
+    # of 64 KiB or more is its own chunk, uncopied). Compressed records go in
+    # calls of about 4 MiB, enough records to keep every core compressing, on
+    # a background thread, so the caller fills the next call meanwhile.
     _CHUNK_BYTES_STORED = 64 << 10
-    _GROUP_BYTES_STORED = 4 << 20
     _CHUNK_BYTES_ZSTD = 4 << 20
     _BUFFER_RECORDS = 16384
     _LARGE_RECORD = 1 << 20
@@ -730,16 +733,13 @@ class Writer:
         del keep
         self._w = out[0]
         self._buf: Optional[List[bytes]] = []
-        self._groups: list = []  # the two group buffers (stored records), made on first use
-        self._group_len = 0  # bytes in the current group buffer
-        self._group_ends: List[int] = [0]  # record ends in it
         self._pending = None  # the call in flight on the pool, if any
         self._batch_records = 16  # records per chunk; adapts to about _chunk_bytes
         compressed = comp == lib.A2PACK_BAG_COMPRESSION_ZSTD or (
             comp == lib.A2PACK_BAG_COMPRESSION_AUTO and os.fspath(filename).endswith(
                 b".bagz" if isinstance(os.fspath(filename), bytes) else ".bagz"))
         self._chunk_bytes = self._CHUNK_BYTES_ZSTD if compressed else self._CHUNK_BYTES_STORED
-        self._group_cap = 0 if compressed else self._GROUP_BYTES_STORED
+        self._background = compressed
         self._closed = False
 
     @property
@@ -765,50 +765,26 @@ class Writer:
 
     def _submit(self, data, offsets, n: int) -> None:
         # One call in flight: the C writer takes one call at a time, records
-        # must land in order, and the other group buffer is free once it is done.
+        # must land in order, and memory stays at two batches.
         self._wait()
         self._pending = _pool().submit(self._write_batch, data, offsets, n)
 
-    def _hand_over(self) -> None:
-        """Send the current group buffer to the library and switch buffers."""
-        ends = self._group_ends
-        if len(ends) > 1:
-            self._submit(self._groups[0], ffi.new("uint64_t[]", ends), len(ends) - 1)
-            self._groups.reverse()
-            self._group_len = 0
-            self._group_ends = [0]
-
-    def _drain(self, hand_over: bool = False):
-        """Join the buffered records into a chunk and queue it; hand the
-        queued records over when the group is full (or when `hand_over`)."""
+    def _drain(self):
+        """Join the buffered records into one call."""
         buf = self._buf
-        if buf:
-            self._buf = []
-            n = len(buf)
-            data = b"".join(buf)  # one record: itself, no copy
-            total = len(data)
-            # The record count adapts to the sizes seen.
-            self._batch_records = max(1, min(self._BUFFER_RECORDS,
-                                             self._chunk_bytes // max(1, total // n)))
-            cap = self._group_cap
-            if cap == 0 or total > cap // 2:
-                # Compressed, or too big for a group buffer: a call of its own
-                # (after the queued records, to keep the order).
-                self._hand_over()
-                self._submit(data, ffi.new("uint64_t[]", list(
-                    itertools.accumulate(map(len, buf), initial=0))), n)
-            else:
-                if self._group_len + total > cap:
-                    self._hand_over()
-                if not self._groups:
-                    self._groups = [ffi.new("uint8_t[]", cap), ffi.new("uint8_t[]", cap)]
-                base = self._group_len
-                ffi.memmove(self._groups[0] + base, data, total)
-                self._group_ends += itertools.islice(
-                    itertools.accumulate(map(len, buf), initial=base), 1, None)
-                self._group_len = base + total
-        if hand_over:
-            self._hand_over()
+        if not buf:
+            return
+        self._buf = []
+        n = len(buf)
+        data = b"".join(buf)  # one record: itself, no copy
+        # The record count adapts to the sizes seen.
+        self._batch_records = max(1, min(self._BUFFER_RECORDS,
+                                         self._chunk_bytes // max(1, len(data) // n)))
+        offsets = ffi.new("uint64_t[]", list(itertools.accumulate(map(len, buf), initial=0)))
+        if self._background:
+            self._submit(data, offsets, n)
+        else:
+            check(lib.a2pack_bag_writer_write_batch(self._w, data, offsets, n))
 
     def write(self, record: Union[str, bytes]) -> None:
         """Append a record (compressed according to the options)."""
@@ -826,7 +802,7 @@ class Writer:
         """Hand every buffered record to the operating system (the file keeps
         its temporary name until close)."""
         self._check_open()
-        self._drain(hand_over=True)
+        self._drain()
         self._wait()
         check(lib.a2pack_bag_writer_flush(self._w))
 
@@ -836,7 +812,7 @@ class Writer:
         if self._closed:
             return
         try:
-            self._drain(hand_over=True)
+            self._drain()
             self._wait()
             check(lib.a2pack_bag_writer_commit(self._w))
         finally:
@@ -846,7 +822,6 @@ class Writer:
         if not self._closed:
             self._closed = True
             self._buf = None
-            self._group_ends = [0]
             # The pool thread may still be inside the C writer: let it finish
             # before the writer is freed.
             pending, self._pending = self._pending, None
