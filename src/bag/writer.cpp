@@ -18,19 +18,6 @@ constexpr size_t kSpillLimits = 1u << 17;     // 1 MiB of limits in memory
 constexpr uint64_t kBatchChunk = 32u << 20;   // input bytes compressed per parallel round
 constexpr uint64_t kWritebackEvery = 8u << 20; // start writeback after this many new bytes
 
-void write_all(int fd, const void* data, size_t len, const std::string& what) {
-  const auto* p = static_cast<const uint8_t*>(data);
-  while (len) {
-    ssize_t n = ::write(fd, p, len);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      fail_errno("write", what, errno);
-    }
-    p += n;
-    len -= static_cast<size_t>(n);
-  }
-}
-
 }  // namespace
 
 Writer::Writer(const std::string& path, const WriterOptions& o) : path_(path), options_(o) {
@@ -39,9 +26,9 @@ Writer::Writer(const std::string& path, const WriterOptions& o) : path_(path), o
     codec_ = std::make_unique<ZstdCodec>(o.zstd);
     cctx_.resize(resolve_workers(o.workers));
   }
-  records_ = std::make_unique<StagedFile>(path);
+  records_ = std::make_unique<AtomicFile>(path);
   if (o.limits_placement == LimitsPlacement::separate)
-    limits_ = std::make_unique<StagedFile>(limits_path(path));
+    limits_ = std::make_unique<AtomicFile>(limits_path(path));
   // A second descriptor on the temporary file, only to start writeback; a
   // failure here just means no early writeback. Not durable: nothing to
   // hurry, the kernel's own writeback decides.
@@ -51,7 +38,7 @@ Writer::Writer(const std::string& path, const WriterOptions& o) : path_(path), o
 Writer::~Writer() {
   if (spill_fd_ >= 0) ::close(spill_fd_);
   if (sync_fd_ >= 0) ::close(sync_fd_);
-  // Uncommitted StagedFiles remove their temporary files.
+  // Uncommitted AtomicFiles remove their temporary files.
 }
 
 template <typename F>
@@ -90,7 +77,7 @@ void Writer::spill() {
 void Writer::start_writeback() {
   if (unsynced_ < kWritebackEvery || sync_fd_ < 0) return;
   unsynced_ = 0;
-  // Only the bytes StagedFile already handed to the kernel are affected; a
+  // Only the bytes AtomicFile already handed to the kernel are affected; a
   // hint, so its result does not matter.
   ::sync_file_range(sync_fd_, 0, 0, SYNC_FILE_RANGE_WRITE);
 }

@@ -29,7 +29,7 @@
 
 #include "bag/format.hpp"
 #include "bag/zstd_codec.hpp"
-#include "bag/staged_file.hpp"
+#include "base/file_io.hpp"
 
 namespace a2pack::bag {
 
@@ -70,8 +70,8 @@ class Writer {
   WriterOptions options_;
   std::unique_ptr<ZstdCodec> codec_;
   std::vector<ZstdCompressor> cctx_;  // one per worker
-  std::unique_ptr<StagedFile> records_;
-  std::unique_ptr<StagedFile> limits_;  // SEPARATE placement
+  std::unique_ptr<AtomicFile> records_;
+  std::unique_ptr<AtomicFile> limits_;  // SEPARATE placement
   std::vector<uint64_t> pending_;       // TAIL limits not yet spilled
   int spill_fd_ = -1;
   int sync_fd_ = -1;            // the records temp file, for early writeback

@@ -16,6 +16,10 @@ namespace a2pack {
 namespace {
 std::atomic<uint64_t> g_tmp_counter{0};
 constexpr size_t kWriteBuffer = 1 << 20;
+// Writes from this size up skip the buffer: the kernel copies them straight
+// from the caller's memory (still in cache when the caller just built it),
+// cheaper than a copy into the buffer first (measured on 48 KiB bag records).
+constexpr size_t kDirectWrite = 32u << 10;
 }  // namespace
 
 std::vector<uint8_t> read_file(const std::string& path) {
@@ -129,8 +133,8 @@ AtomicFile::~AtomicFile() {
   if (fd_ >= 0) ::close(fd_);
   if (!committed_) ::unlink(tmp_.c_str());
 }
-namespace {
-void write_all(int fd, const uint8_t* p, size_t len, const std::string& path) {
+void write_all(int fd, const void* data, size_t len, const std::string& path) {
+  const auto* p = static_cast<const uint8_t*>(data);
   size_t done = 0;
   while (done < len) {
     ssize_t n = ::write(fd, p + done, len - done);
@@ -141,7 +145,6 @@ void write_all(int fd, const uint8_t* p, size_t len, const std::string& path) {
     done += static_cast<size_t>(n);
   }
 }
-}  // namespace
 
 void AtomicFile::flush_buffer() {
   write_all(fd_, buf_.data(), buf_.size(), tmp_);
@@ -150,10 +153,11 @@ void AtomicFile::flush_buffer() {
 void AtomicFile::write(const void* data, size_t len) {
   if (committed_) fail(A2PACK_E_CLOSED, "{}: write after commit", path_);
   const auto* p = static_cast<const uint8_t*>(data);
-  if (buf_.size() + len > kWriteBuffer) flush_buffer();
-  if (len >= kWriteBuffer) {
+  if (len >= kDirectWrite) {
+    flush_buffer();                // keeps the bytes in order
     write_all(fd_, p, len, tmp_);  // large writes go straight through, uncopied
   } else {
+    if (buf_.size() + len > kWriteBuffer) flush_buffer();
     buf_.insert(buf_.end(), p, p + len);
   }
   written_ += len;
@@ -172,10 +176,10 @@ void AtomicFile::pwrite(const void* data, size_t len, uint64_t offset) {
     done += static_cast<size_t>(n);
   }
 }
-void AtomicFile::commit() {
+void AtomicFile::commit(bool durable) {
   if (committed_) return;
   flush_buffer();
-  if (::fsync(fd_) != 0) fail_errno("fsync", tmp_, errno);
+  if (durable && ::fsync(fd_) != 0) fail_errno("fsync", tmp_, errno);
   if (::close(fd_) != 0) {
     fd_ = -1;
     fail_errno("close", tmp_, errno);
@@ -183,7 +187,7 @@ void AtomicFile::commit() {
   fd_ = -1;
   if (::rename(tmp_.c_str(), path_.c_str()) != 0) fail_errno("rename to " + path_, tmp_, errno);
   committed_ = true;
-  fsync_dir(parent_dir(path_));
+  if (durable) fsync_dir(parent_dir(path_));
 }
 
 void write_file_atomic(const std::string& path, const void* data, size_t len) {

@@ -76,7 +76,14 @@ class AtomicFile {
   // Hand buffered bytes to the kernel (no fsync; the file keeps its
   // temporary name until commit()).
   void flush() { flush_buffer(); }
-  void commit();
+  // Flush, then rename into place. With `durable` (the default) the file is
+  // fsync'ed before the rename and its folder after it, so the new name
+  // survives a power cut; without, the rename still happens last (a crash
+  // never leaves a partial file under the final name) but the bytes may be
+  // lost with the page cache — what bagz's writer does, offered for parity.
+  void commit(bool durable = true);
+  // Descriptor of the temporary file (for writeback hints); -1 after commit.
+  int fd() const { return fd_; }
   const std::string& path() const { return path_; }
   const std::string& temp_path() const { return tmp_; }
 
@@ -88,6 +95,9 @@ class AtomicFile {
   std::vector<uint8_t> buf_;
   bool committed_ = false;
 };
+
+// write(2) all of `len` bytes (retrying short writes and EINTR); errors name `path`.
+void write_all(int fd, const void* data, size_t len, const std::string& path);
 
 // Write a whole file atomically.
 void write_file_atomic(const std::string& path, const void* data, size_t len);

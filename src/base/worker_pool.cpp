@@ -1,5 +1,7 @@
 #include "base/worker_pool.hpp"
 
+#include "base/spin.hpp"
+
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -14,32 +16,9 @@
 namespace a2pack {
 namespace {
 
-// Waking a sleeping thread goes through the kernel (futex + an inter-processor
-// interrupt, 10-20 us on a VM), as long as a whole 4 096-row gather. Batch
-// callers (a training loop asking for one batch after another) come back
-// within microseconds, so a thread that finished its work first polls for a
-// while before it sleeps; past the window the cost is a few tens of us of one
-// core per call, and nothing at all when idle.
+// How long a pool thread (or a caller waiting for one) polls before it
+// sleeps: see base/spin.hpp.
 constexpr auto kSpinWindow = std::chrono::microseconds(100);
-
-inline void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#endif
-}
-
-// Polls `ready` for up to kSpinWindow; true as soon as it holds.
-template <class Pred>
-bool spin_until(Pred ready) {
-  auto deadline = std::chrono::steady_clock::now() + kSpinWindow;
-  for (;;) {
-    for (int i = 0; i < 64; ++i) {
-      if (ready()) return true;
-      cpu_relax();
-    }
-    if (std::chrono::steady_clock::now() >= deadline) return ready();
-  }
-}
 
 struct Job {
   const std::function<void(unsigned, size_t)>* body;
@@ -111,7 +90,7 @@ class Pool {
   void loop() {
     for (;;) {
       std::shared_ptr<Job> job;
-      spin_until([this] { return queued_.load(std::memory_order_acquire) != 0; });
+      spin_until([this] { return queued_.load(std::memory_order_acquire) != 0; }, kSpinWindow);
       {
         std::unique_lock<std::mutex> lk(mu_);
         cv_.wait(lk, [this] { return !queue_.empty(); });
@@ -167,7 +146,8 @@ void parallel_for_worker(size_t n, uint32_t workers,
   job->work(0);
   // Every claimed chunk belongs to a thread counted in `active`; wait for them
   // (briefly polling first: the others usually finish within microseconds).
-  if (!spin_until([&] { return job->active.load(std::memory_order_acquire) == 0; })) {
+  if (!spin_until([&] { return job->active.load(std::memory_order_acquire) == 0; },
+                  kSpinWindow)) {
     std::unique_lock<std::mutex> lk(job->mu);
     job->done_cv.wait(lk, [&] { return job->active.load() == 0; });
   }

@@ -9,12 +9,7 @@
 #include <mutex>
 #include <thread>
 
-#if defined(__x86_64__) || defined(__i386__)
-#include <immintrin.h>
-#define A2PACK_PAUSE() _mm_pause()
-#else
-#define A2PACK_PAUSE() std::this_thread::yield()
-#endif
+#include "base/spin.hpp"
 
 namespace a2pack::dataset {
 
@@ -53,19 +48,13 @@ struct Team {
   void helper() {
     uint64_t seen = 0;  // the last job this helper looked at
     for (;;) {
-      auto until = std::chrono::steady_clock::now() + kSpin;
-      unsigned spins = 0;
       auto open = [&] {
         uint64_t g = gen.load();
         return (g & 1) && g != seen;
       };
-      while (!open()) {
-        A2PACK_PAUSE();
-        if (++spins % 64 == 0 && std::chrono::steady_clock::now() > until) {
-          std::unique_lock<std::mutex> lk(mu);
-          cv.wait(lk, open);
-          break;
-        }
+      if (!spin_until(open, kSpin)) {
+        std::unique_lock<std::mutex> lk(mu);
+        cv.wait(lk, open);
       }
       uint64_t g = gen.load();
       seen = g;
@@ -127,7 +116,7 @@ void run_chunks(size_t chunks, unsigned threads, const std::function<void(size_t
   t.cv.notify_all();
   t.work();
   t.gen.fetch_add(1);  // closed (even): late helpers leave without work
-  while (t.active.load() != 0) A2PACK_PAUSE();
+  while (t.active.load() != 0) cpu_relax();
 }
 
 }  // namespace a2pack::dataset
