@@ -213,13 +213,18 @@ void Dataset::open_metadata() {
 }
 
 // ---------------------------------------------------------------- gather
-void Dataset::gather(const int64_t* idx, size_t n, uint8_t* out, uint32_t workers) const {
+unsigned Dataset::check_gather(const int64_t* idx, size_t n, uint32_t workers) const {
   if (size_t bad = first_out_of_range(idx, n, rows_); bad != n)
     fail(A2PACK_E_OUT_OF_RANGE, "{}: index {} (position {} of the batch) is outside the {} rows",
          dir_, idx[bad], bad, rows_);
   unsigned w = resolve_workers(workers);
   size_t max_w = n / kMinRowsPerWorker;
   if (w > max_w) w = static_cast<unsigned>(std::max<size_t>(max_w, 1));
+  return w;
+}
+
+void Dataset::gather(const int64_t* idx, size_t n, uint8_t* out, uint32_t workers) const {
+  unsigned w = check_gather(idx, n, workers);
   if (w <= 1) {
     gather_rows(data_, idx, n, out);
     return;
@@ -255,12 +260,7 @@ void gather_columns_range(const uint8_t* base, const int64_t* idx, size_t a, siz
 
 void Dataset::gather_columns(const int64_t* idx, size_t n, const ColumnsOut& out,
                              uint32_t workers) const {
-  if (size_t bad = first_out_of_range(idx, n, rows_); bad != n)
-    fail(A2PACK_E_OUT_OF_RANGE, "{}: index {} (position {} of the batch) is outside the {} rows",
-         dir_, idx[bad], bad, rows_);
-  unsigned w = resolve_workers(workers);
-  size_t max_w = n / kMinRowsPerWorker;
-  if (w > max_w) w = static_cast<unsigned>(std::max<size_t>(max_w, 1));
+  unsigned w = check_gather(idx, n, workers);
   if (w <= 1) {
     gather_columns_range(data_, idx, 0, n, out);
     return;

@@ -102,6 +102,10 @@ class Dataset {
   std::vector<std::string> check_rows(uint32_t workers, size_t max_errors) const;
 
  private:
+  // Bounds-checks a batch (throws naming the first bad index) and returns how
+  // many threads its gather should use.
+  unsigned check_gather(const int64_t* idx, size_t n, uint32_t workers) const;
+
   Dataset() = default;
   void load_rows(const ReadFd& f, uint64_t offset, const OpenOptions& o);
   void open_metadata();
