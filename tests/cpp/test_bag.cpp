@@ -44,15 +44,7 @@ std::vector<std::string> read_all(const Reader& r, uint32_t workers = 0) {
   return out;
 }
 
-a2pack_status status_of(const std::function<void()>& f, std::string* msg = nullptr) {
-  try {
-    f();
-  } catch (const Error& e) {
-    if (msg) *msg = e.what();
-    return e.status();
-  }
-  return A2PACK_OK;
-}
+using a2test::status_of;
 
 std::string bytes_of(const std::string& path) {
   auto v = a2test::read_bytes(path);

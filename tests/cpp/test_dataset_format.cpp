@@ -20,6 +20,7 @@
 #include "dataset/row.hpp"
 #include "dataset/sampler.hpp"
 #include "dataset/team.hpp"
+#include "test_util.hpp"
 
 using namespace a2pack;
 using namespace a2pack::dataset;
@@ -52,14 +53,7 @@ NpyInfo parse(const std::string& h, uint64_t rows_of_data) {
   return parse_npy_header(reinterpret_cast<const uint8_t*>(h.data()), h.size(), size, "steps.npy");
 }
 
-a2pack_status status_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.status();
-  }
-  return A2PACK_OK;
-}
+using a2test::status_of;
 
 std::string message_of(const std::function<void()>& f) {
   try {

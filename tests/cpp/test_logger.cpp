@@ -85,14 +85,7 @@ void record(Logger& lg, const Rec& r) {
   lg.record(r.stream, r.epoch, r.idx.data(), r.val.data(), r.idx.size());
 }
 
-a2pack_status status_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.status();
-  }
-  return A2PACK_OK;
-}
+using a2test::status_of;
 
 }  // namespace
 

@@ -6,10 +6,25 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <vector>
 
+#include "base/error.hpp"
+
 namespace a2test {
+
+// The status `f` fails with (A2PACK_OK when it does not throw); the message
+// goes to `msg` when given.
+inline a2pack_status status_of(const std::function<void()>& f, std::string* msg = nullptr) {
+  try {
+    f();
+  } catch (const a2pack::Error& e) {
+    if (msg) *msg = e.what();
+    return e.status();
+  }
+  return A2PACK_OK;
+}
 
 // The upstream fixture: $A2PACK_FIXTURE, else ../shared/fixtures beside the repo.
 inline std::string fixture_path() {
