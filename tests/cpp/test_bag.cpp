@@ -302,6 +302,24 @@ TEST(BagWriter, ManyRecordsSpillLimits) {
 }
 
 // The seed's two sharding tables.
+namespace {
+// Global index -> (shard, local index) as the seed's tables give them, then
+// every record of the 17-record sets these tests write reads back in order.
+struct Placement { uint64_t global; size_t shard; uint64_t local; };
+void expect_sharding(Reader& r, std::initializer_list<Placement> table) {
+  for (const Placement& m : table) {
+    size_t s;
+    uint64_t l;
+    r.locate(m.global, s, l);
+    EXPECT_EQ(s, m.shard) << m.global;
+    EXPECT_EQ(l, m.local) << m.global;
+  }
+  auto all = read_all(r);
+  ASSERT_EQ(all.size(), 17u);
+  for (int i = 0; i < 17; ++i) EXPECT_EQ(all[i], std::to_string(i));
+}
+}  // namespace
+
 TEST(BagSharding, ConcatenatedTable) {
   a2test::TempDir d;
   std::vector<int> sizes = {8, 4, 0, 5};
@@ -313,17 +331,8 @@ TEST(BagSharding, ConcatenatedTable) {
   }
   auto r = Reader::open(d / "c@4.bag", {});
   ASSERT_EQ(r->size(), 17u);
-  struct M { uint64_t g; size_t shard; uint64_t local; };
-  for (M m : {M{0, 0, 0}, M{1, 0, 1}, M{2, 0, 2}, M{7, 0, 7}, M{8, 1, 0}, M{9, 1, 1}, M{11, 1, 3},
-              M{12, 3, 0}, M{15, 3, 3}, M{16, 3, 4}}) {
-    size_t s;
-    uint64_t l;
-    r->locate(m.g, s, l);
-    EXPECT_EQ(s, m.shard) << m.g;
-    EXPECT_EQ(l, m.local) << m.g;
-  }
-  auto all = read_all(*r);
-  for (int i = 0; i < 17; ++i) EXPECT_EQ(all[i], std::to_string(i));
+  expect_sharding(*r, {{0, 0, 0}, {1, 0, 1}, {2, 0, 2}, {7, 0, 7}, {8, 1, 0}, {9, 1, 1},
+                       {11, 1, 3}, {12, 3, 0}, {15, 3, 3}, {16, 3, 4}});
 }
 
 TEST(BagSharding, InterleavedTable) {
@@ -338,17 +347,8 @@ TEST(BagSharding, InterleavedTable) {
   o.sharding = ShardingLayout::interleaved;
   auto r = Reader::open(d / "i@*.bagz", o);
   ASSERT_EQ(r->size(), 17u);
-  struct M { uint64_t g; size_t shard; uint64_t local; };
-  for (M m : {M{0, 0, 0}, M{1, 1, 0}, M{2, 2, 0}, M{6, 0, 2}, M{7, 1, 2}, M{8, 2, 2}, M{15, 0, 5},
-              M{16, 1, 5}}) {
-    size_t s;
-    uint64_t l;
-    r->locate(m.g, s, l);
-    EXPECT_EQ(s, m.shard) << m.g;
-    EXPECT_EQ(l, m.local) << m.g;
-  }
-  auto all = read_all(*r);
-  for (int i = 0; i < 17; ++i) EXPECT_EQ(all[i], std::to_string(i));
+  expect_sharding(*r, {{0, 0, 0}, {1, 1, 0}, {2, 2, 0}, {6, 0, 2}, {7, 1, 2}, {8, 2, 2},
+                       {15, 0, 5}, {16, 1, 5}});
 }
 
 TEST(BagSharding, InterleavedRejectsUnevenShards) {
