@@ -4,6 +4,8 @@
 //                          validate + quantise + predict + varint-encode into
 //                          a frame's two regions, format v2 (no compression,
 //                          no I/O)
+//   BM_EncodeV1/16/kind    the same in format v1 (the seed's single-region
+//                          layout, absolute values): the predictor's cost
 //   BM_Record/n            record() itself through the Logger (slot lookup,
 //                          spin lock, encode) with the writer on the other core
 //                          and compression off the clock: per-call cost only
@@ -202,6 +204,44 @@ void BM_Encode(benchmark::State& state) {
       static_cast<double>(raw) / static_cast<double>(state.iterations());
 }
 BENCHMARK(BM_Encode)->ArgNames({"n", "random"})->ArgsProduct({{1, 16, 256}, {kSim, kRandom}});
+
+// The same caller-thread work in format version 1 (the seed's record layout,
+// one region, absolute values): what version 2's predictor costs per record.
+void BM_EncodeV1(benchmark::State& state) {
+  const Workload& w = workload(static_cast<size_t>(state.range(0)), static_cast<int>(state.range(1)));
+  state.SetLabel(kind_name(static_cast<int>(state.range(1))));
+  std::vector<StreamInfo> si(w.n_streams, StreamInfo{w.epoch_scale, w.value_scale, 0});
+  const size_t frame = 256 << 10;
+  std::vector<uint8_t> buf(frame);
+  std::vector<int64_t> base(w.n_streams, 0);  // per-stream tick base, restarted per frame
+  uint8_t* p = buf.data();
+  size_t r = 0, pass = 0;
+  uint64_t raw = 0;
+  const size_t need = max_record_bytes(w.n);
+  for (auto _ : state) {
+    if (frame - static_cast<size_t>(p - buf.data()) < need) {
+      raw += static_cast<uint64_t>(p - buf.data());
+      p = buf.data();
+      std::fill(base.begin(), base.end(), 0);
+    }
+    uint32_t sid = w.sids[r];
+    int64_t tick = 0;
+    p = encode_record(p, sid, si[sid], epoch_of(w, r, pass), base[sid], w.indices(r), w.values(r),
+                      w.n, &tick, nullptr);
+    base[sid] = tick;
+    if (++r == w.count) {
+      r = 0;
+      ++pass;
+    }
+  }
+  raw += static_cast<uint64_t>(p - buf.data());
+  benchmark::DoNotOptimize(buf.data());
+  state.SetItemsProcessed(state.iterations());
+  state.SetBytesProcessed(static_cast<int64_t>(raw));
+  state.counters["raw_bytes_per_record"] =
+      static_cast<double>(raw) / static_cast<double>(state.iterations());
+}
+BENCHMARK(BM_EncodeV1)->ArgNames({"n", "random"})->ArgsProduct({{16}, {kSim, kRandom}});
 
 // record() on the caller thread only. The ring is large enough that the
 // writer never makes record() wait during the timed loop; close happens off
