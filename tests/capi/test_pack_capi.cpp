@@ -13,18 +13,12 @@
 #include <vector>
 
 #include "a2pack.h"
+#include "capi_test_util.hpp"
 
 namespace {
 
-std::string fixture_path() {
-  const char* env = std::getenv("A2PACK_FIXTURE");
-  return env && *env ? env : A2PACK_FIXTURE_DEFAULT;
-}
-
-std::vector<uint8_t> read_bytes(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  return std::vector<uint8_t>(std::istreambuf_iterator<char>(f), {});
-}
+using capitest::fixture_path;
+using capitest::read_bytes;
 
 void write_bytes(const std::string& path, const std::vector<uint8_t>& b) {
   std::ofstream f(path, std::ios::binary);

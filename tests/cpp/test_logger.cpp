@@ -18,6 +18,7 @@
 #include "logger/format.hpp"
 #include "logger/logger.hpp"
 #include "logger/segment.hpp"
+#include "test_logger_util.hpp"
 #include "test_util.hpp"
 
 using namespace a2pack;
@@ -26,15 +27,10 @@ namespace fs = std::filesystem;
 
 namespace {
 
+using a2test::Rec;
+
 // A deterministic sparse vector for (stream, seq): what a test records and
 // later expects back.
-struct Rec {
-  uint32_t stream = 0;
-  double epoch = 0;
-  std::vector<uint32_t> idx;
-  std::vector<double> val;
-};
-
 Rec make_rec(uint32_t stream, uint64_t seq, size_t max_n = 40) {
   std::mt19937_64 rng(stream * 1000003ull + seq);
   Rec r;

@@ -14,18 +14,14 @@
 #include "logger/decoder.hpp"
 #include "logger/encoder.hpp"
 #include "logger/format.hpp"
+#include "test_logger_util.hpp"
 
 using namespace a2pack;
 using namespace a2pack::logger;
 
 namespace {
 
-struct Rec {
-  uint32_t stream = 0;
-  double epoch = 0;
-  std::vector<uint32_t> idx;
-  std::vector<double> val;
-};
+using a2test::Rec;
 
 // A frame's payload: prefix, structure, values; plus the value region's size.
 struct Frame {

@@ -378,12 +378,7 @@ class Dataset:
         SQL expression over metadata.db's ``runs`` columns (id,
         first_step_idx, num_steps, max_score, highest_tile, engine,
         start_time, elapsed_s) with ``?`` placeholders for ``params``."""
-        h = self._check_open()
-        p = _Params(params)
-        out = ffi.new("int64_t **")
-        n = ffi.new("size_t *")
-        check(lib.a2pack_dataset_select(h, _sql(where), p.ptr, p.n, out, n))
-        return _owned_i64(out[0], n[0])
+        return self._select(lib.a2pack_dataset_select, where, params)
 
     def filter_by_score(self, lo: Optional[int] = None, hi: Optional[int] = None) -> np.ndarray:
         """Step indices of runs with ``lo <= max_score <= hi`` (either bound optional)."""
@@ -397,11 +392,15 @@ class Dataset:
 
     def run_ids(self, where: str = "", params: Sequence = ()) -> np.ndarray:
         """Ids (ascending) of the runs matching ``where`` (all when empty)."""
+        return self._select(lib.a2pack_dataset_select_runs, where, params)
+
+    def _select(self, fn, where: str, params: Sequence) -> np.ndarray:
+        """One SQL selection call (steps or run ids) into an owned int64 array."""
         h = self._check_open()
         p = _Params(params)
         out = ffi.new("int64_t **")
         n = ffi.new("size_t *")
-        check(lib.a2pack_dataset_select_runs(h, _sql(where), p.ptr, p.n, out, n))
+        check(fn(h, _sql(where), p.ptr, p.n, out, n))
         return _owned_i64(out[0], n[0])
 
     def split(self, val_fraction: float = 0.1, *, seed: int = 0, where: str = "",

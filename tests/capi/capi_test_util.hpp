@@ -1,0 +1,24 @@
+// Helpers shared by the C API tests (public header only: these tests see
+// nothing of the library's internals).
+#pragma once
+
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+namespace capitest {
+
+// The upstream fixture: $A2PACK_FIXTURE, else the path CMake passes in.
+inline std::string fixture_path() {
+  const char* env = std::getenv("A2PACK_FIXTURE");
+  return env && *env ? env : A2PACK_FIXTURE_DEFAULT;
+}
+
+inline std::vector<uint8_t> read_bytes(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::vector<uint8_t>(std::istreambuf_iterator<char>(f), {});
+}
+
+}  // namespace capitest
