@@ -17,6 +17,8 @@
 //                          decompressed frame bytes
 //   BM_DecodeFramesWarm    the same frames checked, decompressed and parsed
 //                          into reused memory on one core (no page faults)
+//   BM_DecompressFramesOnly  the CRC checks and zstd alone on the same frames:
+//                          the ceiling of BM_DecodeFramesWarm
 //   BM_FrameCompress       zstd levels on the encoded frames: MB/s and size
 // Counters: bytes_per_record for ours (file bytes incl. headers) and for the
 // seed's one-frame-per-record design on the same records (its own record
@@ -449,15 +451,18 @@ BENCHMARK(BM_FrameCompress)
     ->ArgsProduct({{16}, {-3, -1, 1, 3, 6}, {kSim, kRandom}})
     ->Unit(benchmark::kMillisecond);
 
-// Decode a prepared log (2M records, n = 16) of each workload.
-std::string decode_fixture(int kind) {
-  static std::map<int, std::string> dirs;
-  auto it = dirs.find(kind);
+// Decode a prepared log (2M records, n = 16) of each workload, written at
+// zstd `level` (the logger's default unless a benchmark says otherwise).
+std::string decode_fixture(int kind, int level = Options{}.zstd_level) {
+  static std::map<std::pair<int, int>, std::string> dirs;
+  auto it = dirs.find({kind, level});
   if (it != dirs.end()) return it->second;
-  std::string d = temp_dir(kind == kSim ? "decode-sim" : "decode-random");
+  std::string d = temp_dir(fmt::format("decode-{}-l{}", kind_name(kind), level).c_str());
   const Workload& w = workload(16, kind);
   {
-    Logger lg(d, Options{});
+    Options o;
+    o.zstd_level = level;
+    Logger lg(d, o);
     auto ids = register_streams(lg, w);
     for (size_t i = 0; i < 2'000'000; ++i) {
       size_t r = i % w.count;
@@ -468,7 +473,7 @@ std::string decode_fixture(int kind) {
     std::atexit([] {
       for (auto& [k, p] : dirs) fs::remove_all(p);
     });
-  dirs[kind] = d;
+  dirs[{kind, level}] = d;
   return d;
 }
 
@@ -493,41 +498,59 @@ BENCHMARK(BM_Decode)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
+// The frames of the prepared log, mapped, with reusable output columns.
+struct WarmFrames {
+  MappedFile file;
+  std::vector<FrameRef> frames;
+  StreamMeta meta;
+  std::vector<uint32_t> ids, idx;
+  std::vector<double> ep, val;
+  std::vector<uint64_t> off;
+  std::vector<uint8_t> raw;
+  explicit WarmFrames(const std::string& dir)
+      : file(dir + "/segments/00000.seg.zst"), meta(read_sidecar(sidecar_path(dir, 0), 0)) {
+    std::vector<Problem> problems;
+    scan_segment(file.data(), file.size(), dir + "/segments/00000.seg.zst", 0, frames, problems);
+    size_t max_r = 0, max_v = 0, max_raw = 0;
+    for (auto& f : frames) {
+      max_r = std::max<size_t>(max_r, f.header.n_records);
+      max_v = std::max<size_t>(max_v, f.header.n_values);
+      max_raw = std::max<size_t>(max_raw, f.header.raw_len);
+    }
+    ids.resize(max_r);
+    ep.resize(max_r);
+    off.resize(max_r + 1);
+    idx.resize(max_v);
+    val.resize(max_v);
+    raw.resize(max_raw);
+  }
+  // CRC check and decompression of frame f into raw; returns its bytes.
+  size_t decompress(ZSTD_DCtx* dc, const FrameRef& f) {
+    const uint8_t* payload = file.data() + f.offset + kHeaderSize;
+    if (crc32c::compute(payload, f.header.compressed_len) != f.header.payload_crc) std::abort();
+    size_t r = ZSTD_decompressDCtx(dc, raw.data(), raw.size(), payload, f.header.compressed_len);
+    if (ZSTD_isError(r)) std::abort();
+    return r;
+  }
+};
+
 // The decoder's per-core speed without allocating output: CRC check,
 // decompress and parse every frame of the prepared log into reused columns
 // (decode_dir adds the page faults of fresh output memory on top).
 void BM_DecodeFramesWarm(benchmark::State& state) {
   const int kind = static_cast<int>(state.range(0));
-  std::string dir = decode_fixture(kind);
+  WarmFrames wf(decode_fixture(kind, static_cast<int>(state.range(1))));
   state.SetLabel(kind_name(kind));
-  std::string seg = dir + "/segments/00000.seg.zst";
-  MappedFile file(seg);
-  std::vector<FrameRef> frames;
-  std::vector<Problem> problems;
-  scan_segment(file.data(), file.size(), seg, 0, frames, problems);
-  StreamMeta meta = read_sidecar(sidecar_path(dir, 0), 0);
   const Workload& w = workload(16, kind);
-  ScaleTable scales(w.n_streams, &meta.info);
-  size_t max_r = 0, max_v = 0, max_raw = 0;
-  for (auto& f : frames) {
-    max_r = std::max<size_t>(max_r, f.header.n_records);
-    max_v = std::max<size_t>(max_v, f.header.n_values);
-    max_raw = std::max<size_t>(max_raw, f.header.raw_len);
-  }
-  std::vector<uint32_t> ids(max_r), idx(max_v);
-  std::vector<double> ep(max_r), val(max_v);
-  std::vector<uint64_t> off(max_r + 1);
-  std::vector<uint8_t> raw(max_raw);
+  ScaleTable scales(w.n_streams, &wf.meta.info);
   ZSTD_DCtx* dc = ZSTD_createDCtx();
   uint64_t bytes = 0, records = 0;
   for (auto _ : state) {
-    for (auto& f : frames) {
-      const uint8_t* payload = file.data() + f.offset + kHeaderSize;
-      if (crc32c::compute(payload, f.header.compressed_len) != f.header.payload_crc) std::abort();
-      size_t r = ZSTD_decompressDCtx(dc, raw.data(), raw.size(), payload, f.header.compressed_len);
-      FrameSink sink{ids.data(), ep.data(), off.data() + 1, idx.data(), val.data(), 0,
+    for (auto& f : wf.frames) {
+      size_t r = wf.decompress(dc, f);
+      FrameSink sink{wf.ids.data(), wf.ep.data(), wf.off.data() + 1, wf.idx.data(), wf.val.data(), 0,
                      f.header.n_records, f.header.n_values};
-      records += decode_frame(f.header.version, raw.data(), r, f.header.n_records, scales, sink).records;
+      records += decode_frame(f.header.version, wf.raw.data(), r, f.header.n_records, scales, sink).records;
       bytes += r;
     }
   }
@@ -535,7 +558,35 @@ void BM_DecodeFramesWarm(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<int64_t>(bytes));
   state.SetItemsProcessed(static_cast<int64_t>(records));
 }
-BENCHMARK(BM_DecodeFramesWarm)->ArgNames({"random"})->Arg(kSim)->Arg(kRandom)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_DecodeFramesWarm)
+    ->ArgNames({"random", "level"})
+    ->ArgsProduct({{kSim, kRandom}, {-1, 1}})
+    ->Unit(benchmark::kMillisecond);
+
+// The floor under BM_DecodeFramesWarm: the same CRC checks and zstd
+// decompression (the system libzstd) with no parsing. Per-core decode speed
+// can never exceed this.
+void BM_DecompressFramesOnly(benchmark::State& state) {
+  const int kind = static_cast<int>(state.range(0));
+  const int level = static_cast<int>(state.range(1));
+  WarmFrames wf(decode_fixture(kind, level));
+  state.SetLabel(fmt::format("{}, zstd {}", kind_name(kind), ZSTD_versionString()));
+  ZSTD_DCtx* dc = ZSTD_createDCtx();
+  uint64_t bytes = 0, records = 0;
+  for (auto _ : state) {
+    for (auto& f : wf.frames) {
+      bytes += wf.decompress(dc, f);
+      records += f.header.n_records;
+    }
+  }
+  ZSTD_freeDCtx(dc);
+  state.SetBytesProcessed(static_cast<int64_t>(bytes));
+  state.SetItemsProcessed(static_cast<int64_t>(records));
+}
+BENCHMARK(BM_DecompressFramesOnly)
+    ->ArgNames({"random", "level"})
+    ->ArgsProduct({{kSim, kRandom}, {-1, 1}})
+    ->Unit(benchmark::kMillisecond);
 
 }  // namespace
 

@@ -29,13 +29,43 @@ inline void prefetch_row(const uint8_t* base, int64_t i) {
 }
 
 // Index of the first idx[i] outside [0, rows), or n when all are inside.
+// Every batch gather runs this before copying anything, so it must cost
+// little next to the gather itself (a plain loop took 4 us of a 50 us
+// 4 096-row batch). The test is branch-free and vectorises with plain
+// integer ops: for rows >= 1, idx | (rows - 1 - idx) has its sign bit set
+// exactly when idx < 0 or idx >= rows (rows <= 2^63 - 1; the subtraction
+// wraps). GCC vector types keep it portable;
+// target_clones adds an AVX2 build picked at load time.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+__attribute__((target_clones("avx2", "default")))
+#endif
 inline size_t first_out_of_range(const int64_t* idx, size_t n, uint64_t rows) {
-  // Branch-free OR over the whole batch (vectorises); locate only on failure.
-  uint64_t bad = 0;
-  for (size_t i = 0; i < n; ++i) bad |= static_cast<uint64_t>(static_cast<uint64_t>(idx[i]) >= rows);
-  if (!bad) return n;
-  for (size_t i = 0; i < n; ++i)
-    if (static_cast<uint64_t>(idx[i]) >= rows) return i;
+  if (rows == 0) return n ? 0 : n;
+  const uint64_t lim = rows - 1;
+  typedef uint64_t u4 __attribute__((vector_size(32)));
+  u4 acc0 = {0, 0, 0, 0}, acc1 = acc0, acc2 = acc0, acc3 = acc0;
+  const u4 vlim = {lim, lim, lim, lim};
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    u4 a, b, c, d;
+    std::memcpy(&a, idx + i, sizeof a);
+    std::memcpy(&b, idx + i + 4, sizeof b);
+    std::memcpy(&c, idx + i + 8, sizeof c);
+    std::memcpy(&d, idx + i + 12, sizeof d);
+    acc0 |= a | (vlim - a);
+    acc1 |= b | (vlim - b);
+    acc2 |= c | (vlim - c);
+    acc3 |= d | (vlim - d);
+  }
+  acc0 |= acc1 | acc2 | acc3;
+  uint64_t bad = acc0[0] | acc0[1] | acc0[2] | acc0[3];
+  for (; i < n; ++i) {
+    uint64_t x = static_cast<uint64_t>(idx[i]);
+    bad |= x | (lim - x);
+  }
+  if (!(bad >> 63)) return n;
+  for (size_t j = 0; j < n; ++j)
+    if (static_cast<uint64_t>(idx[j]) >= rows) return j;
   return n;
 }
 

@@ -18,6 +18,7 @@
 #include "dataset/memory.hpp"
 #include "dataset/npy.hpp"
 #include "dataset/row.hpp"
+#include "dataset/gather.hpp"
 #include "dataset/sampler.hpp"
 #include "dataset/team.hpp"
 #include "test_util.hpp"
@@ -351,4 +352,31 @@ TEST(DatasetTeam, WorksInAForkedChild) {
   ::waitpid(pid, &status, 0);
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 0);
+}
+
+TEST(DatasetGather, BoundsCheckFindsTheFirstBadIndexAtEveryPosition) {
+  // The check is vectorised 16 indices at a time with a scalar tail: put
+  // each kind of bad index at every position of batches of several lengths.
+  const int64_t kMin = std::numeric_limits<int64_t>::min();
+  const int64_t kMax = std::numeric_limits<int64_t>::max();
+  for (uint64_t rows : {uint64_t{1}, uint64_t{7}, uint64_t{10'000'000}, uint64_t(kMax)}) {
+    const int64_t last = static_cast<int64_t>(rows - 1);
+    for (size_t n : {size_t{1}, size_t{15}, size_t{16}, size_t{17}, size_t{40}}) {
+      std::vector<int64_t> idx(n);
+      for (size_t i = 0; i < n; ++i) idx[i] = i % 2 ? last : 0;  // both ends are inside
+      EXPECT_EQ(first_out_of_range(idx.data(), n, rows), n) << rows << " " << n;
+      std::vector<int64_t> bads = {-1, kMin, static_cast<int64_t>(rows > uint64_t(kMax) - 1 ? -2 : int64_t(rows))};
+      if (rows < uint64_t(kMax)) bads.push_back(kMax);
+      for (int64_t bad : bads)
+        for (size_t at = 0; at < n; ++at) {
+          std::vector<int64_t> b = idx;
+          b[at] = bad;
+          if (at + 1 < n) b[n - 1] = -5;  // a later bad one must not be reported first
+          EXPECT_EQ(first_out_of_range(b.data(), n, rows), at) << rows << " " << n << " " << bad;
+        }
+    }
+  }
+  int64_t any = 0;
+  EXPECT_EQ(first_out_of_range(&any, 1, 0), 0u);  // no rows: every index is outside
+  EXPECT_EQ(first_out_of_range(nullptr, 0, 5), 0u);
 }
