@@ -26,7 +26,10 @@ Writer::Writer(const std::string& path, const WriterOptions& o) : path_(path), o
     codec_ = std::make_unique<ZstdCodec>(o.zstd);
     cctx_.resize(resolve_workers(o.workers));
   }
-  records_ = std::make_unique<AtomicFile>(path);
+  // Records go through a background writer thread: callers hand over
+  // records about as fast as the kernel copies them into the page cache,
+  // so the two overlap (base/background_writer.hpp).
+  records_ = std::make_unique<AtomicFile>(path, /*background=*/true);
   if (o.limits_placement == LimitsPlacement::separate)
     limits_ = std::make_unique<AtomicFile>(limits_path(path));
   // A second descriptor on the temporary file, only to start writeback; a

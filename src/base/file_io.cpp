@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "base/background_writer.hpp"
 #include "base/error.hpp"
 
 namespace a2pack {
@@ -123,13 +124,21 @@ void MappedFile::advise(Advice advice, size_t offset, size_t len) const {
 }
 
 // ---------------------------------------------------------------- AtomicFile
-AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {
+AtomicFile::AtomicFile(std::string path, bool background) : path_(std::move(path)) {
   tmp_ = fmt::format("{}.tmp-{}-{}", path_, ::getpid(), g_tmp_counter.fetch_add(1));
   fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd_ < 0) fail_errno("create", tmp_, errno);
-  buf_.reserve(kWriteBuffer);
+  try {
+    if (background) bg_ = std::make_unique<BackgroundWriter>(fd_, tmp_);
+    else buf_.reserve(kWriteBuffer);
+  } catch (...) {
+    ::close(fd_);
+    ::unlink(tmp_.c_str());
+    throw;
+  }
 }
 AtomicFile::~AtomicFile() {
+  bg_.reset();  // its thread writes to fd_: stop it first
   if (fd_ >= 0) ::close(fd_);
   if (!committed_) ::unlink(tmp_.c_str());
 }
@@ -147,13 +156,19 @@ void write_all(int fd, const void* data, size_t len, const std::string& path) {
 }
 
 void AtomicFile::flush_buffer() {
+  if (bg_) {
+    bg_->drain();
+    return;
+  }
   write_all(fd_, buf_.data(), buf_.size(), tmp_);
   buf_.clear();
 }
 void AtomicFile::write(const void* data, size_t len) {
   if (committed_) fail(A2PACK_E_CLOSED, "{}: write after commit", path_);
   const auto* p = static_cast<const uint8_t*>(data);
-  if (len >= kDirectWrite) {
+  if (bg_) {
+    bg_->write(p, len);
+  } else if (len >= kDirectWrite) {
     flush_buffer();                // keeps the bytes in order
     write_all(fd_, p, len, tmp_);  // large writes go straight through, uncopied
   } else {
@@ -179,6 +194,7 @@ void AtomicFile::pwrite(const void* data, size_t len, uint64_t offset) {
 void AtomicFile::commit(bool durable) {
   if (committed_) return;
   flush_buffer();
+  bg_.reset();  // drained: nothing left for its thread
   if (durable && ::fsync(fd_) != 0) fail_errno("fsync", tmp_, errno);
   if (::close(fd_) != 0) {
     fd_ = -1;

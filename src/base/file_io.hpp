@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -61,9 +62,15 @@ class ReadFd {
 // folder; commit() flushes, fsyncs, renames over `path` and fsyncs the folder.
 // Destroying an uncommitted writer removes the temporary file, so a failed or
 // interrupted write never leaves a file under the final name.
+class BackgroundWriter;
+
 class AtomicFile {
  public:
-  explicit AtomicFile(std::string path);
+  // With `background`, write() copies into large buffers that a thread of
+  // this file writes in order (base/background_writer.hpp): for callers
+  // whose own work per byte is comparable to the kernel's copy. Errors of
+  // background writes surface in a later write(), flush() or commit().
+  explicit AtomicFile(std::string path, bool background = false);
   ~AtomicFile();
   AtomicFile(const AtomicFile&) = delete;
   AtomicFile& operator=(const AtomicFile&) = delete;
@@ -91,6 +98,7 @@ class AtomicFile {
   void flush_buffer();
   std::string path_, tmp_;
   int fd_ = -1;
+  std::unique_ptr<BackgroundWriter> bg_;
   uint64_t written_ = 0;
   std::vector<uint8_t> buf_;
   bool committed_ = false;

@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <random>
 
+#include <fcntl.h>
+#include "base/background_writer.hpp"
 #include "base/crc32c.hpp"
 #include "base/error.hpp"
 #include "base/file_io.hpp"
@@ -178,6 +180,64 @@ TEST(AtomicFile, CommitRenamesAndAbortLeavesNothing) {
     f.commit();
   }
   EXPECT_EQ(a2test::read_bytes(path), (std::vector<uint8_t>{'J', 'e', 'l', 'l', 'o'}));
+}
+
+TEST(AtomicFile, BackgroundWritesKeepOrderAcrossBufferSizes) {
+  // Pieces from 1 byte to several buffers long, pwrite and flush between
+  // them: the committed file holds exactly the bytes in order.
+  a2test::TempDir dir;
+  std::string path = dir / "bg.bin";
+  std::mt19937_64 rng(5);
+  std::vector<uint8_t> want;
+  {
+    AtomicFile f(path, /*background=*/true);
+    for (int i = 0; i < 300; ++i) {
+      size_t len = i % 50 == 0 ? BackgroundWriter::kBufferBytes * 2 + 17 : rng() % 70000;
+      std::vector<uint8_t> piece(len);
+      for (auto& b : piece) b = static_cast<uint8_t>(rng());
+      f.write(piece.data(), piece.size());
+      want.insert(want.end(), piece.begin(), piece.end());
+      if (i % 97 == 0) f.flush();
+    }
+    EXPECT_EQ(f.bytes_written(), want.size());
+    f.pwrite("AB", 2, 3);
+    want[3] = 'A';
+    want[4] = 'B';
+    EXPECT_FALSE(std::filesystem::exists(path));
+    f.commit(false);
+  }
+  EXPECT_EQ(a2test::read_bytes(path), want);
+  // Abandoned: nothing is left behind, even with writes still queued.
+  {
+    AtomicFile f(dir / "gone.bin", true);
+    std::vector<uint8_t> big(BackgroundWriter::kBufferBytes * 3, 7);
+    f.write(big.data(), big.size());
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir / "gone.bin"));
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir.path()),
+                          std::filesystem::directory_iterator()), 1);
+}
+
+TEST(BackgroundWriter, AWriteErrorSurfacesAtTheNextCallAndNamesTheFile) {
+  // /dev/full fails every write with ENOSPC: the error comes back from
+  // drain() (and every later call), never silently.
+  int fd = ::open("/dev/full", O_WRONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  {
+    BackgroundWriter w(fd, "/dev/full (test)");
+    std::vector<uint8_t> data(1000, 1);
+    w.write(data.data(), data.size());  // queued only: no error yet
+    std::string msg;
+    EXPECT_EQ(a2test::status_of([&] { w.drain(); }, &msg), A2PACK_E_IO) << msg;
+    EXPECT_NE(msg.find("/dev/full (test)"), std::string::npos) << msg;
+    // Later calls keep failing: small writes at once, and a whole buffer
+    // handed over.
+    EXPECT_NE(a2test::status_of([&] { w.write(data.data(), 10); }), A2PACK_OK);
+    std::vector<uint8_t> big(BackgroundWriter::kBufferBytes + 1, 2);
+    EXPECT_NE(a2test::status_of([&] { w.write(big.data(), big.size()); }), A2PACK_OK);
+    EXPECT_NE(a2test::status_of([&] { w.drain(); }), A2PACK_OK);
+  }
+  ::close(fd);
 }
 
 TEST(Files, ErrorsNameThePath) {

@@ -1,0 +1,69 @@
+// Writing a file descriptor from a background thread.
+//
+// A writer fed many small records (a Python loop of bag writes) spends about
+// as long in the kernel, copying into the page cache, as in its own work.
+// Here write() copies into one of a few large buffers and returns; a thread
+// writes the full buffers in order, so the kernel's copy overlaps the
+// caller's next records instead of adding to them. Memory is bounded
+// (kBuffers x kBufferBytes): write() waits while every buffer is in flight.
+// The first write error is kept and thrown by every later write() or
+// drain() once the thread has met it, naming the file, so nothing is lost
+// silently; the caller's commit drains
+// first, so a file never becomes visible with bytes missing.
+// Not for use across fork(): the thread exists only in the opening process.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace a2pack {
+
+class BackgroundWriter {
+ public:
+  static constexpr size_t kBufferBytes = size_t{1} << 20;
+  static constexpr size_t kBuffers = 4;
+
+  // Writes go to `fd` (not owned; it must outlive this object); `path`
+  // names it in errors.
+  BackgroundWriter(int fd, std::string path);
+  // Waits for queued writes; their errors are dropped (drain() reports them).
+  ~BackgroundWriter();
+  BackgroundWriter(const BackgroundWriter&) = delete;
+  BackgroundWriter& operator=(const BackgroundWriter&) = delete;
+
+  // Queue a copy of [data, data + len); throws an earlier write's error.
+  void write(const void* data, size_t len);
+  // Return once every byte queued so far is written; throws the first error.
+  void drain();
+
+ private:
+  struct Buffer {
+    std::unique_ptr<uint8_t[]> data;
+    size_t len = 0;
+  };
+  void hand_off();  // queue the fill buffer (lock not held)
+  void run();
+  [[noreturn]] void rethrow_locked();
+
+  int fd_;
+  std::string path_;
+  std::mutex mu_;
+  std::condition_variable work_cv_, done_cv_;
+  std::vector<std::unique_ptr<Buffer>> free_;  // guarded by mu_
+  std::deque<std::unique_ptr<Buffer>> queue_;  // guarded by mu_, in file order
+  bool writing_ = false;                       // the thread holds a buffer
+  bool stop_ = false;
+  std::atomic<int> error_{0};  // errno of the first failed write (set under mu_)
+  std::unique_ptr<Buffer> fill_;  // the caller's (no lock needed)
+  std::thread thread_;
+};
+
+}  // namespace a2pack
