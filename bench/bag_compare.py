@@ -107,6 +107,15 @@ def drop_cache(path: str) -> None:
     _dontneed(path)
 
 
+def settle() -> None:
+    """Before a timed write: dirty pages written back, and a pause for the
+    discards of just-deleted files (the root filesystem here is mounted with
+    `discard`) — otherwise a write is timed against the previous file's
+    cleanup, which moved single write cells by up to 2x between rounds."""
+    os.sync()
+    time.sleep(1.5)
+
+
 def warm_cache(path: str) -> None:
     with open(path, "rb") as fh:
         while fh.read(64 << 20):
@@ -181,7 +190,7 @@ def run_set(name: str, n: int, pool: list, workdir: str, batches: int, rows: lis
                     continue  # informational: one sample
                 for f in files_of(paths[lib]):
                     os.remove(f)
-                os.sync()
+                settle()
                 t = timed(write_with(lib, durable=False))
                 add("write", lib, t)
                 if lib == "a2pack":
@@ -189,7 +198,7 @@ def run_set(name: str, n: int, pool: list, workdir: str, batches: int, rows: lis
                     # the unlink of its blocks (and their discard) in the timing.
                     for f in files_of(paths[lib]):
                         os.remove(f)
-                    os.sync()
+                    settle()
                     add("write+fsync", lib, timed(write_with(lib, durable=True)))
                 else:
                     add("write+fsync", lib, t + timed(lambda: [_fsync(f) for f in files_of(paths[lib])]))
