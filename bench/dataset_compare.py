@@ -7,11 +7,17 @@ zero-copy ``Dataset.steps`` view, and a2pack's ``get_batch`` (1 and 2
 workers) and ``get_batch_columns``. Also load times: ``np.load``, a2pack's
 open (RAM + CRC check) and a plain sequential read of the file.
 
-Methods are timed in alternating blocks of 20 calls (so a busy machine slows
-them alike, while one method's allocations do not disturb the next call of
-another), each call on a fresh batch (from 1 024 drawn up front, so no
-batch's rows are still cached); the median and the 10th percentile are
-reported.
+Methods are timed in alternating blocks of --block calls (default 100; so a
+busy machine slows them alike, while one method's allocations do not disturb
+the next call of another), each block opened by one untimed call (a method's
+first call after another's block wakes its helper threads, which a loop
+gathering batch after batch does not pay), each call on a fresh batch (from
+1 024 drawn up front, so no batch's rows are still cached); the median and
+the 10th percentile are reported. On the 2-vCPU development VM the 2-worker
+gather needs about 1 ms of back-to-back calls after ~50 ms of other work
+before it reaches its steady speed (77 us for the first call of a block, 47
+after 20 calls, 41 in a steady loop), so blocks of 20 report it ~15 % slower
+than blocks of 100: docs/dataset.md has the figures for both.
 
 Usage: python3 bench/dataset_compare.py [--dataset DIR] [--rows N]
 With no --dataset, a synthetic dataset of N rows (default 10 M) is written by
@@ -73,7 +79,9 @@ def main():
     ap.add_argument("--dataset")
     ap.add_argument("--rows", type=int, default=10_000_000)
     ap.add_argument("--batch", type=int, default=4096)
-    ap.add_argument("--rounds", type=int, default=600)
+    ap.add_argument("--rounds", type=int, default=1000)
+    ap.add_argument("--block", type=int, default=100,
+                    help="calls of one method in a row before the next method's turn")
     args = ap.parse_args()
     path = ensure_dataset(args)
     steps_file = path / "steps.npy"
@@ -123,9 +131,14 @@ def main():
     assert (ds.get_batch(batches[1]) == arr[batches[1]]).all()
     times = {k: [] for k in methods}
     k = 0
-    block = 20
-    for r in range(args.rounds // block):
+    block = max(1, args.block)
+    for r in range(max(1, args.rounds // block)):
         for name, fn in methods.items():
+            # One untimed call opens each block: the first call after another
+            # method's block wakes helper threads that slept meanwhile, which a
+            # loop gathering batch after batch does not pay.
+            fn(batches[k % len(batches)])
+            k += 1
             for _ in range(block):
                 # A fresh batch for every call: a batch another method just
                 # gathered would be in the cache.
