@@ -69,17 +69,49 @@ inline size_t first_out_of_range(const int64_t* idx, size_t n, uint64_t rows) {
   return n;
 }
 
-// Rows idx[0..n) of `base` to `out`, 32 bytes each. Indices must be checked.
-inline void gather_rows(const uint8_t* base, const int64_t* idx, size_t n, uint8_t* out) {
-  const size_t pre = n < kPrefetchAhead ? n : kPrefetchAhead;
-  for (size_t i = 0; i < pre; ++i) prefetch_row(base, idx[i]);
-  size_t i = 0;
-  for (; i + kPrefetchAhead < n; ++i) {
-    prefetch_row(base, idx[i + kPrefetchAhead]);
-    std::memcpy(out + i * kRowBytes, base + static_cast<size_t>(idx[i]) * kRowBytes, kRowBytes);
+// Rows of the chunks `claim` hands out (chunk c covers batch positions
+// [c * per, min(n, (c + 1) * per))), each passed to emit(i, row) with i its
+// position in the batch; claim() returns the chunk count when none is left.
+// A thread claims its next chunk as soon as it starts one, and the last
+// kPrefetchAhead rows of a chunk prefetch the first rows of the next, so the
+// prefetch stream never drains at a chunk boundary. Chunks can then be small
+// enough that the threads of a split gather finish within a couple of
+// microseconds of each other (with 512-row chunks the last one left one
+// thread alone for up to ~9 us). `per` must be at least kPrefetchAhead.
+template <typename Claim, typename Emit>
+inline void gather_chunks(const uint8_t* base, const int64_t* idx, size_t n, size_t per,
+                          const Claim& claim, Emit&& emit) {
+  const size_t chunks = (n + per - 1) / per;
+  size_t c = claim();
+  if (c >= chunks) return;
+  size_t a = c * per, b = a + per < n ? a + per : n;
+  for (size_t i = a; i < b && i < a + kPrefetchAhead; ++i) prefetch_row(base, idx[i]);
+  for (;;) {
+    const size_t nc = claim();
+    const size_t na = nc < chunks ? nc * per : 0;
+    const size_t nb = nc < chunks ? (na + per < n ? na + per : n) : 0;
+    const size_t mid = b - a > kPrefetchAhead ? b - kPrefetchAhead : a;
+    size_t i = a;
+    for (; i < mid; ++i) {
+      prefetch_row(base, idx[i + kPrefetchAhead]);
+      emit(i, base + static_cast<size_t>(idx[i]) * kRowBytes);
+    }
+    for (size_t j = na; i < b; ++i) {  // this chunk's tail starts the next one's prefetches
+      if (j < nb) prefetch_row(base, idx[j++]);
+      emit(i, base + static_cast<size_t>(idx[i]) * kRowBytes);
+    }
+    if (nc >= chunks) return;
+    a = na;
+    b = nb;
   }
-  for (; i < n; ++i)
-    std::memcpy(out + i * kRowBytes, base + static_cast<size_t>(idx[i]) * kRowBytes, kRowBytes);
+}
+
+// The whole batch on the calling thread: gather_chunks with one chunk.
+template <typename Emit>
+inline void gather_all(const uint8_t* base, const int64_t* idx, size_t n, Emit&& emit) {
+  size_t claims = 0;
+  gather_chunks(base, idx, n, n > kPrefetchAhead ? n : kPrefetchAhead,
+                [&claims] { return claims++; }, emit);
 }
 
 // The 16 tile exponents of a board, cell 0 (top-left, the high nibble) first.

@@ -34,15 +34,15 @@ struct Team {
   std::atomic<size_t> next{0};
   size_t chunks = 0;
   int limit = 0;  // helpers that may join this job
-  const std::function<void(size_t)>* fn = nullptr;
+  const std::function<void(const ChunkClaim&)>* body = nullptr;
   unsigned helpers = 0;  // started so far (guarded by busy)
 
   void work() {
-    for (;;) {
+    const ChunkClaim claim = [this] {
       size_t c = next.fetch_add(1);
-      if (c >= chunks) return;
-      (*fn)(c);
-    }
+      return c < chunks ? c : chunks;
+    };
+    (*body)(claim);
   }
 
   void helper() {
@@ -89,15 +89,30 @@ Team& team() {
 
 }  // namespace
 
+namespace {
+// The whole job on the calling thread.
+void run_alone(size_t chunks, const std::function<void(const ChunkClaim&)>& body) {
+  size_t next = 0;
+  body([&] { return next < chunks ? next++ : chunks; });
+}
+}  // namespace
+
 void run_chunks(size_t chunks, unsigned threads, const std::function<void(size_t)>& fn) {
+  run_claiming(chunks, threads, [&](const ChunkClaim& claim) {
+    for (size_t c; (c = claim()) < chunks;) fn(c);
+  });
+}
+
+void run_claiming(size_t chunks, unsigned threads,
+                  const std::function<void(const ChunkClaim&)>& body) {
   if (threads <= 1 || chunks <= 1) {
-    for (size_t c = 0; c < chunks; ++c) fn(c);
+    run_alone(chunks, body);
     return;
   }
   Team& t = team();
   std::unique_lock<std::mutex> busy(t.busy, std::try_to_lock);
   if (!busy.owns_lock()) {  // another thread's gather is running: do it alone
-    for (size_t c = 0; c < chunks; ++c) fn(c);
+    run_alone(chunks, body);
     return;
   }
   unsigned want = std::min<unsigned>(threads - 1, kMaxHelpers);
@@ -105,7 +120,7 @@ void run_chunks(size_t chunks, unsigned threads, const std::function<void(size_t
     ++t.helpers;
     std::thread([&t] { t.helper(); }).detach();
   }
-  t.fn = &fn;
+  t.body = &body;
   t.chunks = chunks;
   t.limit = static_cast<int>(want);
   t.next.store(0);

@@ -19,6 +19,18 @@
 
 namespace a2pack::dataset {
 
+// Hands out chunk numbers 0, 1, ... to the threads of one job, each once;
+// returns `chunks` when none is left.
+using ChunkClaim = std::function<size_t()>;
+
+// Run body(claim) on the calling thread and on up to threads - 1 helpers;
+// every chunk in [0, chunks) goes to exactly one claim() call; returns when
+// every body has returned. A body may claim its next chunk before it
+// finishes the current one (the gathers do, to keep their prefetch stream
+// running across chunk boundaries). body must not throw.
+void run_claiming(size_t chunks, unsigned threads,
+                  const std::function<void(const ChunkClaim&)>& body);
+
 // Run fn(c) for every chunk c in [0, chunks), on the calling thread and up to
 // threads - 1 helpers; returns when all are done. fn must not throw.
 void run_chunks(size_t chunks, unsigned threads, const std::function<void(size_t)>& fn);

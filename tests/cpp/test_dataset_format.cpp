@@ -10,6 +10,8 @@
 #include <thread>
 
 #include <cmath>
+#include <algorithm>
+#include <random>
 #include <set>
 
 #include "base/crc32c.hpp"
@@ -379,4 +381,51 @@ TEST(DatasetGather, BoundsCheckFindsTheFirstBadIndexAtEveryPosition) {
   int64_t any = 0;
   EXPECT_EQ(first_out_of_range(&any, 1, 0), 0u);  // no rows: every index is outside
   EXPECT_EQ(first_out_of_range(nullptr, 0, 5), 0u);
+}
+
+TEST(DatasetGather, ChunkedGatherEmitsEveryPositionOnceWithItsRow) {
+  // gather_chunks on chunks handed out in any order (and by two threads at
+  // once): every batch position is emitted exactly once with the row its
+  // index names, including a short last chunk and chunks of exactly the
+  // prefetch distance.
+  const size_t rows = 3000;
+  std::vector<uint8_t> base(rows * kRowBytes);
+  for (size_t i = 0; i < base.size(); ++i) base[i] = static_cast<uint8_t>(i * 131 + i / 32);
+  std::mt19937_64 rng(9);
+  for (size_t n : {size_t{0}, size_t{1}, size_t{31}, size_t{32}, size_t{33}, size_t{129},
+                   size_t{1000}, size_t{5000}}) {
+    std::vector<int64_t> idx(n);
+    for (auto& x : idx) x = static_cast<int64_t>(rng() % rows);
+    for (size_t per : {kPrefetchAhead, kPrefetchAhead + 1, size_t{128}, size_t{500}}) {
+      const size_t chunks = (n + per - 1) / per;
+      std::vector<size_t> order(chunks);
+      for (size_t c = 0; c < chunks; ++c) order[c] = c;
+      std::shuffle(order.begin(), order.end(), rng);
+      std::vector<uint8_t> out(n * kRowBytes, 0);
+      std::vector<int> seen(n, 0);
+      auto emit = [&](size_t i, const uint8_t* row) {
+        ++seen[i];
+        std::memcpy(out.data() + i * kRowBytes, row, kRowBytes);
+      };
+      size_t k = 0;
+      gather_chunks(base.data(), idx.data(), n, per,
+                    [&] { return k < chunks ? order[k++] : chunks; }, emit);
+      for (size_t i = 0; i < n; ++i) {
+        ASSERT_EQ(seen[i], 1) << "n " << n << " per " << per << " position " << i;
+        ASSERT_EQ(std::memcmp(out.data() + i * kRowBytes, base.data() + idx[i] * kRowBytes, kRowBytes), 0);
+      }
+      // Two threads claiming from one counter.
+      std::atomic<size_t> next{0};
+      std::vector<std::atomic<int>> hits(n);
+      auto claim = [&] {
+        size_t c = next.fetch_add(1);
+        return c < chunks ? c : chunks;
+      };
+      auto count = [&](size_t i, const uint8_t*) { hits[i].fetch_add(1); };
+      std::thread other([&] { gather_chunks(base.data(), idx.data(), n, per, claim, count); });
+      gather_chunks(base.data(), idx.data(), n, per, claim, count);
+      other.join();
+      for (size_t i = 0; i < n; ++i) ASSERT_EQ(hits[i].load(), 1) << n << " " << per << " " << i;
+    }
+  }
 }
