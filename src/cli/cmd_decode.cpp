@@ -60,12 +60,16 @@ void run_decode(const DecodeArgs& a) {
   a2pack_status st = a2pack_run_batch_decode(ptrs.data(), lens.data(), ptrs.size(), a.workers, &batch);
   double dt = now_seconds() - t0;
   if (st != A2PACK_OK) {
-    // The message names the payload index; translate it to the file.
-    std::string msg = a2pack_last_error();
-    size_t idx = 0;
-    if (std::sscanf(msg.c_str(), "payload %zu", &idx) == 1 && idx < files.size())
-      msg = files[idx] + ": " + msg.substr(msg.find(':') + 2);
-    throw CliError(msg);
+    // Name the file: decode the payloads one by one (only on this error
+    // path) and report the first that fails, with its own message.
+    std::string batch_msg = a2pack_last_error();
+    for (size_t i = 0; i < files.size(); ++i) {
+      a2pack_run* run = nullptr;
+      if (a2pack_run_decode(ptrs[i], lens[i], &run) != A2PACK_OK)
+        throw CliError(fmt::format("{}: {}", files[i], a2pack_last_error()));
+      a2pack_run_close(run);
+    }
+    throw CliError(batch_msg);
   }
   std::unique_ptr<a2pack_run_batch, decltype(&a2pack_run_batch_close)> guard(batch,
                                                                               a2pack_run_batch_close);

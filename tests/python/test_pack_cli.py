@@ -114,3 +114,16 @@ def test_bad_inputs(runs, tmp_path):
     (tmp_path / "bad.a2pack").write_bytes(bytes(data))
     v = run("validate", "--packfile", tmp_path / "bad.a2pack", ok=False)
     assert v.returncode != 0 and "index CRC32C mismatch" in v.stderr
+
+
+def test_decode_summarises_a_folder_and_names_a_bad_file(runs):
+    d, files = runs
+    p = run("decode", "--input", d, "--json")
+    summary = json.loads(p.stdout)
+    assert summary["runs"] == len(files)
+    assert summary["steps"] == sum(20 + i for i in range(8))
+    files[4].write_bytes(files[4].read_bytes()[:-7])  # truncated
+    p = run("decode", "--input", d, ok=False)
+    assert p.returncode != 0
+    assert str(files[4]) in p.stderr, p.stderr
+    assert not any(str(f) in p.stderr for f in files if f != files[4]), p.stderr
