@@ -12,6 +12,7 @@
 #include <zstd.h>
 
 #include "base/error.hpp"
+#include "logger/cpu_features.hpp"
 #include "base/file_io.hpp"
 #include "base/varint.hpp"
 #include "base/worker_pool.hpp"
@@ -130,21 +131,9 @@ namespace fast {
 
 using FrameFn = FrameCount (*)(const uint8_t*, size_t, uint32_t, const ScaleTable&,
                                const FrameSink&);
-bool use_pext() {
 #if defined(__x86_64__)
-  __builtin_cpu_init();
-  // pext is microcoded (slow) on AMD before Zen 3.
-  return __builtin_cpu_supports("bmi2") && __builtin_cpu_supports("avx2") &&
-         __builtin_cpu_supports("fma") && !__builtin_cpu_is("znver1") &&
-         !__builtin_cpu_is("znver2") && !__builtin_cpu_is("amdfam15h") &&
-         !__builtin_cpu_is("amdfam17h");
-#else
-  return false;
-#endif
-}
-#if defined(__x86_64__)
-FrameFn g_decode_v1 = use_pext() ? fast::decode_frame : generic::decode_frame;
-FrameFn g_decode_v2 = use_pext() ? fast::decode_frame_v2 : generic::decode_frame_v2;
+FrameFn g_decode_v1 = cpu_runs_fast_builds() ? fast::decode_frame : generic::decode_frame;
+FrameFn g_decode_v2 = cpu_runs_fast_builds() ? fast::decode_frame_v2 : generic::decode_frame_v2;
 #else
 FrameFn g_decode_v1 = generic::decode_frame;
 FrameFn g_decode_v2 = generic::decode_frame_v2;
@@ -175,7 +164,7 @@ void check_version(uint8_t version) {
 
 void use_portable_decoder(bool portable) {
 #if defined(__x86_64__)
-  bool fast_ok = use_pext() && !portable;
+  bool fast_ok = cpu_runs_fast_builds() && !portable;
   g_decode_v1 = fast_ok ? fast::decode_frame : generic::decode_frame;
   g_decode_v2 = fast_ok ? fast::decode_frame_v2 : generic::decode_frame_v2;
 #else

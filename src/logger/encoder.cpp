@@ -11,6 +11,7 @@
 #endif
 
 #include "base/error.hpp"
+#include "logger/cpu_features.hpp"
 #include "base/varint.hpp"
 
 namespace a2pack::logger {
@@ -73,21 +74,9 @@ using BodyV2Fn = BodyEnds (*)(uint8_t*, uint8_t*, uint32_t, uint64_t, double, co
                               const double*, size_t, const uint32_t*, const int64_t*, size_t,
                               int64_t*, uint32_t*);
 
-bool use_fast_build() {
 #if defined(__x86_64__)
-  __builtin_cpu_init();
-  // pdep is microcoded (slow) on AMD before Zen 3.
-  return __builtin_cpu_supports("bmi2") && __builtin_cpu_supports("avx2") &&
-         __builtin_cpu_supports("lzcnt") && !__builtin_cpu_is("znver1") &&
-         !__builtin_cpu_is("znver2") && !__builtin_cpu_is("amdfam15h") &&
-         !__builtin_cpu_is("amdfam17h");
-#else
-  return false;
-#endif
-}
-#if defined(__x86_64__)
-const BodyFn encode_body = use_fast_build() ? fast::encode_body : generic::encode_body;
-BodyV2Fn encode_body_v2 = use_fast_build() ? fast::encode_body_v2 : generic::encode_body_v2;
+const BodyFn encode_body = cpu_runs_fast_builds() ? fast::encode_body : generic::encode_body;
+BodyV2Fn encode_body_v2 = cpu_runs_fast_builds() ? fast::encode_body_v2 : generic::encode_body_v2;
 #else
 const BodyFn encode_body = generic::encode_body;
 BodyV2Fn encode_body_v2 = generic::encode_body_v2;
@@ -172,7 +161,7 @@ void sort_or_explain(uint32_t sid, const StreamInfo& s, const uint32_t* indices,
 
 void use_portable_encoder(bool portable) {
 #if defined(__x86_64__)
-  encode_body_v2 = portable || !use_fast_build() ? generic::encode_body_v2 : fast::encode_body_v2;
+  encode_body_v2 = portable || !cpu_runs_fast_builds() ? generic::encode_body_v2 : fast::encode_body_v2;
 #else
   (void)portable;
 #endif
