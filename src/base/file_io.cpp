@@ -138,6 +138,15 @@ AtomicFile::AtomicFile(std::string path, bool background) : path_(std::move(path
   }
 }
 AtomicFile::~AtomicFile() {
+  if (owner_.forked()) {
+    // A forked child's copy (e.g. a Python object finalised in a worker
+    // process): the temporary file is the parent's to finish or remove,
+    // and the writer thread does not exist here (joining it would fail):
+    // keep the parent's file, leak the writer's memory.
+    (void)bg_.release();
+    if (fd_ >= 0) ::close(fd_);
+    return;
+  }
   bg_.reset();  // its thread writes to fd_: stop it first
   if (fd_ >= 0) ::close(fd_);
   if (!committed_) ::unlink(tmp_.c_str());
@@ -155,7 +164,16 @@ void write_all(int fd, const void* data, size_t len, const std::string& path) {
   }
 }
 
+void AtomicFile::check_owner() const {
+  if (owner_.forked())
+    fail(A2PACK_E_CLOSED,
+         "{}: this file is being written by the process that opened it; a forked child cannot "
+         "write, flush or commit it",
+         path_);
+}
+
 void AtomicFile::flush_buffer() {
+  check_owner();
   if (bg_) {
     bg_->drain();
     return;
@@ -165,6 +183,7 @@ void AtomicFile::flush_buffer() {
 }
 void AtomicFile::write(const void* data, size_t len) {
   if (committed_) fail(A2PACK_E_CLOSED, "{}: write after commit", path_);
+  check_owner();
   const auto* p = static_cast<const uint8_t*>(data);
   if (bg_) {
     bg_->write(p, len);

@@ -9,6 +9,8 @@
 #include <string_view>
 #include <vector>
 
+#include "base/fork_stamp.hpp"
+
 namespace a2pack {
 
 // Read a whole file. Errors name the path.
@@ -96,9 +98,11 @@ class AtomicFile {
 
  private:
   void flush_buffer();
+  void check_owner() const;  // throws in a forked child
   std::string path_, tmp_;
   int fd_ = -1;
   std::unique_ptr<BackgroundWriter> bg_;
+  ForkStamp owner_;  // a forked child may not write, commit or delete the file
   uint64_t written_ = 0;
   std::vector<uint8_t> buf_;
   bool committed_ = false;

@@ -63,17 +63,6 @@ namespace {
 
 std::atomic<uint64_t> g_next_uid{1};
 
-// Bumped in every forked child (pthread_atfork), so forked() is one relaxed
-// load on the hot path instead of a getpid() system call.
-std::atomic<uint64_t> g_fork_generation{0};
-void on_fork_child() { g_fork_generation.fetch_add(1, std::memory_order_relaxed); }
-void watch_forks() {
-  static const bool once = [] {
-    ::pthread_atfork(nullptr, nullptr, on_fork_child);
-    return true;
-  }();
-  (void)once;
-}
 
 int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -152,8 +141,6 @@ void check_options(const Options& o) {
 
 Logger::Logger(std::string dir, const Options& opts)
     : dir_(std::move(dir)), opts_(opts), uid_(g_next_uid.fetch_add(1)), pid_(::getpid()) {
-  watch_forks();
-  fork_gen_ = g_fork_generation.load(std::memory_order_relaxed);
   check_options(opts_);
   if (dir_.empty()) fail(A2PACK_E_INVALID_ARGUMENT, "the logger folder name is empty");
   while (dir_.size() > 1 && dir_.back() == '/') dir_.pop_back();
@@ -194,9 +181,7 @@ Logger::Logger(std::string dir, const Options& opts)
   }
 }
 
-bool Logger::forked() const {
-  return g_fork_generation.load(std::memory_order_relaxed) != fork_gen_;
-}
+bool Logger::forked() const { return fork_stamp_.forked(); }
 
 Logger::~Logger() {
   if (forked()) {

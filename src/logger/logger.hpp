@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "a2pack.h"
+#include "base/fork_stamp.hpp"
 #include "logger/encoder.hpp"
 #include "logger/format.hpp"
 #include "logger/streams.hpp"
@@ -137,7 +138,7 @@ class Logger {
   int lock_fd_ = -1;
   uint32_t first_segment_ = 0;
   int pid_ = 0;             // the process that opened the logger (its threads live only there)
-  uint64_t fork_gen_ = 0;   // fork generation at open (see forked())
+  ForkStamp fork_stamp_;    // see forked()
 
   StreamTable streams_;
   std::mutex register_mu_;

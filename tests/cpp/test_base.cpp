@@ -218,6 +218,39 @@ TEST(AtomicFile, BackgroundWritesKeepOrderAcrossBufferSizes) {
                           std::filesystem::directory_iterator()), 1);
 }
 
+TEST(AtomicFile, AForkedChildNeitherWritesNorDeletesTheParentsFile) {
+  // A child forked while a file is being written (say a Python worker
+  // process finalising its copy of a bag writer) gets an error from every
+  // write, flush and commit, and its destructor leaves the parent's
+  // temporary file and writer thread alone; the parent then commits.
+  a2test::TempDir dir;
+  std::string path = dir / "shared.bin";
+  for (bool background : {false, true}) {
+    AtomicFile f(path, background);
+    std::vector<uint8_t> part(300000, 5);
+    f.write(part.data(), part.size());  // some of it still queued or buffered
+    pid_t pid = ::fork();
+    if (pid == 0) {
+      int bad = 0;
+      bad += a2test::status_of([&] { f.write("x", 1); }) == A2PACK_E_CLOSED ? 0 : 1;
+      bad += a2test::status_of([&] { f.flush(); }) == A2PACK_E_CLOSED ? 0 : 1;
+      bad += a2test::status_of([&] { f.commit(); }) == A2PACK_E_CLOSED ? 0 : 1;
+      {
+        AtomicFile* copy = &f;
+        copy->~AtomicFile();  // what the child's finalizer would do
+      }
+      ::_exit(bad == 0 && !std::filesystem::exists(path) ? 0 : 1);
+    }
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "background " << background;
+    f.write(part.data(), part.size());
+    f.commit(false);
+    EXPECT_EQ(a2test::read_bytes(path).size(), 2 * part.size()) << "background " << background;
+    std::filesystem::remove(path);
+  }
+}
+
 TEST(BackgroundWriter, AWriteErrorSurfacesAtTheNextCallAndNamesTheFile) {
   // /dev/full fails every write with ENOSPC: the error comes back from
   // drain() (and every later call), never silently.

@@ -387,3 +387,31 @@ def test_index_and_multi_index(tmp_path):
     m2 = bag.MultiIndex(r[::-1])
     assert m2[b"k1"] == [0, 3, 5]
     assert bag.Index(r[1:])[b"k1"] == 1
+
+
+def test_writer_survives_a_forked_child_dropping_its_copy(tmp_path):
+    # A child forked mid-write (a data-loader worker, say) cannot write or
+    # commit the parent's file, and dropping its copy neither deletes the
+    # parent's temporary file nor waits for the parent's writer thread.
+    path = tmp_path / "forked.bag"
+    w = bag.Writer(str(path))
+    for i in range(3000):
+        w.write(b"%05d" % i * 50)
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            w.write(b"child")
+            try:
+                w.flush()
+            except errors.ClosedError:
+                code = 0
+            w._abandon()
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+    w.write(b"last")
+    w.close()
+    r = bag.Reader(str(path))
+    assert len(r) == 3001 and r[0] == b"00000" * 50 and r[-1] == b"last"
