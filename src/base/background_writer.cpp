@@ -74,6 +74,18 @@ void BackgroundWriter::drain() {
   if (error_) rethrow_locked();
 }
 
+void BackgroundWriter::discard() {
+  std::lock_guard<std::mutex> lk(mu_);
+  discard_ = true;
+  fill_->len = 0;
+  for (auto& b : queue_) {
+    b->len = 0;
+    free_.push_back(std::move(b));
+  }
+  queue_.clear();
+  done_cv_.notify_all();
+}
+
 void BackgroundWriter::run() {
   std::unique_lock<std::mutex> lk(mu_);
   for (;;) {
@@ -83,11 +95,12 @@ void BackgroundWriter::run() {
     queue_.pop_front();
     writing_ = true;
     int err = error_.load();
+    const bool skip = discard_;
     lk.unlock();
     // After an error nothing more is written: later bytes would leave a
     // hole. The buffers still cycle so callers wake and see the error.
     size_t done = 0;
-    while (!err && done < b->len) {
+    while (!err && !skip && done < b->len) {
       ssize_t n = ::write(fd_, b->data.get() + done, b->len - done);
       if (n < 0) {
         if (errno == EINTR) continue;

@@ -43,6 +43,9 @@ class BackgroundWriter {
   void write(const void* data, size_t len);
   // Return once every byte queued so far is written; throws the first error.
   void drain();
+  // Drop everything not yet written (the file is being abandoned); later
+  // writes are dropped too.
+  void discard();
 
  private:
   struct Buffer {
@@ -61,6 +64,7 @@ class BackgroundWriter {
   std::deque<std::unique_ptr<Buffer>> queue_;  // guarded by mu_, in file order
   bool writing_ = false;                       // the thread holds a buffer
   bool stop_ = false;
+  bool discard_ = false;  // guarded by mu_
   std::atomic<int> error_{0};  // errno of the first failed write (set under mu_)
   std::unique_ptr<Buffer> fill_;  // the caller's (no lock needed)
   std::thread thread_;

@@ -147,6 +147,7 @@ AtomicFile::~AtomicFile() {
     if (fd_ >= 0) ::close(fd_);
     return;
   }
+  if (bg_ && !committed_) bg_->discard();  // about to be deleted: skip what is queued
   bg_.reset();  // its thread writes to fd_: stop it first
   if (fd_ >= 0) ::close(fd_);
   if (!committed_) ::unlink(tmp_.c_str());
