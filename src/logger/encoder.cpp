@@ -71,8 +71,8 @@ namespace fast {
 using BodyFn = uint8_t* (*)(uint8_t*, uint32_t, uint64_t, double, const uint32_t*, const double*,
                            size_t);
 using BodyV2Fn = BodyEnds (*)(uint8_t*, uint8_t*, uint32_t, uint64_t, double, const uint32_t*,
-                              const double*, size_t, const uint32_t*, const int64_t*, size_t,
-                              int64_t*, uint32_t*);
+                              const double*, size_t, const int64_t*, const int64_t*, size_t,
+                              int64_t*, int64_t*);
 
 #if defined(__x86_64__)
 const BodyFn encode_body = cpu_runs_fast_builds() ? fast::encode_body : generic::encode_body;
@@ -170,10 +170,14 @@ void use_portable_encoder(bool portable) {
 void FrameState::grow(size_t n) {
   // Double, so that a frame's worth of records costs O(1) reallocations.
   size_t cap = std::max<size_t>({cap_ * 2, used_ + n, 1024});
-  std::unique_ptr<uint32_t[]> idx(new uint32_t[cap]);
+  std::unique_ptr<int64_t[]> idx(new int64_t[cap]);
   std::unique_ptr<int64_t[]> q(new int64_t[cap]);
-  if (used_) {
-    std::memcpy(idx.get(), idx_.get(), used_ * sizeof(uint32_t));
+  // Every slot starts as a sentinel (and q as 0): the predictor's reads
+  // past the records never see uninitialised memory.
+  std::fill(idx.get(), idx.get() + cap, kSentinel);
+  std::fill(q.get(), q.get() + cap, int64_t{0});
+  if (idx_) {
+    std::memcpy(idx.get(), idx_.get(), used_ * sizeof(int64_t));
     std::memcpy(q.get(), q_.get(), used_ * sizeof(int64_t));
   }
   idx_ = std::move(idx);
@@ -187,7 +191,7 @@ void encode_record_v2(uint8_t*& s_out, uint8_t*& v_out, uint32_t sid, const Stre
   check_count(sid, n);
   int64_t t = epoch_tick(sid, s, epoch);
   int64_t* qout = st.reserve(n);  // before prev(): it may move the arena
-  uint32_t* iout = st.reserved_indices(n);
+  int64_t* iout = st.reserved_indices(n);
   FrameState::Prev pr = st.prev(sid);
   // Wrapping difference: the decoder adds it back with the same wrap, so even
   // ticks at opposite ends of int64 round-trip exactly.

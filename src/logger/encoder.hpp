@@ -63,21 +63,30 @@ struct SortScratch {
 // records' indices and quantised values live in one arena per frame, so the
 // state is bounded by a frame's contents (records above kMaxPredictorValues
 // are not kept) and a new frame resets it in O(1).
+//
+// Arena layout: a sentinel slot, then each record's n entries followed by
+// kTail sentinel slots. Indices are kept as int64 and the sentinels are -1,
+// which never equals a (zero-extended) u32 index: the AVX2 predictor reads
+// the neighbours k - 1 .. k + 4 of any position k <= n_prev with plain loads
+// and no masks (a read past the record meets a sentinel and predicts 0).
 class FrameState {
  public:
+  static constexpr size_t kTail = 5;
+  static constexpr int64_t kSentinel = -1;
+
   FrameState() = default;
   FrameState(const FrameState&) = delete;
   FrameState& operator=(const FrameState&) = delete;
 
   void new_frame() {
     ++gen_;
-    used_ = 0;
+    used_ = 1;  // slot 0: the sentinel before the first record
   }
 
   // What encode_record_v2 needs of a stream's previous record in the frame.
   struct Prev {
-    int64_t base_tick = 0;       // 0 before the stream's first record in the frame
-    const uint32_t* idx = nullptr;  // nullptr: no predictor
+    int64_t base_tick = 0;         // 0 before the stream's first record in the frame
+    const int64_t* idx = nullptr;  // nullptr: no predictor; sentinels around it
     const int64_t* q = nullptr;
     size_t n = 0;
   };
@@ -94,18 +103,18 @@ class FrameState {
     }
     return p;
   }
-  // Room for a record of n values at the arena's end (may move the arena:
-  // call before prev()): the encoder writes the record's quantised values
-  // at reserve() and its indices at reserved_indices(). nullptr when the
-  // record will not be a predictor. One spare entry past the record: the
-  // portable predictor reads a neighbour of each position without a bounds
-  // branch (its lane is masked out).
+  // Room for a record of n values and its sentinels at the arena's end (may
+  // move the arena: call before prev()): the encoder writes the record's
+  // quantised values at reserve() and its indices at reserved_indices().
+  // nullptr when the record will not be a predictor. Reads of a previous
+  // record's neighbours reach at most n + kTail - 1 slots past its start,
+  // which stays inside what this reserves.
   int64_t* reserve(size_t n) {
     if (n > kMaxPredictorValues) return nullptr;
-    if (cap_ - used_ < n + 1) grow(n + 1);
+    if (used_ + n + kTail + 1 > cap_) grow(n + kTail + 1);
     return q_.get() + used_;
   }
-  uint32_t* reserved_indices(size_t n) {
+  int64_t* reserved_indices(size_t n) {
     return n > kMaxPredictorValues ? nullptr : idx_.get() + used_;
   }
   // The record was written at reserve()'s place: remember it for the stream.
@@ -120,7 +129,8 @@ class FrameState {
     }
     e.off = used_;
     e.n = static_cast<uint32_t>(n);
-    used_ += n;
+    for (size_t i = 0; i < kTail; ++i) idx_[used_ + n + i] = kSentinel;
+    used_ += n + kTail;
   }
 
  private:
@@ -134,9 +144,9 @@ class FrameState {
   void grow(size_t n);
   std::vector<Entry> v_;
   uint64_t gen_ = 1;
-  std::unique_ptr<uint32_t[]> idx_;
+  std::unique_ptr<int64_t[]> idx_;
   std::unique_ptr<int64_t[]> q_;
-  size_t used_ = 0, cap_ = 0;
+  size_t used_ = 1, cap_ = 0;
 };
 
 // Encode one record in format version 2: its structure at s (room for
