@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "../capi/capi_test_util.hpp"
 #include "base/error.hpp"
 
 namespace a2test {
@@ -26,16 +27,10 @@ inline a2pack_status status_of(const std::function<void()>& f, std::string* msg 
   return A2PACK_OK;
 }
 
-// The upstream fixture: $A2PACK_FIXTURE, else ../shared/fixtures beside the repo.
-inline std::string fixture_path() {
-  const char* env = std::getenv("A2PACK_FIXTURE");
-  return env && *env ? env : A2PACK_FIXTURE_DEFAULT;
-}
-
-inline std::vector<uint8_t> read_bytes(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  return std::vector<uint8_t>(std::istreambuf_iterator<char>(f), {});
-}
+// The upstream fixture and whole-file reads: the C API tests' helpers
+// (public header only), shared.
+using capitest::fixture_path;
+using capitest::read_bytes;
 
 inline void write_bytes(const std::string& path, const void* data, size_t len) {
   std::ofstream f(path, std::ios::binary);
