@@ -97,12 +97,6 @@ void run_alone(size_t chunks, const std::function<void(const ChunkClaim&)>& body
 }
 }  // namespace
 
-void run_chunks(size_t chunks, unsigned threads, const std::function<void(size_t)>& fn) {
-  run_claiming(chunks, threads, [&](const ChunkClaim& claim) {
-    for (size_t c; (c = claim()) < chunks;) fn(c);
-  });
-}
-
 void run_claiming(size_t chunks, unsigned threads,
                   const std::function<void(const ChunkClaim&)>& body) {
   if (threads <= 1 || chunks <= 1) {

@@ -31,8 +31,5 @@ using ChunkClaim = std::function<size_t()>;
 void run_claiming(size_t chunks, unsigned threads,
                   const std::function<void(const ChunkClaim&)>& body);
 
-// Run fn(c) for every chunk c in [0, chunks), on the calling thread and up to
-// threads - 1 helpers; returns when all are done. fn must not throw.
-void run_chunks(size_t chunks, unsigned threads, const std::function<void(size_t)>& fn);
 
 }  // namespace a2pack::dataset

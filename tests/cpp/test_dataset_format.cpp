@@ -29,6 +29,15 @@ using namespace a2pack;
 using namespace a2pack::dataset;
 
 namespace {
+// fn(c) for every chunk c, through the team (each claim handled at once).
+void run_chunks(size_t chunks, unsigned threads, const std::function<void(size_t)>& fn) {
+  run_claiming(chunks, threads, [&](const ChunkClaim& claim) {
+    for (size_t c; (c = claim()) < chunks;) fn(c);
+  });
+}
+}  // namespace
+
+namespace {
 
 std::string header_with(const std::string& dict, int version = 1) {
   std::string h = "\x93NUMPY";
