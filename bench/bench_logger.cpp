@@ -534,6 +534,13 @@ struct WarmFrames {
   }
 };
 
+// Both workloads, each written at zstd levels -1 and 1.
+void kinds_and_levels(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"random", "level"})
+      ->ArgsProduct({{kSim, kRandom}, {-1, 1}})
+      ->Unit(benchmark::kMillisecond);
+}
+
 // The decoder's per-core speed without allocating output: CRC check,
 // decompress and parse every frame of the prepared log into reused columns
 // (decode_dir adds the page faults of fresh output memory on top).
@@ -558,10 +565,7 @@ void BM_DecodeFramesWarm(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<int64_t>(bytes));
   state.SetItemsProcessed(static_cast<int64_t>(records));
 }
-BENCHMARK(BM_DecodeFramesWarm)
-    ->ArgNames({"random", "level"})
-    ->ArgsProduct({{kSim, kRandom}, {-1, 1}})
-    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_DecodeFramesWarm)->Apply(kinds_and_levels);
 
 // The floor under BM_DecodeFramesWarm: the same CRC checks and zstd
 // decompression (the system libzstd) with no parsing. Per-core decode speed
@@ -583,10 +587,7 @@ void BM_DecompressFramesOnly(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<int64_t>(bytes));
   state.SetItemsProcessed(static_cast<int64_t>(records));
 }
-BENCHMARK(BM_DecompressFramesOnly)
-    ->ArgNames({"random", "level"})
-    ->ArgsProduct({{kSim, kRandom}, {-1, 1}})
-    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_DecompressFramesOnly)->Apply(kinds_and_levels);
 
 }  // namespace
 

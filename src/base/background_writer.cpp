@@ -1,12 +1,11 @@
 #include "base/background_writer.hpp"
 
-#include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
 
 #include "base/error.hpp"
+#include "base/file_io.hpp"
 
 namespace a2pack {
 
@@ -35,11 +34,11 @@ BackgroundWriter::~BackgroundWriter() {
   thread_.join();
 }
 
-void BackgroundWriter::rethrow_locked() { fail_errno("write", path_, error_.load()); }
+void BackgroundWriter::rethrow_locked() { std::rethrow_exception(error_); }
 
 void BackgroundWriter::hand_off() {
   std::unique_lock<std::mutex> lk(mu_);
-  if (error_) rethrow_locked();
+  if (failed_) rethrow_locked();
   queue_.push_back(std::move(fill_));
   work_cv_.notify_one();
   // The thread returns every buffer, written or not (after an error it
@@ -48,11 +47,11 @@ void BackgroundWriter::hand_off() {
   fill_ = std::move(free_.back());
   free_.pop_back();
   fill_->len = 0;
-  if (error_) rethrow_locked();
+  if (failed_) rethrow_locked();
 }
 
 void BackgroundWriter::write(const void* data, size_t len) {
-  if (error_.load(std::memory_order_relaxed)) {
+  if (failed_.load(std::memory_order_relaxed)) {
     std::lock_guard<std::mutex> lk(mu_);
     rethrow_locked();
   }
@@ -70,8 +69,8 @@ void BackgroundWriter::write(const void* data, size_t len) {
 void BackgroundWriter::drain() {
   if (fill_->len) hand_off();
   std::unique_lock<std::mutex> lk(mu_);
-  done_cv_.wait(lk, [&] { return (queue_.empty() && !writing_) || error_; });
-  if (error_) rethrow_locked();
+  done_cv_.wait(lk, [&] { return (queue_.empty() && !writing_) || failed_; });
+  if (failed_) rethrow_locked();
 }
 
 void BackgroundWriter::discard() {
@@ -94,25 +93,23 @@ void BackgroundWriter::run() {
     std::unique_ptr<Buffer> b = std::move(queue_.front());
     queue_.pop_front();
     writing_ = true;
-    int err = error_.load();
-    const bool skip = discard_;
-    lk.unlock();
     // After an error nothing more is written: later bytes would leave a
     // hole. The buffers still cycle so callers wake and see the error.
-    size_t done = 0;
-    while (!err && !skip && done < b->len) {
-      ssize_t n = ::write(fd_, b->data.get() + done, b->len - done);
-      if (n < 0) {
-        if (errno == EINTR) continue;
-        err = errno;
-      } else if (n == 0) {
-        err = EIO;
-      } else {
-        done += static_cast<size_t>(n);
+    const bool skip = discard_ || failed_;
+    lk.unlock();
+    std::exception_ptr err;
+    if (!skip) {
+      try {
+        write_all(fd_, b->data.get(), b->len, path_);
+      } catch (...) {
+        err = std::current_exception();
       }
     }
     lk.lock();
-    if (err && !error_.load()) error_.store(err);
+    if (err && !failed_) {
+      error_ = err;
+      failed_ = true;
+    }
     b->len = 0;
     free_.push_back(std::move(b));
     writing_ = false;

@@ -18,6 +18,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <deque>
+#include <exception>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -54,7 +55,7 @@ class BackgroundWriter {
   };
   void hand_off();  // queue the fill buffer (lock not held)
   void run();
-  [[noreturn]] void rethrow_locked();
+  [[noreturn]] void rethrow_locked();  // the kept error (mu_ held)
 
   int fd_;
   std::string path_;
@@ -65,7 +66,8 @@ class BackgroundWriter {
   bool writing_ = false;                       // the thread holds a buffer
   bool stop_ = false;
   bool discard_ = false;  // guarded by mu_
-  std::atomic<int> error_{0};  // errno of the first failed write (set under mu_)
+  std::atomic<bool> failed_{false};  // error_ is set (a lock-free check for write())
+  std::exception_ptr error_;         // the first failed write's error (guarded by mu_)
   std::unique_ptr<Buffer> fill_;  // the caller's (no lock needed)
   std::thread thread_;
 };

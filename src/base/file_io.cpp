@@ -152,17 +152,32 @@ AtomicFile::~AtomicFile() {
   if (fd_ >= 0) ::close(fd_);
   if (!committed_) ::unlink(tmp_.c_str());
 }
-void write_all(int fd, const void* data, size_t len, const std::string& path) {
+namespace {
+// Both loops: `put(p, n, done)` is one write(2) or pwrite(2) call.
+template <typename Put>
+void put_all(const void* data, size_t len, const std::string& path, Put put) {
   const auto* p = static_cast<const uint8_t*>(data);
   size_t done = 0;
   while (done < len) {
-    ssize_t n = ::write(fd, p + done, len - done);
+    ssize_t n = put(p + done, len - done, done);
     if (n < 0) {
       if (errno == EINTR) continue;
       fail_errno("write", path, errno);
     }
+    if (n == 0) fail_errno("write", path, EIO);
     done += static_cast<size_t>(n);
   }
+}
+}  // namespace
+
+void write_all(int fd, const void* data, size_t len, const std::string& path) {
+  put_all(data, len, path, [fd](const uint8_t* p, size_t n, size_t) { return ::write(fd, p, n); });
+}
+
+void pwrite_all(int fd, const void* data, size_t len, uint64_t offset, const std::string& path) {
+  put_all(data, len, path, [fd, offset](const uint8_t* p, size_t n, size_t done) {
+    return ::pwrite(fd, p, n, static_cast<off_t>(offset + done));
+  });
 }
 
 void AtomicFile::check_owner() const {
@@ -200,16 +215,7 @@ void AtomicFile::write(const void* data, size_t len) {
 void AtomicFile::pwrite(const void* data, size_t len, uint64_t offset) {
   if (offset + len > written_) fail(A2PACK_E_INTERNAL, "{}: pwrite past the end", tmp_);
   flush_buffer();
-  const auto* p = static_cast<const uint8_t*>(data);
-  size_t done = 0;
-  while (done < len) {
-    ssize_t n = ::pwrite(fd_, p + done, len - done, static_cast<off_t>(offset + done));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      fail_errno("write", tmp_, errno);
-    }
-    done += static_cast<size_t>(n);
-  }
+  pwrite_all(fd_, data, len, offset, tmp_);
 }
 void AtomicFile::commit(bool durable) {
   if (committed_) return;

@@ -91,8 +91,6 @@ class AtomicFile {
   // never leaves a partial file under the final name) but the bytes may be
   // lost with the page cache — what bagz's writer does, offered for parity.
   void commit(bool durable = true);
-  // Descriptor of the temporary file (for writeback hints); -1 after commit.
-  int fd() const { return fd_; }
   const std::string& path() const { return path_; }
   const std::string& temp_path() const { return tmp_; }
 
@@ -110,6 +108,8 @@ class AtomicFile {
 
 // write(2) all of `len` bytes (retrying short writes and EINTR); errors name `path`.
 void write_all(int fd, const void* data, size_t len, const std::string& path);
+// The same with pwrite(2) at `offset` (the file position is left alone).
+void pwrite_all(int fd, const void* data, size_t len, uint64_t offset, const std::string& path);
 
 // Write a whole file atomically.
 void write_file_atomic(const std::string& path, const void* data, size_t len);

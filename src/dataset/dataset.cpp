@@ -38,8 +38,6 @@ constexpr size_t kMinRowsPerWorker = 1024;
 constexpr size_t kChunksPerThread = 8;
 constexpr size_t kMinChunkRows = 4 * kPrefetchAhead;
 
-// Rows per chunk of a split gather: four chunks per thread, so a thread that
-// starts late costs at most a chunk's time.
 // Rows per chunk of a split gather: small, so the threads finish close
 // together (gather_chunks keeps prefetching across chunk boundaries, so a
 // boundary costs one claim, not a drained prefetch window).
@@ -232,18 +230,24 @@ unsigned Dataset::check_gather(const int64_t* idx, size_t n, uint32_t workers) c
   return w;
 }
 
-void Dataset::gather(const int64_t* idx, size_t n, uint8_t* out, uint32_t workers) const {
-  unsigned w = check_gather(idx, n, workers);
-  auto emit = [out](size_t i, const uint8_t* row) {
-    std::memcpy(out + i * kRowBytes, row, kRowBytes);
-  };
+namespace {
+// Every row of a checked batch to emit(i, row), on w threads.
+template <typename Emit>
+void gather_on(const uint8_t* base, const int64_t* idx, size_t n, unsigned w, const Emit& emit) {
   if (w <= 1) {
-    gather_all(data_, idx, n, emit);
+    gather_all(base, idx, n, emit);
     return;
   }
   size_t per = chunk_rows(n, w);
   run_claiming((n + per - 1) / per, w, [&](const ChunkClaim& claim) {
-    gather_chunks(data_, idx, n, per, claim, emit);
+    gather_chunks(base, idx, n, per, claim, emit);
+  });
+}
+}  // namespace
+
+void Dataset::gather(const int64_t* idx, size_t n, uint8_t* out, uint32_t workers) const {
+  gather_on(data_, idx, n, check_gather(idx, n, workers), [out](size_t i, const uint8_t* row) {
+    std::memcpy(out + i * kRowBytes, row, kRowBytes);
   });
 }
 
@@ -265,16 +269,8 @@ inline void emit_columns(size_t i, const uint8_t* row, const ColumnsOut& o) {
 
 void Dataset::gather_columns(const int64_t* idx, size_t n, const ColumnsOut& out,
                              uint32_t workers) const {
-  unsigned w = check_gather(idx, n, workers);
-  auto emit = [&out](size_t i, const uint8_t* row) { emit_columns(i, row, out); };
-  if (w <= 1) {
-    gather_all(data_, idx, n, emit);
-    return;
-  }
-  size_t per = chunk_rows(n, w);
-  run_claiming((n + per - 1) / per, w, [&](const ChunkClaim& claim) {
-    gather_chunks(data_, idx, n, per, claim, emit);
-  });
+  gather_on(data_, idx, n, check_gather(idx, n, workers),
+            [&out](size_t i, const uint8_t* row) { emit_columns(i, row, out); });
 }
 
 // ---------------------------------------------------------------- selection

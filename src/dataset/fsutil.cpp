@@ -19,19 +19,6 @@ namespace a2pack::dataset {
 
 namespace {
 std::atomic<uint64_t> g_counter{0};
-
-void write_all(int fd, const void* data, size_t len, uint64_t offset, const std::string& path) {
-  const auto* p = static_cast<const uint8_t*>(data);
-  size_t done = 0;
-  while (done < len) {
-    ssize_t n = ::pwrite(fd, p + done, len - done, static_cast<off_t>(offset + done));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      fail_errno("write", path, errno);
-    }
-    done += static_cast<size_t>(n);
-  }
-}
 }  // namespace
 
 // ---------------------------------------------------------------- TempFile
@@ -47,13 +34,13 @@ TempFile::~TempFile() {
 }
 
 void TempFile::write(const void* data, size_t len) {
-  write_all(fd_, data, len, size_, tmp_);
+  pwrite_all(fd_, data, len, size_, tmp_);
   size_ += len;
 }
 
 void TempFile::pwrite(const void* data, size_t len, uint64_t offset) {
   if (offset + len > size_) fail(A2PACK_E_INTERNAL, "{}: positional write past the end", tmp_);
-  write_all(fd_, data, len, offset, tmp_);
+  pwrite_all(fd_, data, len, offset, tmp_);
 }
 
 void TempFile::copy_from(int src_fd, const std::string& src_path, uint64_t offset, uint64_t len) {

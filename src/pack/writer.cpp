@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "base/crc32c.hpp"
+#include "base/file_io.hpp"
 #include "base/worker_pool.hpp"
 #include "pack/zstd_entry.hpp"
 #include "run/codec.hpp"
@@ -40,12 +41,12 @@ class SpillFile {
     const auto* p = static_cast<const uint8_t*>(data);
     if (buf_.size() + len > kBuffer) flush();
     if (len >= kBuffer)
-      write_all(p, len);
+      write_all(fd_, p, len, staging_name());
     else
       buf_.insert(buf_.end(), p, p + len);
   }
   void flush() {
-    write_all(buf_.data(), buf_.size());
+    write_all(fd_, buf_.data(), buf_.size(), staging_name());
     buf_.clear();
   }
   // Copy [0, len) of what was written into `out`.
@@ -67,17 +68,7 @@ class SpillFile {
 
  private:
   static constexpr size_t kBuffer = 1 << 20;
-  void write_all(const uint8_t* p, size_t len) {
-    while (len) {
-      ssize_t n = ::write(fd_, p, len);
-      if (n < 0) {
-        if (errno == EINTR) continue;
-        fail_errno("write the staging file in", dir_, errno);
-      }
-      p += n;
-      len -= static_cast<size_t>(n);
-    }
-  }
+  std::string staging_name() const { return "the staging file in " + dir_; }
   std::string dir_;
   int fd_ = -1;
   std::vector<uint8_t> buf_;
