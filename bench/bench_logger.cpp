@@ -19,6 +19,8 @@
 //                          into reused memory on one core (no page faults)
 //   BM_DecompressFramesOnly  the CRC checks and zstd alone on the same frames:
 //                          the ceiling of BM_DecodeFramesWarm
+//   BM_ParseFrames         the parser alone (frames decompressed up front):
+//                          the checked parser against the bulk one
 //   BM_FrameCompress       zstd levels on the encoded frames: MB/s and size
 // Counters: bytes_per_record for ours (file bytes incl. headers) and for the
 // seed's one-frame-per-record design on the same records (its own record
@@ -566,6 +568,49 @@ void BM_DecodeFramesWarm(benchmark::State& state) {
   state.SetItemsProcessed(static_cast<int64_t>(records));
 }
 BENCHMARK(BM_DecodeFramesWarm)->Apply(kinds_and_levels);
+
+// The parser alone: the frames decompressed once up front, then parsed into
+// reused columns by the checked parser (AVX2 build without the bulk parser)
+// or the default one (the bulk parser first), in alternating runs of the
+// same process so that the host's swings hit both alike.
+void BM_ParseFrames(benchmark::State& state) {
+  const int kind = static_cast<int>(state.range(0));
+  const bool bulk = state.range(1) != 0;
+  WarmFrames wf(decode_fixture(kind, 1));
+  state.SetLabel(fmt::format("{}, {} parser", kind_name(kind), bulk ? "bulk" : "checked"));
+  const Workload& w = workload(16, kind);
+  ScaleTable scales(w.n_streams, &wf.meta.info);
+  ZSTD_DCtx* dc = ZSTD_createDCtx();
+  std::vector<std::vector<uint8_t>> raws;
+  for (auto& f : wf.frames) {
+    size_t r = wf.decompress(dc, f);
+    raws.emplace_back(wf.raw.begin(), wf.raw.begin() + static_cast<ptrdiff_t>(r));
+  }
+  ZSTD_freeDCtx(dc);
+  use_decoder(bulk ? DecoderChoice::best : DecoderChoice::checked);
+  uint64_t bytes = 0, records = 0;
+  for (auto _ : state) {
+    for (size_t i = 0; i < raws.size(); ++i) {
+      const FrameRef& f = wf.frames[i];
+      FrameSink sink{wf.ids.data(), wf.ep.data(), wf.off.data() + 1, wf.idx.data(), wf.val.data(), 0,
+                     f.header.n_records, f.header.n_values};
+      records += decode_frame(f.header.version, raws[i].data(), raws[i].size(), f.header.n_records,
+                              scales, sink)
+                     .records;
+      bytes += raws[i].size();
+    }
+  }
+  use_decoder(DecoderChoice::best);
+  state.SetBytesProcessed(static_cast<int64_t>(bytes));
+  state.SetItemsProcessed(static_cast<int64_t>(records));
+}
+BENCHMARK(BM_ParseFrames)
+    ->ArgNames({"random", "bulk"})
+    ->Args({kSim, 0})
+    ->Args({kSim, 1})
+    ->Args({kRandom, 0})
+    ->Args({kRandom, 1})
+    ->Unit(benchmark::kMillisecond);
 
 // The floor under BM_DecodeFramesWarm: the same CRC checks and zstd
 // decompression (the system libzstd) with no parsing. Per-core decode speed

@@ -12,8 +12,9 @@
 #include <zstd.h>
 
 #include "base/error.hpp"
-#include "logger/cpu_features.hpp"
 #include "base/file_io.hpp"
+#include "logger/cpu_features.hpp"
+#include "logger/encoder.hpp"  // FrameState: the bulk parser's predictor arena
 #include "base/varint.hpp"
 #include "base/worker_pool.hpp"
 #include "logger/segment.hpp"
@@ -112,7 +113,8 @@ namespace {
 
 // decode_frame: a portable build and one for BMI2, AVX2 and FMA (pext packs
 // the varint groups, the value predictor runs four lanes wide, FMA replaces
-// divisions), chosen once at start-up.
+// divisions, and version 2 goes through the bulk parser first), chosen once
+// at start-up.
 namespace generic {
 #include "logger/decode_body.inc"
 }  // namespace generic
@@ -123,6 +125,7 @@ namespace generic {
 #define A2PACK_LOGGER_AVX2 1
 namespace fast {
 #include "logger/decode_body.inc"
+#include "logger/decode_bulk.inc"
 }  // namespace fast
 #undef A2PACK_LOGGER_AVX2
 #undef A2PACK_LOGGER_PEXT
@@ -133,7 +136,8 @@ using FrameFn = FrameCount (*)(const uint8_t*, size_t, uint32_t, const ScaleTabl
                                const FrameSink&);
 #if defined(__x86_64__)
 FrameFn g_decode_v1 = cpu_runs_fast_builds() ? fast::decode_frame : generic::decode_frame;
-FrameFn g_decode_v2 = cpu_runs_fast_builds() ? fast::decode_frame_v2 : generic::decode_frame_v2;
+FrameFn g_decode_v2 =
+    cpu_runs_fast_builds() ? fast::decode_frame_v2_best : generic::decode_frame_v2;
 #else
 FrameFn g_decode_v1 = generic::decode_frame;
 FrameFn g_decode_v2 = generic::decode_frame_v2;
@@ -162,14 +166,26 @@ void check_version(uint8_t version) {
 
 }  // namespace
 
-void use_portable_decoder(bool portable) {
+void use_decoder(DecoderChoice choice) {
 #if defined(__x86_64__)
-  bool fast_ok = cpu_runs_fast_builds() && !portable;
+  bool fast_ok = cpu_runs_fast_builds() && choice != DecoderChoice::portable;
   g_decode_v1 = fast_ok ? fast::decode_frame : generic::decode_frame;
-  g_decode_v2 = fast_ok ? fast::decode_frame_v2 : generic::decode_frame_v2;
+  g_decode_v2 = !fast_ok                            ? generic::decode_frame_v2
+                : choice == DecoderChoice::checked ? fast::decode_frame_v2
+                                                   : fast::decode_frame_v2_best;
 #else
-  (void)portable;
+  (void)choice;
 #endif
+}
+
+bool decode_frame_v2_bulk_only(const uint8_t* raw, size_t len, uint32_t n_records,
+                               const ScaleTable& scales, const FrameSink& out, FrameCount& count) {
+#if defined(__x86_64__)
+  if (cpu_runs_fast_builds())
+    return fast::decode_frame_v2_bulk(raw, len, n_records, scales, out, count);
+#endif
+  (void)raw, (void)len, (void)n_records, (void)scales, (void)out, (void)count;
+  return false;
 }
 
 FrameCount decode_frame(uint8_t version, const uint8_t* raw, size_t len, uint32_t n_records,

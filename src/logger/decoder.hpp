@@ -100,9 +100,19 @@ size_t count_values(uint8_t version, const uint8_t* raw, size_t len, uint32_t n_
 FrameCount decode_frame(uint8_t version, const uint8_t* raw, size_t len, uint32_t n_records,
                         const ScaleTable& scales, const FrameSink& out);
 
-// Tests: decode with the portable build (true) or the best one this CPU
-// runs (false, the default). Not thread-safe: call before decoding starts.
-void use_portable_decoder(bool portable);
+// Tests: which parser decodes. `best` (the default): the best build this
+// CPU runs; on AVX2 CPUs version 2 goes through the bulk parser, which hands
+// anything malformed to the checked one. `checked`: that AVX2 build without
+// the bulk parser. `portable`: the build for any CPU. All give the same
+// records and the same errors. Not thread-safe: call before decoding starts.
+enum class DecoderChoice { best, checked, portable };
+void use_decoder(DecoderChoice choice);
+
+// Tests: the bulk parser alone on a version-2 frame. False when it hands the
+// frame on to the checked parser (anything malformed) or when this CPU has
+// no AVX2 build; `count` is then unspecified.
+bool decode_frame_v2_bulk_only(const uint8_t* raw, size_t len, uint32_t n_records,
+                               const ScaleTable& scales, const FrameSink& out, FrameCount& count);
 
 // decode_frame into vectors sized by count_values (for tests and tools).
 struct FrameRecords {

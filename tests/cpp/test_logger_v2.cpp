@@ -6,11 +6,14 @@
 
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "base/bytes.hpp"
 #include "base/error.hpp"
+#include "logger/cpu_features.hpp"
 #include "logger/decoder.hpp"
 #include "logger/encoder.hpp"
 #include "logger/format.hpp"
@@ -128,11 +131,11 @@ std::vector<Rec> drifting_log(uint64_t seed, size_t n_records, uint32_t n_stream
 struct PortableBuilds {
   explicit PortableBuilds(bool on) {
     use_portable_encoder(on);
-    use_portable_decoder(on);
+    use_decoder(on ? DecoderChoice::portable : DecoderChoice::best);
   }
   ~PortableBuilds() {
     use_portable_encoder(false);
-    use_portable_decoder(false);
+    use_decoder(DecoderChoice::best);
   }
 };
 
@@ -456,4 +459,151 @@ TEST(LoggerV2, PredictorEdgesGiveTheSameBytesInBothBuilds) {
   Frame generic = encode_frame(recs, infos);
   ASSERT_EQ(generic.bytes, fast.bytes) << "the two encoder builds must write the same bytes";
   expect_round_trip(recs, infos, decode(generic, recs.size(), infos));
+}
+
+namespace {
+
+// One parser's answer for a frame: the error it threw, or everything it
+// wrote (bit for bit) and counted.
+struct ParseResult {
+  std::string error;
+  std::vector<uint8_t> bytes;
+  FrameCount count;
+};
+
+// choice: a decoder; nullopt: the bulk parser alone (error "handed on"
+// when it leaves the frame to the checked parser).
+ParseResult parse_with(std::optional<DecoderChoice> choice, const std::vector<uint8_t>& b,
+                       uint32_t n_records, const ScaleTable& scales) {
+  if (choice) use_decoder(*choice);
+  // Room for any frame of these bytes: every value takes at least one byte.
+  std::vector<uint32_t> ids(n_records), idx(b.size());
+  std::vector<double> ep(n_records), val(b.size());
+  std::vector<uint64_t> off(n_records + 1);
+  FrameSink sink{ids.data(), ep.data(), off.data() + 1, idx.data(), val.data(), 7, n_records, b.size()};
+  ParseResult r;
+  try {
+    if (!choice) {
+      if (!decode_frame_v2_bulk_only(b.data(), b.size(), n_records, scales, sink, r.count))
+        r.error = "handed on";
+    } else {
+      r.count = decode_frame(2, b.data(), b.size(), n_records, scales, sink);
+    }
+  } catch (const Error& e) {
+    r.error = e.what();
+  }
+  use_decoder(DecoderChoice::best);
+  if (!r.error.empty()) return r;
+  auto put = [&](const void* p, size_t n) {
+    r.bytes.insert(r.bytes.end(), static_cast<const uint8_t*>(p), static_cast<const uint8_t*>(p) + n);
+  };
+  put(ids.data(), r.count.records * 4);
+  put(ep.data(), r.count.records * 8);
+  put(off.data() + 1, r.count.records * 8);
+  put(idx.data(), r.count.values * 4);
+  put(val.data(), r.count.values * 8);
+  return r;
+}
+
+void expect_same(const ParseResult& a, const ParseResult& b, const std::string& what) {
+  EXPECT_EQ(a.error, b.error) << what;
+  EXPECT_EQ(a.bytes, b.bytes) << what;
+  EXPECT_EQ(a.count.records, b.count.records) << what;
+  EXPECT_EQ(a.count.values, b.count.values) << what;
+  EXPECT_EQ(a.count.parsed_values, b.count.parsed_values) << what;
+  EXPECT_EQ(a.count.skipped_unknown, b.count.skipped_unknown) << what;
+  EXPECT_EQ(a.count.first_unknown, b.count.first_unknown) << what;
+}
+
+}  // namespace
+
+TEST(LoggerV2, BulkParserAgreesWithTheCheckedOneOnGoodAndDamagedFrames) {
+  // The AVX2 build parses version 2 with the bulk parser first and hands it
+  // to the checked parser on anything odd. Whatever the bytes, the two must
+  // give the same records bit for bit, or the same error. Streams with one-
+  // to three-byte values (fine scale), huge values (nine- and ten-byte
+  // varints), empty and single-value records; frames damaged by byte flips,
+  // truncation, a wrong record count, a missing sidecar (unknown stream).
+  std::vector<StreamInfo> infos = {{0.001, 1e-3, 0}, {1.0, 1.0, 0}, {0.25, 0.5, 0}, {0.01, 1e-5, 0}};
+  std::vector<Rec> recs = drifting_log(23, 1500, 4);
+  for (auto& r : recs)
+    if (r.stream == 0 || r.stream == 3)
+      for (auto& v : r.val)
+        if (std::fabs(v) > 1e15) v = std::copysign(1e12, v);
+  Frame f = encode_frame(recs, infos);
+  ScaleTable scales = {&infos[0], &infos[1], &infos[2], &infos[3]};
+  const uint32_t n = static_cast<uint32_t>(recs.size());
+  ParseResult good = parse_with(DecoderChoice::best, f.bytes, n, scales);
+  ASSERT_EQ(good.error, "");
+  ASSERT_EQ(good.count.records, recs.size());
+  expect_same(good, parse_with(DecoderChoice::checked, f.bytes, n, scales), "undamaged frame");
+  // The bulk parser takes the good frame itself (on CPUs that run it), so
+  // the comparisons below test it, not only the hand-over.
+  const bool bulk = cpu_runs_fast_builds();
+  if (bulk) expect_same(good, parse_with(std::nullopt, f.bytes, n, scales), "bulk parser alone");
+  size_t taken = 0;
+  ScaleTable missing = scales;
+  missing[2] = nullptr;
+  expect_same(parse_with(DecoderChoice::best, f.bytes, n, missing),
+              parse_with(DecoderChoice::checked, f.bytes, n, missing), "unknown stream");
+  std::mt19937_64 rng(41);
+  for (int trial = 0; trial < 1500; ++trial) {
+    std::vector<uint8_t> b = f.bytes;
+    uint32_t count = n;
+    switch (trial % 5) {
+      case 0:  // a few bytes anywhere
+      case 1:
+        for (int i = 0, k = 1 + static_cast<int>(rng() % 4); i < k; ++i)
+          b[rng() % b.size()] = static_cast<uint8_t>(rng());
+        break;
+      case 2:  // one byte's top bit: a varint joins its neighbour or splits
+        b[kV2Prefix + rng() % (b.size() - kV2Prefix)] ^= 0x80;
+        break;
+      case 3:  // cut short
+        b.resize(rng() % b.size());
+        break;
+      default:  // the header's record count off by a little
+        count = n + static_cast<uint32_t>(rng() % 5) - 2;
+        break;
+    }
+    const ParseResult checked = parse_with(DecoderChoice::checked, b, count, scales);
+    expect_same(parse_with(DecoderChoice::best, b, count, scales), checked,
+                "trial " + std::to_string(trial));
+    // What the bulk parser accepts on its own, the checked one accepts
+    // with the same records.
+    ParseResult alone = parse_with(std::nullopt, b, count, scales);
+    if (alone.error.empty()) {
+      ++taken;
+      expect_same(alone, checked, "bulk parser alone, trial " + std::to_string(trial));
+    }
+    if (HasFailure()) break;
+  }
+  // Some damage leaves a well-formed frame (a flipped value byte): the bulk
+  // parser must have decoded some of those itself.
+  if (bulk) EXPECT_GT(taken, 50u);
+}
+
+TEST(LoggerV2, AHugeRecordAfterASmallOneOfItsStreamRoundTrips) {
+  // The huge record is predicted from the small one: every position past
+  // the small one's length predicts 0 without reading past it (the arena
+  // and the output column end long before the huge record's positions).
+  std::vector<StreamInfo> infos = {{1.0, 1.0, 0}};
+  Rec small{0, 1.0, {0, 3, 6}, {5, 6, 7}};
+  Rec big{0, 2.0, {}, {}};
+  for (uint32_t k = 0; k < kMaxPredictorValues + 9; ++k) {
+    big.idx.push_back(k * 3);
+    big.val.push_back(static_cast<double>(k % 997));
+  }
+  Rec after = small;
+  after.epoch = 3.0;
+  std::vector<Rec> recs = {small, big, after, big};
+  for (bool portable : {false, true}) {
+    PortableBuilds builds(portable);
+    Frame f = encode_frame(recs, infos);
+    for (DecoderChoice c : {DecoderChoice::best, DecoderChoice::checked, DecoderChoice::portable}) {
+      use_decoder(c);
+      expect_round_trip(recs, infos, decode(f, recs.size(), infos));
+    }
+    use_decoder(DecoderChoice::best);
+  }
 }
