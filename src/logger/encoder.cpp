@@ -167,22 +167,32 @@ void use_portable_encoder(bool portable) {
 #endif
 }
 
-void FrameState::grow(size_t n) {
-  // Double, so that a frame's worth of records costs O(1) reallocations.
-  size_t cap = std::max<size_t>({cap_ * 2, used_ + n, 1024});
-  std::unique_ptr<int64_t[]> idx(new int64_t[cap]);
-  std::unique_ptr<int64_t[]> q(new int64_t[cap]);
-  // Every slot starts as a sentinel (and q as 0): the predictor's reads
-  // past the records never see uninitialised memory.
-  std::fill(idx.get(), idx.get() + cap, kSentinel);
-  std::fill(q.get(), q.get() + cap, int64_t{0});
-  if (idx_) {
-    std::memcpy(idx.get(), idx_.get(), used_ * sizeof(int64_t));
-    std::memcpy(q.get(), q_.get(), used_ * sizeof(int64_t));
+void FrameState::new_slot(Entry& e, unsigned w, size_t n) {
+  // Room for the record's growth: at least 16, and double the old slot, so
+  // a stream whose records keep growing moves O(log n) times.
+  const size_t cap = std::max<size_t>({n, size_t{16}, size_t{e.cap[w]} * 2});
+  const size_t need = used_ + 1 + cap + kTail;
+  if (need > cap_) {
+    // Double, so that a frame's worth of slots costs O(1) reallocations.
+    const size_t grown = std::max<size_t>({cap_ * 2, need, 1024});
+    std::unique_ptr<int64_t[]> idx(new int64_t[grown]);
+    std::unique_ptr<int64_t[]> q(new int64_t[grown]);
+    // Every slot starts as a sentinel (and q as 0): the predictor's reads
+    // past the records never see uninitialised memory.
+    std::fill(idx.get(), idx.get() + grown, kSentinel);
+    std::fill(q.get(), q.get() + grown, int64_t{0});
+    if (idx_) {
+      std::memcpy(idx.get(), idx_.get(), used_ * sizeof(int64_t));
+      std::memcpy(q.get(), q_.get(), used_ * sizeof(int64_t));
+    }
+    idx_ = std::move(idx);
+    q_ = std::move(q);
+    cap_ = grown;
   }
-  idx_ = std::move(idx);
-  q_ = std::move(q);
-  cap_ = cap;
+  idx_[used_] = kSentinel;  // before the record (the arena is reused across frames)
+  e.off[w] = used_ + 1;
+  e.cap[w] = static_cast<uint32_t>(cap);
+  used_ = need;
 }
 
 void encode_record_v2(uint8_t*& s_out, uint8_t*& v_out, uint32_t sid, const StreamInfo& s,
@@ -190,7 +200,7 @@ void encode_record_v2(uint8_t*& s_out, uint8_t*& v_out, uint32_t sid, const Stre
                       size_t n, SortScratch* scratch) {
   check_count(sid, n);
   int64_t t = epoch_tick(sid, s, epoch);
-  int64_t* qout = st.reserve(n);  // before prev(): it may move the arena
+  int64_t* qout = st.reserve(sid, n);  // before prev(): it may move the arena
   int64_t* iout = st.reserved_indices(n);
   FrameState::Prev pr = st.prev(sid);
   // Wrapping difference: the decoder adds it back with the same wrap, so even
