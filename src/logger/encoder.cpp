@@ -200,9 +200,10 @@ void encode_record_v2(uint8_t*& s_out, uint8_t*& v_out, uint32_t sid, const Stre
                       size_t n, SortScratch* scratch) {
   check_count(sid, n);
   int64_t t = epoch_tick(sid, s, epoch);
-  int64_t* qout = st.reserve(sid, n);  // before prev(): it may move the arena
-  int64_t* iout = st.reserved_indices(n);
-  FrameState::Prev pr = st.prev(sid);
+  const FrameState::Record rec = st.begin(sid, n);
+  int64_t* qout = rec.q;
+  int64_t* iout = rec.idx;
+  const FrameState::Prev& pr = rec.prev;
   // Wrapping difference: the decoder adds it back with the same wrap, so even
   // ticks at opposite ends of int64 round-trip exactly.
   uint64_t delta = static_cast<uint64_t>(t) - static_cast<uint64_t>(pr.base_tick);

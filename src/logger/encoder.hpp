@@ -4,11 +4,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <utility>
 #include <vector>
-
-#include <cstring>
 
 #include "logger/format.hpp"
 
@@ -96,46 +95,50 @@ class FrameState {
     const int64_t* q = nullptr;
     size_t n = 0;
   };
-  Prev prev(uint32_t sid) const {
-    Prev p;
-    if (sid < v_.size() && v_[sid].gen == gen_) {
-      const Entry& e = v_[sid];
-      p.base_tick = e.tick;
+  // One record of stream sid with n values: where to write its quantised
+  // values (q) and its indices (idx) for the next record's predictor
+  // (nullptr when it will not be one: n > kMaxPredictorValues), and the
+  // stream's previous record. Reads of the previous record's neighbours
+  // reach at most n + kTail - 1 slots past its start, inside its slot.
+  // Then commit(). One lookup per record: on the hot path of both the
+  // encoder and the bulk decoder.
+  struct Record {
+    int64_t* q = nullptr;
+    int64_t* idx = nullptr;
+    Prev prev;
+  };
+  Record begin(uint32_t sid, size_t n) {
+    if (sid >= v_.size()) [[unlikely]]
+      v_.resize(static_cast<size_t>(sid) + 1);
+    Entry& e = v_[sid];
+    Record r;
+    if (n <= kMaxPredictorValues) {
+      if (e.slot_gen != gen_) {  // slots of an earlier frame: the arena was reset
+        e.slot_gen = gen_;
+        e.cap[0] = e.cap[1] = 0;
+      }
+      const unsigned w = e.cur ^ 1u;
+      // No slot yet (an empty record needs one too, for its sentinels), or
+      // too small. May move the arena: before the pointers below.
+      if (e.cap[w] == 0 || e.cap[w] < n) [[unlikely]]
+        new_slot(e, w, n);
+      r.q = q_.get() + e.off[w];
+      r.idx = idx_.get() + e.off[w];
+    }
+    if (e.gen == gen_) {
+      r.prev.base_tick = e.tick;
       if (e.n != kNone && e.n != 0) {
-        p.idx = idx_.get() + e.off[e.cur];
-        p.q = q_.get() + e.off[e.cur];
-        p.n = e.n;
+        const size_t at = e.off[e.cur];
+        r.prev.idx = idx_.get() + at;
+        r.prev.q = q_.get() + at;
+        r.prev.n = e.n;
       }
     }
-    return p;
+    return r;
   }
-  // The slot for stream sid's record of n values (may move the arena: call
-  // before prev()): the encoder writes the record's quantised values at
-  // reserve() and its indices at reserved_indices(). nullptr when the record
-  // will not be a predictor. Reads of a previous record's neighbours reach
-  // at most n + kTail - 1 slots past its start, which stay inside its slot.
-  int64_t* reserve(uint32_t sid, size_t n) {
-    if (n > kMaxPredictorValues) return nullptr;
-    if (sid >= v_.size()) v_.resize(static_cast<size_t>(sid) + 1);
-    Entry& e = v_[sid];
-    if (e.slot_gen != gen_) {  // slots of an earlier frame: the arena was reset
-      e.slot_gen = gen_;
-      e.cap[0] = e.cap[1] = 0;
-    }
-    const unsigned w = e.cur ^ 1u;
-    // No slot yet (an empty record needs one too, for its sentinels), or
-    // too small.
-    if (e.cap[w] == 0 || e.cap[w] < n) new_slot(e, w, n);
-    write_off_ = e.off[w];
-    return q_.get() + write_off_;
-  }
-  int64_t* reserved_indices(size_t n) {
-    return n > kMaxPredictorValues ? nullptr : idx_.get() + write_off_;
-  }
-  // The record was written at reserve()'s slot: it becomes the stream's
-  // previous record.
+  // The record begun for sid was written: it becomes the stream's previous
+  // record. Only after begin(sid, n) with the same sid and n.
   void commit(uint32_t sid, int64_t tick, size_t n) {
-    if (sid >= v_.size()) v_.resize(static_cast<size_t>(sid) + 1);
     Entry& e = v_[sid];
     e.tick = tick;
     e.gen = gen_;
@@ -145,15 +148,16 @@ class FrameState {
     }
     e.cur ^= 1u;
     e.n = static_cast<uint32_t>(n);
-    int64_t* tail = idx_.get() + e.off[e.cur] + n;
-    for (size_t i = 0; i < kTail; ++i) tail[i] = kSentinel;
+    static constexpr int64_t kTailFill[kTail] = {kSentinel, kSentinel, kSentinel, kSentinel,
+                                                 kSentinel};
+    std::memcpy(idx_.get() + e.off[e.cur] + n, kTailFill, sizeof kTailFill);
   }
 
  private:
   static constexpr uint32_t kNone = UINT32_MAX;
   struct Entry {
     int64_t tick = 0;
-    uint64_t gen = 0;       // the frame of the last commit (prev() valid)
+    uint64_t gen = 0;       // the frame of the last commit (its Prev valid)
     uint64_t slot_gen = 0;  // the frame the slots were placed in
     size_t off[2] = {0, 0};
     uint32_t cap[2] = {0, 0};
@@ -165,7 +169,7 @@ class FrameState {
   uint64_t gen_ = 1;
   std::unique_ptr<int64_t[]> idx_;
   std::unique_ptr<int64_t[]> q_;
-  size_t used_ = 0, cap_ = 0, write_off_ = 0;
+  size_t used_ = 0, cap_ = 0;
 };
 
 // Encode one record in format version 2: its structure at s (room for
