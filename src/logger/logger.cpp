@@ -252,36 +252,11 @@ Slot* Logger::my_slot() {
   return c.last;
 }
 
-void Logger::record(uint32_t sid, double epoch, const uint32_t* idx, const double* val,
-                    size_t n) {
-  Slot* sl = my_slot();
-  SlotGuard g(sl);
-  record_locked(sl, sid, epoch, idx, val, n);
-}
-
-void Logger::record_batch(size_t n, const uint32_t* sids, const double* epochs,
-                          const uint64_t* offsets, const uint32_t* idx, const double* val,
-                          size_t* done) {
-  *done = 0;
-  if (n == 0) return;
-  Slot* sl = my_slot();
-  SlotGuard g(sl);
-  for (size_t i = 0; i < n; ++i) {
-    if (offsets[i + 1] < offsets[i])
-      fail(A2PACK_E_INVALID_ARGUMENT, "record {} of the batch: offsets[{}] = {} < offsets[{}] = {}",
-           i, i + 1, offsets[i + 1], i, offsets[i]);
-    try {
-      record_locked(sl, sids[i], epochs[i], idx + offsets[i], val + offsets[i],
-                    static_cast<size_t>(offsets[i + 1] - offsets[i]));
-    } catch (const Error& e) {
-      rethrow_with_context(e, fmt::format("record {} of the batch", i));
-    }
-    *done = i + 1;
-  }
-}
-
-void Logger::record_locked(Slot* sl, uint32_t sid, double epoch, const uint32_t* idx,
-                           const double* val, size_t n) {
+// Inlined into record() and record_batch(): a call per record costs its
+// register saves (~30 instructions of a ~900-instruction n = 16 record).
+[[gnu::always_inline]] inline void Logger::record_locked(Slot* sl, uint32_t sid, double epoch,
+                                                         const uint32_t* idx, const double* val,
+                                                         size_t n) {
   if (sl->closed) [[unlikely]]
     fail(A2PACK_E_CLOSED, "{}: the logger is closed", dir_);
   if (forked()) [[unlikely]]
@@ -309,6 +284,34 @@ void Logger::record_locked(Slot* sl, uint32_t sid, double epoch, const uint32_t*
   c->vlen = static_cast<size_t>(vp - sl->vals.get());
   c->records += 1;
   c->values += n;
+}
+
+void Logger::record(uint32_t sid, double epoch, const uint32_t* idx, const double* val,
+                    size_t n) {
+  Slot* sl = my_slot();
+  SlotGuard g(sl);
+  record_locked(sl, sid, epoch, idx, val, n);
+}
+
+void Logger::record_batch(size_t n, const uint32_t* sids, const double* epochs,
+                          const uint64_t* offsets, const uint32_t* idx, const double* val,
+                          size_t* done) {
+  *done = 0;
+  if (n == 0) return;
+  Slot* sl = my_slot();
+  SlotGuard g(sl);
+  for (size_t i = 0; i < n; ++i) {
+    if (offsets[i + 1] < offsets[i])
+      fail(A2PACK_E_INVALID_ARGUMENT, "record {} of the batch: offsets[{}] = {} < offsets[{}] = {}",
+           i, i + 1, offsets[i + 1], i, offsets[i]);
+    try {
+      record_locked(sl, sids[i], epochs[i], idx + offsets[i], val + offsets[i],
+                    static_cast<size_t>(offsets[i + 1] - offsets[i]));
+    } catch (const Error& e) {
+      rethrow_with_context(e, fmt::format("record {} of the batch", i));
+    }
+    *done = i + 1;
+  }
 }
 
 // The open chunk cannot take a record needing `need` bytes (or there is
