@@ -570,14 +570,18 @@ void BM_DecodeFramesWarm(benchmark::State& state) {
 BENCHMARK(BM_DecodeFramesWarm)->Apply(kinds_and_levels);
 
 // The parser alone: the frames decompressed once up front, then parsed into
-// reused columns by the checked parser (AVX2 build without the bulk parser)
-// or the default one (the bulk parser first), in alternating runs of the
-// same process so that the host's swings hit both alike.
+// reused columns by the checked parser (AVX2 build without the bulk parser),
+// the bulk parser's AVX2 build, or the default (the best bulk build this CPU
+// runs: AVX-512 where it has it), in alternating runs of the same process so
+// that the host's swings hit all alike.
 void BM_ParseFrames(benchmark::State& state) {
   const int kind = static_cast<int>(state.range(0));
-  const bool bulk = state.range(1) != 0;
+  const int parser = static_cast<int>(state.range(1));
+  static constexpr const char* kParserNames[] = {"checked", "bulk (best build)", "bulk (AVX2 build)"};
+  static constexpr DecoderChoice kParsers[] = {DecoderChoice::checked, DecoderChoice::best,
+                                               DecoderChoice::avx2};
   WarmFrames wf(decode_fixture(kind, 1));
-  state.SetLabel(fmt::format("{}, {} parser", kind_name(kind), bulk ? "bulk" : "checked"));
+  state.SetLabel(fmt::format("{}, {} parser", kind_name(kind), kParserNames[parser]));
   const Workload& w = workload(16, kind);
   ScaleTable scales(w.n_streams, &wf.meta.info);
   ZSTD_DCtx* dc = ZSTD_createDCtx();
@@ -587,7 +591,7 @@ void BM_ParseFrames(benchmark::State& state) {
     raws.emplace_back(wf.raw.begin(), wf.raw.begin() + static_cast<ptrdiff_t>(r));
   }
   ZSTD_freeDCtx(dc);
-  use_decoder(bulk ? DecoderChoice::best : DecoderChoice::checked);
+  use_decoder(kParsers[parser]);
   uint64_t bytes = 0, records = 0;
   for (auto _ : state) {
     for (size_t i = 0; i < raws.size(); ++i) {
@@ -605,11 +609,13 @@ void BM_ParseFrames(benchmark::State& state) {
   state.SetItemsProcessed(static_cast<int64_t>(records));
 }
 BENCHMARK(BM_ParseFrames)
-    ->ArgNames({"random", "bulk"})
+    ->ArgNames({"random", "parser"})
     ->Args({kSim, 0})
     ->Args({kSim, 1})
+    ->Args({kSim, 2})
     ->Args({kRandom, 0})
     ->Args({kRandom, 1})
+    ->Args({kRandom, 2})
     ->Unit(benchmark::kMillisecond);
 
 // The floor under BM_DecodeFramesWarm: the same CRC checks and zstd

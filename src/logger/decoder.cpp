@@ -130,14 +130,39 @@ namespace fast {
 #undef A2PACK_LOGGER_AVX2
 #undef A2PACK_LOGGER_PEXT
 #pragma GCC pop_options
+// The same again with AVX-512 (F, VL, BW, DQ) for the bulk parser's varint
+// groups, predictor masks and int64 -> double conversion (decode_bulk.inc).
+#pragma GCC push_options
+#pragma GCC target("bmi,bmi2,avx,avx2,fma,avx512f,avx512vl,avx512bw,avx512dq")
+// GCC 12's own AVX-512 headers trip -Wmaybe-uninitialized (their
+// _mm512_undefined_* placeholders); nothing of ours is silenced by this.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#define A2PACK_LOGGER_PEXT 1
+#define A2PACK_LOGGER_AVX2 1
+#define A2PACK_LOGGER_AVX512 1
+namespace fast512 {
+#include "logger/decode_body.inc"
+#include "logger/decode_bulk.inc"
+}  // namespace fast512
+#pragma GCC diagnostic pop
+#undef A2PACK_LOGGER_AVX512
+#undef A2PACK_LOGGER_AVX2
+#undef A2PACK_LOGGER_PEXT
+#pragma GCC pop_options
 #endif
 
 using FrameFn = FrameCount (*)(const uint8_t*, size_t, uint32_t, const ScaleTable&,
                                const FrameSink&);
+using BulkFn = bool (*)(const uint8_t*, size_t, uint32_t, const ScaleTable&, const FrameSink&,
+                        FrameCount&);
 #if defined(__x86_64__)
-FrameFn g_decode_v1 = cpu_runs_fast_builds() ? fast::decode_frame : generic::decode_frame;
-FrameFn g_decode_v2 =
-    cpu_runs_fast_builds() ? fast::decode_frame_v2_best : generic::decode_frame_v2;
+FrameFn g_decode_v1 = cpu_runs_avx512_builds() ? fast512::decode_frame
+                      : cpu_runs_fast_builds()  ? fast::decode_frame
+                                                : generic::decode_frame;
+FrameFn g_decode_v2 = cpu_runs_avx512_builds() ? fast512::decode_frame_v2_best
+                      : cpu_runs_fast_builds() ? fast::decode_frame_v2_best
+                                               : generic::decode_frame_v2;
 #else
 FrameFn g_decode_v1 = generic::decode_frame;
 FrameFn g_decode_v2 = generic::decode_frame_v2;
@@ -168,23 +193,30 @@ void check_version(uint8_t version) {
 
 void use_decoder(DecoderChoice choice) {
 #if defined(__x86_64__)
-  bool fast_ok = cpu_runs_fast_builds() && choice != DecoderChoice::portable;
-  g_decode_v1 = fast_ok ? fast::decode_frame : generic::decode_frame;
+  const bool fast_ok = cpu_runs_fast_builds() && choice != DecoderChoice::portable;
+  const bool avx512_ok = cpu_runs_avx512_builds() && choice == DecoderChoice::best;
+  g_decode_v1 = !fast_ok ? generic::decode_frame : avx512_ok ? fast512::decode_frame : fast::decode_frame;
   g_decode_v2 = !fast_ok                            ? generic::decode_frame_v2
                 : choice == DecoderChoice::checked ? fast::decode_frame_v2
-                                                   : fast::decode_frame_v2_best;
+                : avx512_ok                         ? fast512::decode_frame_v2_best
+                                                    : fast::decode_frame_v2_best;
 #else
   (void)choice;
 #endif
 }
 
 bool decode_frame_v2_bulk_only(const uint8_t* raw, size_t len, uint32_t n_records,
-                               const ScaleTable& scales, const FrameSink& out, FrameCount& count) {
+                               const ScaleTable& scales, const FrameSink& out, FrameCount& count,
+                               DecoderChoice build) {
 #if defined(__x86_64__)
-  if (cpu_runs_fast_builds())
-    return fast::decode_frame_v2_bulk(raw, len, n_records, scales, out, count);
+  BulkFn bulk = nullptr;
+  if (cpu_runs_avx512_builds() && build == DecoderChoice::best)
+    bulk = fast512::decode_frame_v2_bulk;
+  else if (cpu_runs_fast_builds() && build != DecoderChoice::portable)
+    bulk = fast::decode_frame_v2_bulk;
+  if (bulk) return bulk(raw, len, n_records, scales, out, count);
 #endif
-  (void)raw, (void)len, (void)n_records, (void)scales, (void)out, (void)count;
+  (void)raw, (void)len, (void)n_records, (void)scales, (void)out, (void)count, (void)build;
   return false;
 }
 

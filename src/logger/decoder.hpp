@@ -101,18 +101,22 @@ FrameCount decode_frame(uint8_t version, const uint8_t* raw, size_t len, uint32_
                         const ScaleTable& scales, const FrameSink& out);
 
 // Tests: which parser decodes. `best` (the default): the best build this
-// CPU runs; on AVX2 CPUs version 2 goes through the bulk parser, which hands
-// anything malformed to the checked one. `checked`: that AVX2 build without
-// the bulk parser. `portable`: the build for any CPU. All give the same
-// records and the same errors. Not thread-safe: call before decoding starts.
-enum class DecoderChoice { best, checked, portable };
+// CPU runs; on AVX2 CPUs version 2 goes through the bulk parser (its AVX-512
+// build where the CPU has AVX-512), which hands anything malformed to the
+// checked one. `avx2`: the AVX2 build of the bulk parser even on an AVX-512
+// CPU. `checked`: the AVX2 build without the bulk parser. `portable`: the
+// build for any CPU. All give the same records and the same errors. Not
+// thread-safe: call before decoding starts.
+enum class DecoderChoice { best, avx2, checked, portable };
 void use_decoder(DecoderChoice choice);
 
-// Tests: the bulk parser alone on a version-2 frame. False when it hands the
+// Tests: the bulk parser alone on a version-2 frame, in the build `build`
+// picks (`best` or `avx2`, as for use_decoder). False when it hands the
 // frame on to the checked parser (anything malformed) or when this CPU has
 // no AVX2 build; `count` is then unspecified.
 bool decode_frame_v2_bulk_only(const uint8_t* raw, size_t len, uint32_t n_records,
-                               const ScaleTable& scales, const FrameSink& out, FrameCount& count);
+                               const ScaleTable& scales, const FrameSink& out, FrameCount& count,
+                               DecoderChoice build = DecoderChoice::best);
 
 // decode_frame into vectors sized by count_values (for tests and tools).
 struct FrameRecords {

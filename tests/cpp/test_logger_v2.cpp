@@ -174,7 +174,8 @@ void expect_round_trip_in_every_build(const std::vector<Rec>& recs,
   for (bool portable : {false, true}) {
     PortableBuilds builds(portable);
     ASSERT_EQ(encode_frame(recs, infos).bytes, fast.bytes);
-    for (DecoderChoice c : {DecoderChoice::best, DecoderChoice::checked, DecoderChoice::portable}) {
+    for (DecoderChoice c : {DecoderChoice::best, DecoderChoice::avx2, DecoderChoice::checked,
+                            DecoderChoice::portable}) {
       use_decoder(c);
       expect_round_trip(recs, infos, decode(fast, recs.size(), infos));
     }
@@ -506,10 +507,11 @@ struct ParseResult {
   FrameCount count;
 };
 
-// choice: a decoder; nullopt: the bulk parser alone (error "handed on"
-// when it leaves the frame to the checked parser).
+// choice: a decoder; nullopt: the bulk parser alone, in the build `bulk`
+// picks (error "handed on" when it leaves the frame to the checked parser).
 ParseResult parse_with(std::optional<DecoderChoice> choice, const std::vector<uint8_t>& b,
-                       uint32_t n_records, const ScaleTable& scales) {
+                       uint32_t n_records, const ScaleTable& scales,
+                       DecoderChoice bulk = DecoderChoice::best) {
   if (choice) use_decoder(*choice);
   // Room for any frame of these bytes: every value takes at least one byte.
   std::vector<uint32_t> ids(n_records), idx(b.size());
@@ -519,7 +521,7 @@ ParseResult parse_with(std::optional<DecoderChoice> choice, const std::vector<ui
   ParseResult r;
   try {
     if (!choice) {
-      if (!decode_frame_v2_bulk_only(b.data(), b.size(), n_records, scales, sink, r.count))
+      if (!decode_frame_v2_bulk_only(b.data(), b.size(), n_records, scales, sink, r.count, bulk))
         r.error = "handed on";
     } else {
       r.count = decode_frame(2, b.data(), b.size(), n_records, scales, sink);
@@ -555,7 +557,8 @@ void expect_same(const ParseResult& a, const ParseResult& b, const std::string& 
 TEST(LoggerV2, BulkParserAgreesWithTheCheckedOneOnGoodAndDamagedFrames) {
   // The AVX2 build parses version 2 with the bulk parser first and hands it
   // to the checked parser on anything odd. Whatever the bytes, the two must
-  // give the same records bit for bit, or the same error. Streams with one-
+  // give the same records bit for bit, or the same error; so must the bulk
+  // parser's AVX-512 build (`best` on CPUs with AVX-512). Streams with one-
   // to three-byte values (fine scale), huge values (nine- and ten-byte
   // varints), empty and single-value records; frames damaged by byte flips,
   // truncation, a wrong record count, a missing sidecar (unknown stream).
@@ -571,12 +574,18 @@ TEST(LoggerV2, BulkParserAgreesWithTheCheckedOneOnGoodAndDamagedFrames) {
   // The bulk parser takes the good frame itself (on CPUs that run it), so
   // the comparisons below test it, not only the hand-over.
   const bool bulk = cpu_runs_fast_builds();
-  if (bulk) expect_same(good, parse_with(std::nullopt, f.bytes, n, scales), "bulk parser alone");
-  size_t taken = 0;
+  if (bulk) {
+    expect_same(good, parse_with(std::nullopt, f.bytes, n, scales), "bulk parser alone");
+    expect_same(good, parse_with(std::nullopt, f.bytes, n, scales, DecoderChoice::avx2),
+                "AVX2 bulk parser alone");
+  }
+  size_t taken = 0, taken_avx2 = 0;
   ScaleTable missing = scales;
   missing[2] = nullptr;
   expect_same(parse_with(DecoderChoice::best, f.bytes, n, missing),
               parse_with(DecoderChoice::checked, f.bytes, n, missing), "unknown stream");
+  expect_same(parse_with(DecoderChoice::avx2, f.bytes, n, missing),
+              parse_with(DecoderChoice::checked, f.bytes, n, missing), "unknown stream, AVX2");
   std::mt19937_64 rng(41);
   for (int trial = 0; trial < 1500; ++trial) {
     std::vector<uint8_t> b = f.bytes;
@@ -600,6 +609,8 @@ TEST(LoggerV2, BulkParserAgreesWithTheCheckedOneOnGoodAndDamagedFrames) {
     const ParseResult checked = parse_with(DecoderChoice::checked, b, count, scales);
     expect_same(parse_with(DecoderChoice::best, b, count, scales), checked,
                 "trial " + std::to_string(trial));
+    expect_same(parse_with(DecoderChoice::avx2, b, count, scales), checked,
+                "AVX2 build, trial " + std::to_string(trial));
     // What the bulk parser accepts on its own, the checked one accepts
     // with the same records.
     ParseResult alone = parse_with(std::nullopt, b, count, scales);
@@ -607,11 +618,19 @@ TEST(LoggerV2, BulkParserAgreesWithTheCheckedOneOnGoodAndDamagedFrames) {
       ++taken;
       expect_same(alone, checked, "bulk parser alone, trial " + std::to_string(trial));
     }
+    ParseResult alone_avx2 = parse_with(std::nullopt, b, count, scales, DecoderChoice::avx2);
+    if (alone_avx2.error.empty()) {
+      ++taken_avx2;
+      expect_same(alone_avx2, checked, "AVX2 bulk parser alone, trial " + std::to_string(trial));
+    }
     if (HasFailure()) break;
   }
   // Some damage leaves a well-formed frame (a flipped value byte): the bulk
   // parser must have decoded some of those itself.
-  if (bulk) EXPECT_GT(taken, 50u);
+  if (bulk) {
+    EXPECT_GT(taken, 50u);
+    EXPECT_GT(taken_avx2, 50u);
+  }
 }
 
 TEST(LoggerV2, AHugeRecordAfterASmallOneOfItsStreamRoundTrips) {
