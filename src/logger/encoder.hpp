@@ -71,12 +71,13 @@ struct SortScratch {
 //
 // Slot layout: a sentinel, the record's n entries, then kTail sentinels
 // (written by commit). Indices are kept as int64 and the sentinels are -1,
-// which never equals a (zero-extended) u32 index: the AVX2 predictor reads
-// the neighbours k - 1 .. k + 4 of any position k <= n_prev with plain loads
-// and no masks (a read past the record meets a sentinel and predicts 0).
+// which never equals a (zero-extended) u32 index: the vector predictors read
+// the neighbours k - 1 .. k + 8 of any position k <= n_prev with plain loads
+// and no masks (a read past the record meets a sentinel and predicts 0):
+// k + 4 for four lanes (AVX2), k + 8 for eight (the AVX-512 decoder).
 class FrameState {
  public:
-  static constexpr size_t kTail = 5;
+  static constexpr size_t kTail = 9;
   static constexpr int64_t kSentinel = -1;
 
   FrameState() = default;
@@ -148,8 +149,9 @@ class FrameState {
     }
     e.cur ^= 1u;
     e.n = static_cast<uint32_t>(n);
-    static constexpr int64_t kTailFill[kTail] = {kSentinel, kSentinel, kSentinel, kSentinel,
-                                                 kSentinel};
+    static constexpr int64_t kTailFill[kTail] = {kSentinel, kSentinel, kSentinel,
+                                                 kSentinel, kSentinel, kSentinel,
+                                                 kSentinel, kSentinel, kSentinel};
     std::memcpy(idx_.get() + e.off[e.cur] + n, kTailFill, sizeof kTailFill);
   }
 
