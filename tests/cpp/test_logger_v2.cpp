@@ -666,3 +666,43 @@ TEST(LoggerV2, EmptyRecordsBetweenOthersKeepEveryStreamsPredictor) {
   // Repeated values cost one byte each: the predictor found them.
   EXPECT_LT(encode_frame(recs, infos).value_bytes, 300u * 10u);
 }
+
+TEST(LoggerV2, BulkParsersTakeVarintsOfEveryLengthAtEveryGroupOffset) {
+  // The bulk parsers decode one- to three-byte varints in groups (eight
+  // bytes in the AVX2 build, sixteen in the AVX-512 one) and hand a group
+  // holding a longer varint to one-at-a-time reads. Records of one stream at
+  // value_scale 1 with fresh supports (nothing predicted: the value bytes
+  // are the values' own varints) whose magnitudes 2^k, k in [0, 61], give
+  // varints of 1 to 9 bytes, with gaps of 1 to 5 bytes between indices: long
+  // varints land at every offset of a group and across group boundaries.
+  // Every frame is valid, so both bulk builds must take it themselves and
+  // decode exactly what the checked parser decodes.
+  std::vector<StreamInfo> infos = {{1.0, 1.0, 0}};
+  ScaleTable scales = {&infos[0]};
+  std::mt19937_64 rng(77);
+  for (int trial = 0; trial < 40; ++trial) {
+    std::vector<Rec> recs;
+    for (int r = 0; r < 120; ++r) {
+      Rec rec{0, 0.5 * r, {}, {}};
+      const size_t n = rng() % 40;
+      uint64_t at = rng() % 4;
+      for (size_t k = 0; k < n && at < UINT32_MAX; ++k) {
+        rec.idx.push_back(static_cast<uint32_t>(at));
+        rec.val.push_back((rng() % 2 ? 1.0 : -1.0) * std::ldexp(1.0, static_cast<int>(rng() % 62)));
+        at += 1 + (uint64_t{1} << (rng() % 29));  // gaps of one to five bytes
+      }
+      recs.push_back(std::move(rec));
+    }
+    const Frame f = encode_frame(recs, infos);
+    const uint32_t n = static_cast<uint32_t>(recs.size());
+    const ParseResult checked = parse_with(DecoderChoice::checked, f.bytes, n, scales);
+    ASSERT_EQ(checked.error, "") << "trial " << trial;
+    if (!cpu_runs_fast_builds()) continue;  // no bulk parser on this CPU
+    for (DecoderChoice build : {DecoderChoice::best, DecoderChoice::avx2}) {
+      const ParseResult bulk = parse_with(std::nullopt, f.bytes, n, scales, build);
+      EXPECT_EQ(bulk.error, "") << "trial " << trial << ": a valid frame was handed on";
+      expect_same(bulk, checked, "trial " + std::to_string(trial));
+    }
+    if (HasFailure()) break;
+  }
+}
