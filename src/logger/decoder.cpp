@@ -156,17 +156,31 @@ using FrameFn = FrameCount (*)(const uint8_t*, size_t, uint32_t, const ScaleTabl
                                const FrameSink&);
 using BulkFn = bool (*)(const uint8_t*, size_t, uint32_t, const ScaleTable&, const FrameSink&,
                         FrameCount&);
+
+// The parsers a DecoderChoice stands for on this CPU: version 1, version 2,
+// and the bulk parser alone (nullptr where there is none).
+struct Parsers {
+  FrameFn v1;
+  FrameFn v2;
+  BulkFn bulk;
+};
+
+Parsers parsers_for(DecoderChoice choice) {
 #if defined(__x86_64__)
-FrameFn g_decode_v1 = cpu_runs_avx512_builds() ? fast512::decode_frame
-                      : cpu_runs_fast_builds()  ? fast::decode_frame
-                                                : generic::decode_frame;
-FrameFn g_decode_v2 = cpu_runs_avx512_builds() ? fast512::decode_frame_v2_best
-                      : cpu_runs_fast_builds() ? fast::decode_frame_v2_best
-                                               : generic::decode_frame_v2;
+  if (cpu_runs_fast_builds() && choice != DecoderChoice::portable) {
+    if (cpu_runs_avx512_builds() && choice == DecoderChoice::best)
+      return {fast512::decode_frame, fast512::decode_frame_v2_best, fast512::decode_frame_v2_bulk};
+    return {fast::decode_frame,
+            choice == DecoderChoice::checked ? fast::decode_frame_v2 : fast::decode_frame_v2_best,
+            fast::decode_frame_v2_bulk};
+  }
 #else
-FrameFn g_decode_v1 = generic::decode_frame;
-FrameFn g_decode_v2 = generic::decode_frame_v2;
+  (void)choice;
 #endif
+  return {generic::decode_frame, generic::decode_frame_v2, nullptr};
+}
+
+Parsers g_parsers = parsers_for(DecoderChoice::best);
 
 // Varint terminators (bytes below 0x80) in [p, p + len). Eight bytes at a
 // time: the flags summed by a multiply that adds all eight byte lanes into
@@ -191,39 +205,19 @@ void check_version(uint8_t version) {
 
 }  // namespace
 
-void use_decoder(DecoderChoice choice) {
-#if defined(__x86_64__)
-  const bool fast_ok = cpu_runs_fast_builds() && choice != DecoderChoice::portable;
-  const bool avx512_ok = cpu_runs_avx512_builds() && choice == DecoderChoice::best;
-  g_decode_v1 = !fast_ok ? generic::decode_frame : avx512_ok ? fast512::decode_frame : fast::decode_frame;
-  g_decode_v2 = !fast_ok                            ? generic::decode_frame_v2
-                : choice == DecoderChoice::checked ? fast::decode_frame_v2
-                : avx512_ok                         ? fast512::decode_frame_v2_best
-                                                    : fast::decode_frame_v2_best;
-#else
-  (void)choice;
-#endif
-}
+void use_decoder(DecoderChoice choice) { g_parsers = parsers_for(choice); }
 
 bool decode_frame_v2_bulk_only(const uint8_t* raw, size_t len, uint32_t n_records,
                                const ScaleTable& scales, const FrameSink& out, FrameCount& count,
                                DecoderChoice build) {
-#if defined(__x86_64__)
-  BulkFn bulk = nullptr;
-  if (cpu_runs_avx512_builds() && build == DecoderChoice::best)
-    bulk = fast512::decode_frame_v2_bulk;
-  else if (cpu_runs_fast_builds() && build != DecoderChoice::portable)
-    bulk = fast::decode_frame_v2_bulk;
-  if (bulk) return bulk(raw, len, n_records, scales, out, count);
-#endif
-  (void)raw, (void)len, (void)n_records, (void)scales, (void)out, (void)count, (void)build;
-  return false;
+  const BulkFn bulk = parsers_for(build).bulk;
+  return bulk && bulk(raw, len, n_records, scales, out, count);
 }
 
 FrameCount decode_frame(uint8_t version, const uint8_t* raw, size_t len, uint32_t n_records,
                         const ScaleTable& scales, const FrameSink& out) {
   check_version(version);
-  return (version == 1 ? g_decode_v1 : g_decode_v2)(raw, len, n_records, scales, out);
+  return (version == 1 ? g_parsers.v1 : g_parsers.v2)(raw, len, n_records, scales, out);
 }
 
 size_t count_values(uint8_t version, const uint8_t* raw, size_t len, uint32_t n_records) {
