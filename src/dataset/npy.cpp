@@ -149,7 +149,9 @@ class Parser {
 std::string repr(const PyVal& v) {
   switch (v.kind) {
     case PyVal::str: return "'" + v.s + "'";
-    case PyVal::integer: return (v.negative ? "-" : "") + std::to_string(v.i);
+    // fmt, not "-" + std::to_string(): GCC 12 warns (-Wrestrict, a false
+    // positive) on operator+(const char*, string&&).
+    case PyVal::integer: return fmt::format("{}{}", v.negative ? "-" : "", v.i);
     case PyVal::boolean: return v.b ? "True" : "False";
     case PyVal::none: return "None";
     case PyVal::list:
