@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,17 @@ inline std::string fixture_path() {
 inline std::vector<uint8_t> read_bytes(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   return std::vector<uint8_t>(std::istreambuf_iterator<char>(f), {});
+}
+
+// The fixture's bytes; a missing or empty fixture fails the test with its
+// path (not as a decode error of zero bytes).
+inline std::vector<uint8_t> fixture_bytes() {
+  std::vector<uint8_t> b = read_bytes(fixture_path());
+  if (b.empty())
+    throw std::runtime_error("upstream fixture " + fixture_path() +
+                             " is missing or empty (set A2PACK_FIXTURE, or check out the "
+                             "project beside ../shared)");
+  return b;
 }
 
 }  // namespace capitest

@@ -16,8 +16,7 @@
 
 namespace {
 
-using capitest::fixture_path;
-using capitest::read_bytes;
+using capitest::fixture_bytes;
 
 std::string tmpdir() {
   char tmpl[] = "/tmp/a2pack-capi-XXXXXX";
@@ -44,7 +43,7 @@ TEST(CapiCore, ApiTableCoversTheFunctions) {
 }
 
 TEST(CapiRun, DecodesTheFixture) {
-  auto bytes = read_bytes(fixture_path());
+  auto bytes = fixture_bytes();
   a2pack_run* run = nullptr;
   ASSERT_EQ(a2pack_run_decode(bytes.data(), bytes.size(), &run), A2PACK_OK) << a2pack_last_error();
   a2pack_run_meta m{};
@@ -162,7 +161,7 @@ TEST(CapiRun, CreateSaveLoadRoundTrip) {
 }
 
 TEST(CapiRun, BatchColumns) {
-  auto fx = read_bytes(fixture_path());
+  auto fx = fixture_bytes();
   const uint8_t* p[2] = {fx.data(), fx.data()};
   size_t l[2] = {fx.size(), fx.size()};
   a2pack_run_batch* b = nullptr;

@@ -17,6 +17,7 @@
 
 namespace {
 
+using capitest::fixture_bytes;
 using capitest::fixture_path;
 using capitest::read_bytes;
 
@@ -398,7 +399,7 @@ TEST(CapiPack, WriterStreamsAndSkipsBadInputs) {
 }
 
 TEST(CapiPack, FixtureRoundTrip) {
-  auto fx = read_bytes(fixture_path());
+  auto fx = fixture_bytes();
   ASSERT_EQ(fx.size(), 28211u);
   TmpDir dir;
   a2pack_pack_writer* w = nullptr;

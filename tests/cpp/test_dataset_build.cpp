@@ -88,7 +88,7 @@ TEST(DatasetBuild, RowsAndMetadataMatchTheRunsFieldByField) {
   Fixture f;
   f.runs = standard_runs();
   // The real upstream run joins as the last run.
-  auto fx = a2test::read_bytes(a2test::fixture_path());
+  auto fx = a2test::fixture_bytes();
   f.runs.push_back(run::decode(fx.data(), fx.size()));
   dstest::write_runs(f.runs_dir, f.runs);
   DirSource src(f.runs_dir);

@@ -20,8 +20,7 @@ using namespace a2pack;
 namespace {
 
 std::vector<uint8_t> fixture() {
-  auto b = a2test::read_bytes(a2test::fixture_path());
-  if (b.empty()) throw std::runtime_error("fixture missing: " + a2test::fixture_path());
+  auto b = a2test::fixture_bytes();
   return b;
 }
 

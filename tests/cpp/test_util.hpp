@@ -29,6 +29,7 @@ inline a2pack_status status_of(const std::function<void()>& f, std::string* msg 
 
 // The upstream fixture and whole-file reads: the C API tests' helpers
 // (public header only), shared.
+using capitest::fixture_bytes;
 using capitest::fixture_path;
 using capitest::read_bytes;
 
