@@ -675,8 +675,8 @@ TEST(LoggerV2, BulkParsersTakeVarintsOfEveryLengthAtEveryGroupOffset) {
   // are the values' own varints) whose magnitudes 2^k, k in [0, 61], give
   // varints of 1 to 9 bytes, with gaps of 1 to 5 bytes between indices: long
   // varints land at every offset of a group and across group boundaries.
-  // Record lengths fall on both sides of kBulkBlock (the AVX-512 build's
-  // one-pass records). Every frame is valid, so both bulk builds must take
+  // Records of one to three blocks (kBulkBlock positions go through a bulk
+  // parser at a time). Every frame is valid, so both bulk builds must take
   // it themselves and decode exactly what the checked parser decodes.
   std::vector<StreamInfo> infos = {{1.0, 1.0, 0}};
   ScaleTable scales = {&infos[0]};
@@ -685,7 +685,7 @@ TEST(LoggerV2, BulkParsersTakeVarintsOfEveryLengthAtEveryGroupOffset) {
     std::vector<Rec> recs;
     for (int r = 0; r < 120; ++r) {
       Rec rec{0, 0.5 * r, {}, {}};
-      const size_t n = rng() % 150;  // both sides of the one-pass limit (64)
+      const size_t n = rng() % 150;  // one to three blocks of kBulkBlock (64)
       uint64_t at = rng() % 4;
       for (size_t k = 0; k < n && at < UINT32_MAX; ++k) {
         rec.idx.push_back(static_cast<uint32_t>(at));
