@@ -11,12 +11,14 @@
 //                          and compression off the clock: per-call cost only
 //   BM_ToDisk/n/threads    end to end: open, record, close (compressed, on
 //                          disk, fdatasync'ed); records/s sustained
+//                          (huffman:1 = Huffman-coded literals, not the default)
 //   BM_SeedDesign/n        the seed's design: one zstd frame per record
 //                          (compression included, no I/O), for comparison
 //   BM_Decode/workers      decode_dir over a prepared log; bytes/s counts the
 //                          decompressed frame bytes
 //   BM_DecodeFramesWarm    the same frames checked, decompressed and parsed
-//                          into reused memory on one core (no page faults)
+//                          into reused memory on one core (no page faults), of
+//                          logs written at zstd -1, 1 and 1 with huffman:1
 //   BM_DecompressFramesOnly  the CRC checks and zstd alone on the same frames:
 //                          the ceiling of BM_DecodeFramesWarm
 //   BM_ParseFrames         the parser alone (frames decompressed up front):
@@ -334,6 +336,7 @@ void BM_ToDisk(benchmark::State& state) {
   state.SetLabel(kind_name(kind));
   const int threads = static_cast<int>(state.range(1));
   const int level = static_cast<int>(state.range(2));
+  const bool huffman = state.range(4) != 0;
   const size_t total = w.n >= 256 ? 400'000 : 4'000'000;
   std::string dir = temp_dir("todisk");
   Stats st;
@@ -341,6 +344,7 @@ void BM_ToDisk(benchmark::State& state) {
     fs::remove_all(dir);
     Options o;
     o.zstd_level = level;
+    o.compress_literals = huffman;
     o.ring_bytes = 32 << 20;
     auto t0 = std::chrono::steady_clock::now();
     {
@@ -379,15 +383,17 @@ void BM_ToDisk(benchmark::State& state) {
   state.counters["full_events"] = static_cast<double>(st.full_events);
 }
 BENCHMARK(BM_ToDisk)
-    ->ArgNames({"n", "threads", "level", "random"})
-    ->Args({1, 1, 1, kSim})
-    ->Args({16, 1, 1, kSim})
-    ->Args({16, 1, -1, kSim})
-    ->Args({16, 2, 1, kSim})
-    ->Args({256, 1, 1, kSim})
-    ->Args({256, 2, 1, kSim})
-    ->Args({16, 1, 1, kRandom})
-    ->Args({16, 1, -1, kRandom})
+    ->ArgNames({"n", "threads", "level", "random", "huffman"})
+    ->Args({1, 1, 1, kSim, 0})
+    ->Args({16, 1, 1, kSim, 0})
+    ->Args({16, 1, 1, kSim, 1})
+    ->Args({16, 1, -1, kSim, 0})
+    ->Args({16, 2, 1, kSim, 0})
+    ->Args({256, 1, 1, kSim, 0})
+    ->Args({256, 2, 1, kSim, 0})
+    ->Args({16, 1, 1, kRandom, 0})
+    ->Args({16, 1, 1, kRandom, 1})
+    ->Args({16, 1, -1, kRandom, 0})
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond)
     ->Iterations(2);
@@ -454,16 +460,20 @@ BENCHMARK(BM_FrameCompress)
     ->Unit(benchmark::kMillisecond);
 
 // Decode a prepared log (2M records, n = 16) of each workload, written at
-// zstd `level` (the logger's default unless a benchmark says otherwise).
-std::string decode_fixture(int kind, int level = Options{}.zstd_level) {
-  static std::map<std::pair<int, int>, std::string> dirs;
-  auto it = dirs.find({kind, level});
+// zstd `level` with literals raw or Huffman-coded (the logger's defaults
+// unless a benchmark says otherwise).
+std::string decode_fixture(int kind, int level = Options{}.zstd_level,
+                           bool huffman = Options{}.compress_literals) {
+  static std::map<std::tuple<int, int, bool>, std::string> dirs;
+  auto it = dirs.find({kind, level, huffman});
   if (it != dirs.end()) return it->second;
-  std::string d = temp_dir(fmt::format("decode-{}-l{}", kind_name(kind), level).c_str());
+  std::string d =
+      temp_dir(fmt::format("decode-{}-l{}-h{}", kind_name(kind), level, int(huffman)).c_str());
   const Workload& w = workload(16, kind);
   {
     Options o;
     o.zstd_level = level;
+    o.compress_literals = huffman;
     Logger lg(d, o);
     auto ids = register_streams(lg, w);
     for (size_t i = 0; i < 2'000'000; ++i) {
@@ -475,7 +485,7 @@ std::string decode_fixture(int kind, int level = Options{}.zstd_level) {
     std::atexit([] {
       for (auto& [k, p] : dirs) fs::remove_all(p);
     });
-  dirs[{kind, level}] = d;
+  dirs[{kind, level, huffman}] = d;
   return d;
 }
 
@@ -536,11 +546,21 @@ struct WarmFrames {
   }
 };
 
-// Both workloads, each written at zstd levels -1 and 1.
+// Both workloads, each written at zstd level -1, at level 1 (the default:
+// raw literals) and at level 1 with Huffman-coded literals (huffman:1).
 void kinds_and_levels(benchmark::internal::Benchmark* b) {
-  b->ArgNames({"random", "level"})
-      ->ArgsProduct({{kSim, kRandom}, {-1, 1}})
-      ->Unit(benchmark::kMillisecond);
+  b->ArgNames({"random", "level", "huffman"});
+  for (int kind : {kSim, kRandom}) {
+    b->Args({kind, -1, 0});
+    b->Args({kind, 1, 0});
+    b->Args({kind, 1, 1});
+  }
+  b->Unit(benchmark::kMillisecond);
+}
+
+std::string decode_fixture_of(const benchmark::State& state) {
+  return decode_fixture(static_cast<int>(state.range(0)), static_cast<int>(state.range(1)),
+                        state.range(2) != 0);
 }
 
 // The decoder's per-core speed without allocating output: CRC check,
@@ -548,7 +568,7 @@ void kinds_and_levels(benchmark::internal::Benchmark* b) {
 // (decode_dir adds the page faults of fresh output memory on top).
 void BM_DecodeFramesWarm(benchmark::State& state) {
   const int kind = static_cast<int>(state.range(0));
-  WarmFrames wf(decode_fixture(kind, static_cast<int>(state.range(1))));
+  WarmFrames wf(decode_fixture_of(state));
   state.SetLabel(kind_name(kind));
   const Workload& w = workload(16, kind);
   ScaleTable scales(w.n_streams, &wf.meta.info);
@@ -623,8 +643,7 @@ BENCHMARK(BM_ParseFrames)
 // can never exceed this.
 void BM_DecompressFramesOnly(benchmark::State& state) {
   const int kind = static_cast<int>(state.range(0));
-  const int level = static_cast<int>(state.range(1));
-  WarmFrames wf(decode_fixture(kind, level));
+  WarmFrames wf(decode_fixture_of(state));
   state.SetLabel(fmt::format("{}, zstd {}", kind_name(kind), ZSTD_versionString()));
   ZSTD_DCtx* dc = ZSTD_createDCtx();
   uint64_t bytes = 0, records = 0;

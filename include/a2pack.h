@@ -1223,6 +1223,10 @@ typedef struct a2pack_logger_options {
   uint32_t when_full;         /* a2pack_logger_when_full; default A2PACK_LOGGER_BLOCK */
   uint32_t writer_threads;    /* threads compressing frames, one of which also appends them
                                  in order; 0 = auto (2, or 1 on a one-core machine) */
+  uint32_t compress_literals; /* 1: zstd Huffman-codes the literals (its choice at this level);
+                                 0 (default): literals are stored raw, which decompresses
+                                 about 2x faster for ~16 % more bytes on typical data.
+                                 Readers handle both; the files stay plain zstd. */
 } a2pack_logger_options;
 
 A2PACK_API void a2pack_logger_options_init(a2pack_logger_options *opts);

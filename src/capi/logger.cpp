@@ -29,6 +29,7 @@ A2PACK_EXPORT void a2pack_logger_options_init(a2pack_logger_options* o) {
   o->frame_bytes = d.frame_bytes;
   o->flush_interval_ms = d.flush_interval_ms;
   o->when_full = A2PACK_LOGGER_BLOCK;
+  o->compress_literals = d.compress_literals;
 }
 
 A2PACK_EXPORT a2pack_status a2pack_logger_open(const char* dir, const a2pack_logger_options* opts,
@@ -51,6 +52,9 @@ A2PACK_EXPORT a2pack_status a2pack_logger_open(const char* dir, const a2pack_log
     if (o.writer_threads > 64)
       fail(A2PACK_E_INVALID_ARGUMENT, "writer_threads must be at most 64, got {}", o.writer_threads);
     lo.writer_threads = o.writer_threads;
+    if (o.compress_literals > 1)
+      fail(A2PACK_E_INVALID_ARGUMENT, "compress_literals must be 0 or 1, got {}", o.compress_literals);
+    lo.compress_literals = o.compress_literals != 0;
     *out = new a2pack_logger(std::string(dir), lo);
   });
 }

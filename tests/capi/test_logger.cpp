@@ -290,3 +290,96 @@ TEST(CapiLogger, ApiTableHasTheLoggerSection) {
   EXPECT_EQ(api->logger->record_batch, &a2pack_logger_record_batch);
   EXPECT_EQ(api->logger->data_close, &a2pack_logger_data_close);
 }
+
+namespace {
+
+// The Literals_Block_Type (RFC 8878 §3.1.1.3.1.1: 0 raw, 1 RLE, 2 Huffman,
+// 3 treeless Huffman) of every compressed zstd block in a segment, read by
+// walking the segment's 40-byte headers and each zstd frame's block headers.
+std::vector<int> literal_block_types(const std::string& segment) {
+  std::vector<uint8_t> b;
+  if (FILE* f = std::fopen(segment.c_str(), "rb")) {
+    int c;
+    while ((c = std::fgetc(f)) != EOF) b.push_back(static_cast<uint8_t>(c));
+    std::fclose(f);
+  }
+  auto u32 = [&](size_t at) {
+    return uint32_t(b[at]) | uint32_t(b[at + 1]) << 8 | uint32_t(b[at + 2]) << 16 |
+           uint32_t(b[at + 3]) << 24;
+  };
+  std::vector<int> types;
+  for (size_t at = 0; at + 40 <= b.size();) {
+    const size_t len = u32(at + 16), end = at + 40 + len;
+    size_t p = at + 40 + 4;  // past the zstd magic
+    const uint8_t fhd = b[p++];
+    const int fcs_flag = fhd >> 6, single = (fhd >> 5) & 1, dict = fhd & 3;
+    p += single ? 0 : 1;
+    p += dict == 0 ? 0 : dict == 1 ? 1 : dict == 2 ? 2 : 4;
+    p += fcs_flag == 0 ? (single ? 1 : 0) : fcs_flag == 1 ? 2 : fcs_flag == 2 ? 4 : 8;
+    for (bool last = false; !last && p + 3 <= end;) {
+      const uint32_t h = uint32_t(b[p]) | uint32_t(b[p + 1]) << 8 | uint32_t(b[p + 2]) << 16;
+      last = h & 1;
+      const uint32_t type = (h >> 1) & 3, size = h >> 3;
+      p += 3;
+      if (type == 2) types.push_back(b[p] & 3);
+      p += type == 1 ? 1 : size;
+    }
+    at = end;
+  }
+  return types;
+}
+
+// Record values from a skewed alphabet that Huffman coding shrinks but that
+// repeat too rarely for zstd's matches, into a fresh logger with `opts`.
+std::vector<int> literals_written(a2pack_logger_options* opts, uint64_t* file_bytes) {
+  Dir dir;
+  a2pack_logger* lg = open_logger(dir.path, opts);
+  uint32_t sid = 0;
+  EXPECT_EQ(a2pack_logger_register_stream(lg, nullptr, 1.0, 1.0, 0, &sid), A2PACK_OK);
+  uint64_t x = 12345;
+  std::vector<uint32_t> idx(32);
+  std::vector<double> val(32);
+  for (int r = 0; r < 4000; ++r) {
+    for (uint32_t i = 0; i < 32; ++i) {
+      x = x * 6364136223846793005ull + 1442695040888963407ull;
+      idx[i] = i * 3;
+      val[i] = static_cast<double>((x >> 33) % 7 == 0 ? (x >> 40) % 5000 : (x >> 40) % 40);
+    }
+    EXPECT_EQ(a2pack_logger_record(lg, sid, r, idx.data(), val.data(), idx.size()), A2PACK_OK);
+  }
+  a2pack_logger_stats st;
+  st.size = sizeof st;
+  EXPECT_EQ(a2pack_logger_close(lg), A2PACK_OK) << a2pack_last_error();
+  a2pack_logger_data* d = decode(dir.path);
+  EXPECT_EQ(columns(d).n_records, 4000u);
+  a2pack_logger_data_close(d);
+  *file_bytes = std::filesystem::file_size(dir.path + "/segments/00000.seg.zst");
+  return literal_block_types(dir.path + "/segments/00000.seg.zst");
+}
+
+}  // namespace
+
+TEST(CapiLogger, LiteralsAreStoredRawUnlessAskedToCompress) {
+  a2pack_logger_options o;
+  a2pack_logger_options_init(&o);
+  EXPECT_EQ(o.compress_literals, 0u);
+  uint64_t raw_bytes = 0, huff_bytes = 0;
+  std::vector<int> raw = literals_written(&o, &raw_bytes);
+  ASSERT_FALSE(raw.empty());
+  for (int t : raw) EXPECT_LE(t, 1) << "a Huffman literals section in a default frame";
+
+  o.compress_literals = 1;
+  std::vector<int> huff = literals_written(&o, &huff_bytes);
+  ASSERT_FALSE(huff.empty());
+  size_t huffman = 0;
+  for (int t : huff) huffman += t >= 2;
+  EXPECT_GT(huffman, 0u);
+  EXPECT_LT(huff_bytes, raw_bytes);  // what the option buys
+
+  o.compress_literals = 2;
+  a2pack_logger* lg = nullptr;
+  Dir dir;
+  EXPECT_EQ(a2pack_logger_open(dir.path.c_str(), &o, &lg), A2PACK_E_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(a2pack_last_error()).find("compress_literals"), std::string::npos);
+  EXPECT_EQ(lg, nullptr);
+}

@@ -140,6 +140,27 @@ def test_rotation_makes_many_segments(tmp_path):
     assert len(data) == 3000 and data.epochs.tolist() == list(range(3000))
 
 
+def test_compress_literals_trades_size_and_decodes_the_same(tmp_path):
+    # Values of a skewed alphabet: Huffman coding shrinks them, matches rarely.
+    rng = np.random.default_rng(5)
+    idx = np.arange(0, 96, 3, dtype=np.uint32)
+    vals = [np.where(rng.random(32) < 0.15, rng.integers(0, 5000, 32), rng.integers(0, 40, 32))
+            .astype(np.float64) for _ in range(3000)]
+    sizes, decoded = {}, {}
+    for huffman in (False, True):
+        d = tmp_path / str(huffman)
+        with a2pack.DataLogger(d, compress_literals=huffman) as log:
+            sid = log.register_stream({}, epoch_scale=1, value_scale=1)
+            for i, v in enumerate(vals):
+                log.record(sid, i, idx, v)
+        sizes[huffman] = sum(p.stat().st_size for p in (d / "segments").iterdir())
+        decoded[huffman] = logger.decode(d)
+    assert sizes[True] < sizes[False]
+    for data in decoded.values():
+        assert len(data) == 3000
+        np.testing.assert_array_equal(data.values, np.concatenate(vals))
+
+
 # ------------------------------------------------------------------ bad input
 def test_bad_input_is_refused_and_nothing_written(tmp_path):
     with a2pack.DataLogger(tmp_path) as log:
