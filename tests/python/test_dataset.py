@@ -152,6 +152,19 @@ def test_steps_view_and_batches(built, runs):
     np.testing.assert_array_equal(ds.get_batch(list(idx[:5].astype(np.int32))), steps[idx[:5]])
     out = np.empty(len(idx), STEP_DTYPE)
     assert ds.get_batch(idx, out=out) is out
+    # The same out array again (its pointer is reused), then another one,
+    # then the first made read-only: refused, not written.
+    idx2 = idx[::-1].copy()
+    assert ds.get_batch(idx2, out=out, workers=2) is out
+    np.testing.assert_array_equal(out, steps[idx2])
+    other = np.zeros(len(idx), STEP_DTYPE)
+    ds.get_batch(idx, out=other)
+    np.testing.assert_array_equal(other, steps[idx])
+    np.testing.assert_array_equal(ds.get_batch(idx, out=out), steps[idx])
+    out.flags.writeable = False
+    with pytest.raises(ValueError, match="read-only"):
+        ds.get_batch(idx2, out=out)
+    np.testing.assert_array_equal(out, steps[idx])
 
     exps, moves, legal, ev = ds.get_batch_columns(idx)
     rows = steps[idx]
