@@ -36,6 +36,9 @@ struct WriterOptions {
   // fsync before the rename at commit (and start writeback as records are
   // written); false = rename only, as bagz (which never fsyncs).
   bool durable = true;
+  // Whole 1 MiB blocks of the records file bypass the page cache (O_DIRECT,
+  // where the filesystem allows it; base/background_writer.hpp).
+  bool direct_io = true;
 };
 
 struct ReaderOptions {

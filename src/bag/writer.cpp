@@ -28,8 +28,9 @@ Writer::Writer(const std::string& path, const WriterOptions& o) : path_(path), o
   }
   // Records go through a background writer thread: callers hand over
   // records about as fast as the kernel copies them into the page cache,
-  // so the two overlap (base/background_writer.hpp).
-  records_ = std::make_unique<AtomicFile>(path, /*background=*/true);
+  // so the two overlap; with direct_io whole blocks skip the page cache
+  // (base/background_writer.hpp).
+  records_ = std::make_unique<AtomicFile>(path, /*background=*/true, o.direct_io);
   if (o.limits_placement == LimitsPlacement::separate)
     limits_ = std::make_unique<AtomicFile>(limits_path(path));
   // A second descriptor on the temporary file, only to start writeback; a

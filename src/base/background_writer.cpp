@@ -1,28 +1,43 @@
 #include "base/background_writer.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
+#include <new>
 
 #include "base/error.hpp"
 #include "base/file_io.hpp"
 
 namespace a2pack {
 
-BackgroundWriter::BackgroundWriter(int fd, std::string path) : fd_(fd), path_(std::move(path)) {
+namespace {
+// O_DIRECT wants memory, offsets and lengths aligned to the device's logical
+// block; 4 KiB covers every common one.
+constexpr size_t kDirectAlign = 4096;
+static_assert(BackgroundWriter::kBufferBytes % kDirectAlign == 0);
+}  // namespace
+
+BackgroundWriter::BackgroundWriter(int fd, std::string path, bool direct)
+    : fd_(fd), path_(std::move(path)) {
   for (size_t i = 0; i < kBuffers; ++i) {
     auto b = std::make_unique<Buffer>();
-    b->data.reset(new uint8_t[kBufferBytes]);
+    b->data.reset(static_cast<uint8_t*>(std::aligned_alloc(kDirectAlign, kBufferBytes)));
+    if (!b->data) throw std::bad_alloc();
     free_.push_back(std::move(b));
   }
   fill_ = std::move(free_.back());
   free_.pop_back();
+  // A filesystem without O_DIRECT (EINVAL) keeps everything buffered.
+  if (direct) direct_fd_ = ::open(path_.c_str(), O_WRONLY | O_DIRECT | O_CLOEXEC);
   thread_ = std::thread([this] { run(); });
 }
 
 BackgroundWriter::~BackgroundWriter() {
   try {
-    if (fill_ && fill_->len) hand_off();
+    if (fill_ && fill_->len > fill_on_disk_) hand_off();
   } catch (...) {
     // Destruction cannot report; drain() would have.
   }
@@ -32,6 +47,7 @@ BackgroundWriter::~BackgroundWriter() {
   }
   work_cv_.notify_one();
   thread_.join();
+  if (int d = direct_fd_.load(); d >= 0) ::close(d);
 }
 
 void BackgroundWriter::rethrow_locked() { std::rethrow_exception(error_); }
@@ -39,6 +55,7 @@ void BackgroundWriter::rethrow_locked() { std::rethrow_exception(error_); }
 void BackgroundWriter::hand_off() {
   std::unique_lock<std::mutex> lk(mu_);
   if (failed_) rethrow_locked();
+  const uint64_t next = fill_->offset + fill_->len;
   queue_.push_back(std::move(fill_));
   work_cv_.notify_one();
   // The thread returns every buffer, written or not (after an error it
@@ -47,6 +64,8 @@ void BackgroundWriter::hand_off() {
   fill_ = std::move(free_.back());
   free_.pop_back();
   fill_->len = 0;
+  fill_->offset = next;
+  fill_on_disk_ = 0;
   if (failed_) rethrow_locked();
 }
 
@@ -67,22 +86,77 @@ void BackgroundWriter::write(const void* data, size_t len) {
 }
 
 void BackgroundWriter::drain() {
-  if (fill_->len) hand_off();
+  // Buffered mode hands the partial buffer to the thread. Direct mode keeps
+  // it (the next bytes must land in the same aligned buffer) and writes its
+  // new part through the page cache from here, once the queue is empty.
+  const bool keep_fill = direct();
+  if (!keep_fill && fill_->len) hand_off();
   std::unique_lock<std::mutex> lk(mu_);
   done_cv_.wait(lk, [&] { return (queue_.empty() && !writing_) || failed_; });
   if (failed_) rethrow_locked();
+  if (!keep_fill || fill_->len == fill_on_disk_) return;
+  lk.unlock();
+  try {
+    pwrite_all(fd_, fill_->data.get() + fill_on_disk_, fill_->len - fill_on_disk_,
+               fill_->offset + fill_on_disk_, path_);
+  } catch (...) {
+    lk.lock();
+    if (!failed_) {
+      error_ = std::current_exception();
+      failed_ = true;
+    }
+    throw;
+  }
+  fill_on_disk_ = fill_->len;
+}
+
+void BackgroundWriter::patch(const void* data, size_t len, uint64_t offset) {
+  drain();
+  // The kept partial buffer will be written again: it must carry the patch.
+  const uint64_t a = std::max<uint64_t>(offset, fill_->offset);
+  const uint64_t b = std::min<uint64_t>(offset + len, fill_->offset + fill_->len);
+  if (a < b)
+    std::memcpy(fill_->data.get() + (a - fill_->offset),
+                static_cast<const uint8_t*>(data) + (a - offset), b - a);
+  pwrite_all(fd_, data, len, offset, path_);
 }
 
 void BackgroundWriter::discard() {
   std::lock_guard<std::mutex> lk(mu_);
   discard_ = true;
   fill_->len = 0;
+  fill_on_disk_ = 0;
   for (auto& b : queue_) {
     b->len = 0;
     free_.push_back(std::move(b));
   }
   queue_.clear();
   done_cv_.notify_all();
+}
+
+void BackgroundWriter::put(const Buffer& b) {
+  const uint8_t* p = b.data.get();
+  size_t done = 0;
+  const int d = direct_fd_.load();
+  if (d >= 0 && b.len == kBufferBytes) {
+    while (done < b.len) {
+      ssize_t n = ::pwrite(d, p + done, b.len - done, static_cast<off_t>(b.offset + done));
+      if (n > 0) {
+        done += static_cast<size_t>(n);
+        continue;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && errno == EINVAL) {
+        // Refused at write time (an unaligned device, a filesystem that
+        // accepts the flag only at open): buffered from here on.
+        direct_fd_.store(-1);
+        ::close(d);
+        break;
+      }
+      fail_errno("write", path_, n < 0 ? errno : EIO);
+    }
+  }
+  if (done < b.len) pwrite_all(fd_, p + done, b.len - done, b.offset + done, path_);
 }
 
 void BackgroundWriter::run() {
@@ -100,7 +174,7 @@ void BackgroundWriter::run() {
     std::exception_ptr err;
     if (!skip) {
       try {
-        write_all(fd_, b->data.get(), b->len, path_);
+        put(*b);
       } catch (...) {
         err = std::current_exception();
       }

@@ -124,12 +124,12 @@ void MappedFile::advise(Advice advice, size_t offset, size_t len) const {
 }
 
 // ---------------------------------------------------------------- AtomicFile
-AtomicFile::AtomicFile(std::string path, bool background) : path_(std::move(path)) {
+AtomicFile::AtomicFile(std::string path, bool background, bool direct) : path_(std::move(path)) {
   tmp_ = fmt::format("{}.tmp-{}-{}", path_, ::getpid(), g_tmp_counter.fetch_add(1));
   fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd_ < 0) fail_errno("create", tmp_, errno);
   try {
-    if (background) bg_ = std::make_unique<BackgroundWriter>(fd_, tmp_);
+    if (background) bg_ = std::make_unique<BackgroundWriter>(fd_, tmp_, direct);
     else buf_.reserve(kWriteBuffer);
   } catch (...) {
     ::close(fd_);
@@ -212,8 +212,15 @@ void AtomicFile::write(const void* data, size_t len) {
   }
   written_ += len;
 }
+bool AtomicFile::direct() const { return bg_ && bg_->direct(); }
+
 void AtomicFile::pwrite(const void* data, size_t len, uint64_t offset) {
   if (offset + len > written_) fail(A2PACK_E_INTERNAL, "{}: pwrite past the end", tmp_);
+  if (bg_) {
+    check_owner();
+    bg_->patch(data, len, offset);  // also patches the partial buffer it keeps
+    return;
+  }
   flush_buffer();
   pwrite_all(fd_, data, len, offset, tmp_);
 }

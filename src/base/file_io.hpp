@@ -72,7 +72,11 @@ class AtomicFile {
   // this file writes in order (base/background_writer.hpp): for callers
   // whose own work per byte is comparable to the kernel's copy. Errors of
   // background writes surface in a later write(), flush() or commit().
-  explicit AtomicFile(std::string path, bool background = false);
+  // With `direct` too, whole buffers bypass the page cache (O_DIRECT, where
+  // the filesystem allows it): for large files written once.
+  explicit AtomicFile(std::string path, bool background = false, bool direct = false);
+  // Whether background writes still bypass the page cache.
+  bool direct() const;
   ~AtomicFile();
   AtomicFile(const AtomicFile&) = delete;
   AtomicFile& operator=(const AtomicFile&) = delete;

@@ -69,6 +69,7 @@ A2PACK_EXPORT void a2pack_bag_writer_options_init(a2pack_bag_writer_options* o) 
   o->compression = A2PACK_BAG_COMPRESSION_AUTO;
   o->limits_placement = A2PACK_BAG_LIMITS_TAIL;
   o->durable = 1;
+  o->direct_io = 1;
 }
 
 A2PACK_EXPORT a2pack_status a2pack_bag_writer_open(const char* path,
@@ -86,6 +87,7 @@ A2PACK_EXPORT a2pack_status a2pack_bag_writer_open(const char* path,
     w.limits_placement = checked_enum<bag::LimitsPlacement>(o.limits_placement, 1, "limits_placement");
     w.workers = o.workers;
     w.durable = o.durable != 0;
+    w.direct_io = o.direct_io != 0;
     *out = new a2pack_bag_writer{std::make_unique<bag::Writer>(path, w)};
   });
 }

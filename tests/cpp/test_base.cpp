@@ -182,15 +182,31 @@ TEST(AtomicFile, CommitRenamesAndAbortLeavesNothing) {
   EXPECT_EQ(a2test::read_bytes(path), (std::vector<uint8_t>{'J', 'e', 'l', 'l', 'o'}));
 }
 
-TEST(AtomicFile, BackgroundWritesKeepOrderAcrossBufferSizes) {
+// Whether this folder's filesystem takes O_DIRECT (then a direct writer
+// must use it).
+bool takes_o_direct(const std::string& dir) {
+  std::string probe = dir + "/probe";
+  int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_DIRECT | O_CLOEXEC, 0600);
+  if (fd >= 0) ::close(fd);
+  ::unlink(probe.c_str());
+  return fd >= 0;
+}
+
+class BackgroundModes : public ::testing::TestWithParam<bool> {};
+INSTANTIATE_TEST_SUITE_P(AtomicFile, BackgroundModes, ::testing::Values(false, true),
+                         [](const auto& info) { return info.param ? "Direct" : "Buffered"; });
+
+TEST_P(BackgroundModes, WritesKeepOrderAcrossBufferSizes) {
   // Pieces from 1 byte to several buffers long, pwrite and flush between
   // them: the committed file holds exactly the bytes in order.
+  const bool direct = GetParam();
   a2test::TempDir dir;
   std::string path = dir / "bg.bin";
   std::mt19937_64 rng(5);
   std::vector<uint8_t> want;
   {
-    AtomicFile f(path, /*background=*/true);
+    AtomicFile f(path, /*background=*/true, direct);
+    EXPECT_EQ(f.direct(), direct && takes_o_direct(dir.path()));
     for (int i = 0; i < 300; ++i) {
       size_t len = i % 50 == 0 ? BackgroundWriter::kBufferBytes * 2 + 17 : rng() % 70000;
       std::vector<uint8_t> piece(len);
@@ -203,13 +219,21 @@ TEST(AtomicFile, BackgroundWritesKeepOrderAcrossBufferSizes) {
     f.pwrite("AB", 2, 3);
     want[3] = 'A';
     want[4] = 'B';
+    // A patch inside the partial last buffer, which then fills: with
+    // O_DIRECT that buffer is written again, whole, and must carry it.
+    const uint64_t at = want.size() - 1;
+    f.pwrite("Z", 1, at);
+    want[at] = 'Z';
+    std::vector<uint8_t> more(BackgroundWriter::kBufferBytes + 5, 9);
+    f.write(more.data(), more.size());
+    want.insert(want.end(), more.begin(), more.end());
     EXPECT_FALSE(std::filesystem::exists(path));
     f.commit(false);
   }
   EXPECT_EQ(a2test::read_bytes(path), want);
   // Abandoned: nothing is left behind, even with writes still queued.
   {
-    AtomicFile f(dir / "gone.bin", true);
+    AtomicFile f(dir / "gone.bin", true, direct);
     std::vector<uint8_t> big(BackgroundWriter::kBufferBytes * 3, 7);
     f.write(big.data(), big.size());
   }
@@ -249,6 +273,25 @@ TEST(AtomicFile, AForkedChildNeitherWritesNorDeletesTheParentsFile) {
     EXPECT_EQ(a2test::read_bytes(path).size(), 2 * part.size()) << "background " << background;
     std::filesystem::remove(path);
   }
+}
+
+TEST(BackgroundWriter, DirectModeFallsBackWhereTheFileCannotBeOpenedSo) {
+  // The O_DIRECT descriptor is opened from the path: where that fails the
+  // writer keeps writing through the given descriptor, every byte in place.
+  a2test::TempDir dir;
+  std::string path = dir / "plain.bin";
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+  ASSERT_GE(fd, 0);
+  std::vector<uint8_t> want(BackgroundWriter::kBufferBytes * 2 + 100);
+  for (size_t i = 0; i < want.size(); ++i) want[i] = static_cast<uint8_t>(i * 7);
+  {
+    BackgroundWriter w(fd, dir / "missing/plain.bin", /*direct=*/true);
+    EXPECT_FALSE(w.direct());
+    w.write(want.data(), want.size());
+    w.drain();
+  }
+  ::close(fd);
+  EXPECT_EQ(a2test::read_bytes(path), want);
 }
 
 TEST(BackgroundWriter, AWriteErrorSurfacesAtTheNextCallAndNamesTheFile) {

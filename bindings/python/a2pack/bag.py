@@ -218,6 +218,10 @@ class _WriterOptions:
         default). False skips the fsync, as bagz's writer (which never
         fsyncs) does: the file still appears only once complete, but a power
         loss soon after close may lose its contents. (a2pack extension.)
+      direct_io: write whole 1 MiB blocks of the file with O_DIRECT, around
+        the page cache (the default, where the filesystem allows it): large
+        files write faster, and the page cache stays with readers. False
+        writes every byte through the page cache. (a2pack extension.)
     """
 
     def __init__(
@@ -225,11 +229,13 @@ class _WriterOptions:
         limits_placement: LimitsPlacement = LimitsPlacement.TAIL,
         compression: _Compression = None,
         durable: bool = True,
+        direct_io: bool = True,
     ):
         self.limits_placement = _enum(limits_placement, LimitsPlacement)
         self.compression = CompressionAutoDetect() if compression is None else compression
         _compression_fields(self.compression)
         self.durable = bool(durable)
+        self.direct_io = bool(direct_io)
 
     def __eq__(self, other):
         return type(other) is type(self) and vars(self) == vars(other)
@@ -730,6 +736,7 @@ class Writer:
             o.zstd_dictionary_len = len(dictionary)
         o.limits_placement = _enum(self._options.limits_placement, LimitsPlacement).value
         o.durable = 1 if getattr(self._options, "durable", True) else 0
+        o.direct_io = 1 if getattr(self._options, "direct_io", True) else 0
         out = ffi.new("a2pack_bag_writer **")
         check(lib.a2pack_bag_writer_open(fspath(filename), o, out))
         del keep

@@ -103,11 +103,13 @@ class Writer:
         limits_placement: LimitsPlacement
         compression: _Compression
         durable: bool
+        direct_io: bool
         def __init__(
             self,
             limits_placement: LimitsPlacement = ...,
             compression: Optional[_Compression] = ...,
             durable: bool = ...,
+            direct_io: bool = ...,
         ) -> None: ...
 
     def __init__(self, filename: _Path, options: Optional[Writer.Options] = ...) -> None: ...
