@@ -37,13 +37,18 @@ $(STAMPS)/apt: Makefile
 	fi
 	@mkdir -p $(STAMPS) && touch $@
 
-$(STAMPS)/pip: Makefile
-	@missing=$$(for p in $(PIP_PACKAGES); do $(PYTHON) -m pip show -q $$p >/dev/null 2>&1 || echo $$p; done); \
+# pip-install those of the packages $(1) that pip does not already have.
+define pip_install_missing
+	@missing=$$(for p in $(1); do $(PYTHON) -m pip show -q $$p >/dev/null 2>&1 || echo $$p; done); \
 	if [ -n "$$missing" ]; then \
 	  echo "pip install $$missing"; \
 	  $(PYTHON) -m pip install -q $$missing; \
 	fi
 	@mkdir -p $(STAMPS) && touch $@
+endef
+
+$(STAMPS)/pip: Makefile
+	$(call pip_install_missing,$(PIP_PACKAGES))
 
 # ---------------------------------------------------------------- build
 $(BUILD)/build.ninja: CMakeLists.txt | setup
@@ -74,7 +79,13 @@ demo: build python
 	A2PACK=$(CURDIR)/$(BUILD)/a2pack PYTHON=$(PYTHON) bash scripts/demo.sh
 
 # ---------------------------------------------------------------- bench
-bench: build python
+# Baselines only the benchmarks compare against (bench/bag_compare.py).
+BENCH_PIP_PACKAGES := array-record
+
+$(STAMPS)/pip-bench: Makefile | setup
+	$(call pip_install_missing,$(BENCH_PIP_PACKAGES))
+
+bench: build python $(STAMPS)/pip-bench
 	bash bench/run_all.sh $(BUILD)
 
 clean:
