@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "base/spin.hpp"
 
@@ -38,6 +39,13 @@ struct Team {
   int limit = 0;  // helpers that may join this job
   const std::function<void(const ChunkClaim&)>* body = nullptr;
   unsigned helpers = 0;  // started so far (guarded by busy)
+  int sleepers = 0;      // helpers blocked on cv (guarded by mu)
+  struct Helper {
+    pthread_t id;
+    cpu_set_t home;  // the CPUs it may use (inherited at creation)
+    bool known;      // home could be read
+  };
+  std::vector<Helper> started;  // guarded by busy
 
   void work() {
     const ChunkClaim claim = [this] {
@@ -47,20 +55,28 @@ struct Team {
     (*body)(claim);
   }
 
-  // Move this thread off `cpu` now: allowed everywhere it was but there,
-  // then allowed back (it stays where it landed until the scheduler has a
-  // reason to move it). Nothing happens when `cpu` was its only choice.
-  static void move_off(int cpu) {
-    cpu_set_t mask, others;
-    if (pthread_getaffinity_np(pthread_self(), sizeof mask, &mask) != 0) return;
-    others = mask;
+  // Keep `thread` off `cpu`: its home CPUs but that one (nothing when that
+  // was its only one). A running thread moves at once.
+  static bool bar(pthread_t thread, const cpu_set_t& home, int cpu) {
+    cpu_set_t others = home;
     CPU_CLR(cpu, &others);
-    if (CPU_COUNT(&others) == 0) return;
-    if (pthread_setaffinity_np(pthread_self(), sizeof others, &others) == 0)
-      pthread_setaffinity_np(pthread_self(), sizeof mask, &mask);
+    return CPU_COUNT(&others) > 0 && pthread_setaffinity_np(thread, sizeof others, &others) == 0;
+  }
+
+  // Before waking sleeping helpers: bar them from the caller's CPU, so the
+  // wake-up places them elsewhere. Otherwise, with the other CPUs busy
+  // (the caller's loop keeps one so), the scheduler queues a woken helper
+  // behind the caller, where it waits milliseconds for a turn that brings
+  // nothing. Each helper lifts the bar itself once it runs (helper()).
+  void steer_wakeups(int cpu) {
+    for (const Helper& h : started)
+      if (h.known) bar(h.id, h.home, cpu);
   }
 
   void helper() {
+    const pthread_t self = pthread_self();
+    cpu_set_t home;
+    const bool known = pthread_getaffinity_np(self, sizeof home, &home) == 0;
     uint64_t seen = 0;  // the last job this helper looked at
     for (;;) {
       auto open = [&] {
@@ -68,8 +84,15 @@ struct Team {
         return (g & 1) && g != seen;
       };
       if (!spin_until(open, kSpin)) {
-        std::unique_lock<std::mutex> lk(mu);
-        cv.wait(lk, open);
+        {
+          std::unique_lock<std::mutex> lk(mu);
+          ++sleepers;
+          cv.wait(lk, open);
+          --sleepers;
+        }
+        // The caller may have barred this thread from its CPU to steer the
+        // wake-up: running elsewhere now, it may use every home CPU again.
+        if (known) pthread_setaffinity_np(self, sizeof home, &home);
       }
       uint64_t g = gen.load();
       seen = g;
@@ -79,8 +102,9 @@ struct Team {
       // scheduler leaves it there (seen on the 2-vCPU VM: both threads on
       // one CPU for seconds, the 2-worker gather at 24-33 us instead of 14).
       // Move to another CPU first.
-      if (int cpu = sched_getcpu(); cpu >= 0 && cpu == caller_cpu.load(std::memory_order_relaxed))
-        move_off(cpu);
+      if (int cpu = sched_getcpu(); known && cpu >= 0 && cpu == caller_cpu.load(std::memory_order_relaxed)) {
+        if (bar(self, home, cpu)) pthread_setaffinity_np(self, sizeof home, &home);
+      }
       int before = active.fetch_add(1);
       if (gen.load() == g && before < limit) work();
       active.fetch_sub(1);
@@ -134,18 +158,28 @@ void run_claiming(size_t chunks, unsigned threads,
   unsigned want = std::min<unsigned>(threads - 1, kMaxHelpers);
   while (t.helpers < want) {
     ++t.helpers;
-    std::thread([&t] { t.helper(); }).detach();
+    std::thread th([&t] { t.helper(); });
+    Team::Helper h{th.native_handle(), {}, false};
+    h.known = pthread_getaffinity_np(h.id, sizeof h.home, &h.home) == 0;
+    t.started.push_back(h);
+    th.detach();
   }
   t.body = &body;
   t.chunks = chunks;
   t.limit = static_cast<int>(want);
   t.next.store(0);
-  t.caller_cpu.store(sched_getcpu(), std::memory_order_relaxed);
+  const int cpu = sched_getcpu();
+  t.caller_cpu.store(cpu, std::memory_order_relaxed);
+  bool wake;
   {
     std::lock_guard<std::mutex> lk(t.mu);  // pairs with a helper going to sleep
     t.gen.fetch_add(1);                    // open (odd)
+    wake = t.sleepers > 0;
   }
-  t.cv.notify_all();
+  if (wake) {
+    if (cpu >= 0) t.steer_wakeups(cpu);
+    t.cv.notify_all();
+  }
   t.work();
   t.gen.fetch_add(1);  // closed (even): late helpers leave without work
   while (t.active.load() != 0) cpu_relax();
