@@ -102,9 +102,10 @@ struct Team {
       // scheduler leaves it there (seen on the 2-vCPU VM: both threads on
       // one CPU for seconds, the 2-worker gather at 24-33 us instead of 14).
       // Move to another CPU first.
-      if (int cpu = sched_getcpu(); known && cpu >= 0 && cpu == caller_cpu.load(std::memory_order_relaxed)) {
-        if (bar(self, home, cpu)) pthread_setaffinity_np(self, sizeof home, &home);
-      }
+      const int cpu = sched_getcpu();
+      if (known && cpu >= 0 && cpu == caller_cpu.load(std::memory_order_relaxed) &&
+          bar(self, home, cpu))
+        pthread_setaffinity_np(self, sizeof home, &home);
       int before = active.fetch_add(1);
       if (gen.load() == g && before < limit) work();
       active.fetch_sub(1);
