@@ -208,12 +208,15 @@ def test_writer_mixed_sizes_keep_order(tmp_path):
                                                         for _ in range(400)]
     recs = [bytes([i % 251]) * n for i, n in enumerate(sizes)]
     for ext in ("bag", "bagz"):
-        for durable in (True, False):
-            p = str(tmp_path / f"mix-{durable}.{ext}")
-            write(p, recs, bag.Writer.Options(durable=durable))
+        for durable, direct in ((True, True), (False, True), (True, False)):
+            p = str(tmp_path / f"mix-{durable}-{direct}.{ext}")
+            write(p, recs, bag.Writer.Options(durable=durable, direct_io=direct))
             assert bag.Reader(p).read() == recs
-    fast, slow = (open(tmp_path / f"mix-{d}.bag", "rb").read() for d in (False, True))
-    assert fast == slow
+    files = [open(tmp_path / f"mix-{d}-{x}.bag", "rb").read()
+             for d, x in ((True, True), (False, True), (True, False))]
+    assert files[0] == files[1] == files[2]
+    assert bag.Writer.Options(direct_io=False).direct_io is False
+    assert bag.Writer.Options().direct_io is True
 
 
 def test_writer_error_in_background_batch_is_raised(tmp_path):
