@@ -418,3 +418,58 @@ def test_writer_survives_a_forked_child_dropping_its_copy(tmp_path):
     w.close()
     r = bag.Reader(str(path))
     assert len(r) == 3001 and r[0] == b"00000" * 50 and r[-1] == b"last"
+
+
+def test_large_batches_read_in_parts_keep_order_and_errors(tmp_path, monkeypatch):
+    # Batches of more than 4 MiB stored, read through the library (zstd, or
+    # pread shards), go in parts, the next read while the current one is
+    # copied: same records in the same order, small batches in one call.
+    rng = random.Random(11)
+    recs = [rng.randbytes(rng.randint(20000, 60000)) for _ in range(120)]  # incompressible
+    calls = []
+    real = bag._Handle._read_batch
+
+    def counting(self, idx, workers):
+        calls.append(len(idx))
+        return real(self, idx, workers)
+
+    monkeypatch.setattr(bag._Handle, "_read_batch", counting)
+    for ext in ("bagz", "bag"):
+        p = str(tmp_path / f"big.{ext}")
+        write(p, recs)
+        options = None if ext == "bagz" else bag.Reader.Options(
+            cache_policy=bag.CachePolicy.DROP_AFTER_READ)  # pread: no mapping to copy from
+        r = bag.Reader(p, options)
+        assert r._h.maps is None
+        idx = [rng.randrange(len(recs)) for _ in range(300)]
+        calls.clear()
+        assert r.read_indices(idx) == [recs[i] for i in idx]
+        assert calls == [75, 75, 75, 75]  # in parts
+        calls.clear()
+        assert r.read_indices(idx[:5]) == [recs[i] for i in idx[:5]]
+        assert calls == [5]  # small: one call
+        assert r.read_indices(np.array(idx[::-1])) == [recs[i] for i in idx[::-1]]
+        with pytest.raises(IndexError):
+            r.read_indices(idx[:250] + [len(recs)] + idx[250:])
+        assert r.read_indices(idx[:10]) == [recs[i] for i in idx[:10]]
+    # A record whose zstd frame is damaged, asked for in the third part: the
+    # error comes out of that part, the fourth is never read, and the reader
+    # goes on working.
+    p = str(tmp_path / "big.bagz")
+    data = bytearray(open(p, "rb").read())
+    (limits_at,) = struct.unpack("<Q", data[-8:])
+    ends = struct.unpack(f"<{len(recs)}Q", data[limits_at:limits_at + 8 * len(recs)])
+    bad = 7
+    data[ends[bad - 1]:ends[bad - 1] + 4] = b"\0\0\0\0"  # its zstd magic
+    p2 = str(tmp_path / "damaged.bagz")
+    open(p2, "wb").write(data)
+    r = bag.Reader(p2)
+    good = [i for i in range(len(recs)) if i != bad]
+    idx = [good[i % len(good)] for i in range(300)]
+    idx[170] = bad  # part 3 of 4
+    calls.clear()
+    with pytest.raises(errors.Error, match="damaged.bagz"):
+        r.read_indices(idx)
+    assert calls == [75, 75, 75]
+    idx[170] = good[0]
+    assert r.read_indices(idx) == [recs[i] for i in idx]
