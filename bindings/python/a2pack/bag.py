@@ -327,53 +327,6 @@ class _Handle:
         check(lib.a2pack_bag_reader_read_range(self.ptr, start, n, workers, out))
         return _records_of(out[0])
 
-    def _read_batch(self, idx: np.ndarray, workers: int):
-        """One batch read into library memory (a2pack_bag_batch *); the GIL
-        is released meanwhile. The caller must hand it to _records_of."""
-        out = ffi.new("a2pack_bag_batch **")
-        check(lib.a2pack_bag_reader_read(
-            self.ptr, ffi.from_buffer("uint64_t[]", idx), len(idx), workers, out))
-        return out[0]
-
-    # A batch read that copies or decompresses this many stored bytes or
-    # more goes in parts (below), each its own parallel C call.
-    _PIPELINE_BYTES = 4 << 20
-    _PIPELINE_PARTS = 4
-
-    def read_pipelined(self, indices: np.ndarray, workers: int) -> List[bytes]:
-        """read_global for a caller that waits for the whole batch. Turning
-        a batch into bytes objects is one copy in the caller's thread, after
-        the library's parallel read; for large batches read through the
-        library (compressed or pread shards) it is a part of the wall time
-        the other cores sit out (measured: 52 KiB zstd records, batches of
-        256, 14.7-21.0 k records/s in one call, 19.9-22.8 k in four parts).
-        So the batch goes in parts, the next part read on the pool while this
-        thread copies the current one. Only this caller waits on the pool
-        here; pool jobs never do, so there is no cycle to deadlock on."""
-        idx = np.ascontiguousarray(indices, dtype=np.uint64)
-        n = len(idx)
-        if (self.maps is not None or n < 2 * self._PIPELINE_PARTS
-                or n * self.stored_bytes < self._PIPELINE_BYTES * max(1, self.count)):
-            return self.read_global(idx, workers)
-        parts = np.array_split(idx, self._PIPELINE_PARTS)
-        pool = _pool()
-        pending = pool.submit(self._read_batch, parts[0], workers)
-        out: List[bytes] = []
-        try:
-            for k in range(len(parts)):
-                batch = pending.result()
-                pending = None
-                if k + 1 < len(parts):
-                    pending = pool.submit(self._read_batch, parts[k + 1], workers)
-                out += _records_of(batch)
-        finally:
-            if pending is not None:  # an error left a part in flight: free its batch
-                try:
-                    lib.a2pack_bag_batch_close(pending.result())
-                except Exception:
-                    pass
-        return out
-
     def read_global(self, indices: np.ndarray, workers: int) -> List[bytes]:
         idx = np.ascontiguousarray(indices, dtype=np.uint64)
         n = len(idx)
@@ -386,7 +339,10 @@ class _Handle:
                 ffi.from_buffer("uint32_t[]", shards), ffi.from_buffer("uint64_t[]", begins),
                 ffi.from_buffer("uint64_t[]", ends)))
             return self._copy_spans(shards, begins, ends)
-        return _records_of(self._read_batch(idx, workers))
+        out = ffi.new("a2pack_bag_batch **")
+        check(lib.a2pack_bag_reader_read(
+            self.ptr, ffi.from_buffer("uint64_t[]", idx), n, workers, out))
+        return _records_of(out[0])
 
 
 # Read-ahead runs batch reads on a small shared pool (the C call releases the
@@ -678,7 +634,7 @@ class Reader(Sequence):
         arr = _index_array(indices)
         if arr.size == 0:
             return []
-        return self._h.read_pipelined(self._global_indices(arr), self._workers())
+        return self._h.read_global(self._global_indices(arr), self._workers())
 
     def read_indices_iter(self, indices: Iterable[int], read_ahead: Optional[int] = None) -> ReaderIterator:
         """Records at the positions produced by `indices` (any iterable, even an
