@@ -52,6 +52,13 @@ BackgroundWriter::~BackgroundWriter() {
 
 void BackgroundWriter::rethrow_locked() { std::rethrow_exception(error_); }
 
+void BackgroundWriter::keep_error_locked(std::exception_ptr err) {
+  if (!failed_) {
+    error_ = std::move(err);
+    failed_ = true;
+  }
+}
+
 void BackgroundWriter::hand_off() {
   std::unique_lock<std::mutex> lk(mu_);
   if (failed_) rethrow_locked();
@@ -101,10 +108,7 @@ void BackgroundWriter::drain() {
                fill_->offset + fill_on_disk_, path_);
   } catch (...) {
     lk.lock();
-    if (!failed_) {
-      error_ = std::current_exception();
-      failed_ = true;
-    }
+    keep_error_locked(std::current_exception());
     throw;
   }
   fill_on_disk_ = fill_->len;
@@ -139,21 +143,18 @@ void BackgroundWriter::put(const Buffer& b) {
   size_t done = 0;
   const int d = direct_fd_.load();
   if (d >= 0 && b.len == kBufferBytes) {
-    while (done < b.len) {
-      ssize_t n = ::pwrite(d, p + done, b.len - done, static_cast<off_t>(b.offset + done));
-      if (n > 0) {
-        done += static_cast<size_t>(n);
-        continue;
-      }
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0 && errno == EINVAL) {
-        // Refused at write time (an unaligned device, a filesystem that
-        // accepts the flag only at open): buffered from here on.
-        direct_fd_.store(-1);
-        ::close(d);
-        break;
-      }
-      fail_errno("write", path_, n < 0 ? errno : EIO);
+    // One O_DIRECT write of the whole buffer; whatever it leaves (a short
+    // write, an error) goes through the page cache below, where pwrite_all
+    // retries and reports the error naming the file.
+    ssize_t n;
+    do n = ::pwrite(d, p, b.len, static_cast<off_t>(b.offset));
+    while (n < 0 && errno == EINTR);
+    if (n > 0) done = static_cast<size_t>(n);
+    else if (n < 0 && errno == EINVAL) {
+      // Refused at write time (an unaligned device, a filesystem that
+      // accepts the flag only at open): buffered from here on.
+      direct_fd_.store(-1);
+      ::close(d);
     }
   }
   if (done < b.len) pwrite_all(fd_, p + done, b.len - done, b.offset + done, path_);
@@ -180,10 +181,7 @@ void BackgroundWriter::run() {
       }
     }
     lk.lock();
-    if (err && !failed_) {
-      error_ = err;
-      failed_ = true;
-    }
+    if (err) keep_error_locked(err);
     b->len = 0;
     free_.push_back(std::move(b));
     writing_ = false;

@@ -77,6 +77,7 @@ class BackgroundWriter {
   void run();
   void put(const Buffer& b);  // one buffer into the file (the thread)
   [[noreturn]] void rethrow_locked();  // the kept error (mu_ held)
+  void keep_error_locked(std::exception_ptr err);  // keep the first error only (mu_ held)
 
   int fd_;
   std::atomic<int> direct_fd_{-1};  // -1: everything through the page cache

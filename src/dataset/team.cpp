@@ -38,14 +38,13 @@ struct Team {
   size_t chunks = 0;
   int limit = 0;  // helpers that may join this job
   const std::function<void(const ChunkClaim&)>* body = nullptr;
-  unsigned helpers = 0;  // started so far (guarded by busy)
-  int sleepers = 0;      // helpers blocked on cv (guarded by mu)
+  int sleepers = 0;  // helpers blocked on cv (guarded by mu)
   struct Helper {
     pthread_t id;
     cpu_set_t home;  // the CPUs it may use (inherited at creation)
     bool known;      // home could be read
   };
-  std::vector<Helper> started;  // guarded by busy
+  std::vector<Helper> started;  // every helper so far (guarded by busy)
 
   void work() {
     const ChunkClaim claim = [this] {
@@ -157,8 +156,7 @@ void run_claiming(size_t chunks, unsigned threads,
     return;
   }
   unsigned want = std::min<unsigned>(threads - 1, kMaxHelpers);
-  while (t.helpers < want) {
-    ++t.helpers;
+  while (t.started.size() < want) {
     std::thread th([&t] { t.helper(); });
     Team::Helper h{th.native_handle(), {}, false};
     h.known = pthread_getaffinity_np(h.id, sizeof h.home, &h.home) == 0;
