@@ -1117,6 +1117,33 @@ A2PACK_API void a2pack_bag_batch_view(const a2pack_bag_batch *b, const uint8_t *
 /* Release a batch. Accepts NULL. */
 A2PACK_API void a2pack_bag_batch_close(a2pack_bag_batch *b);
 
+/* A batch read in two steps, for callers that want each record in memory of
+ * their own (a binding's Python bytes objects, say): no intermediate buffer,
+ * no second copy, and the copying or decompressing - including the first
+ * touch of freshly allocated memory - runs on all the workers. */
+typedef struct a2pack_bag_pending a2pack_bag_pending;
+
+/* Step 1: locate, fetch and size records indices[0, n) (any order, repeats
+ * allowed; checked as a2pack_bag_reader_read checks them). `*sizes` receives
+ * a view of n decoded sizes, valid until the pending read is closed. Files
+ * read with pread are read here; zstd frames that do not record their size
+ * are decoded here. `*out` is owned: release with a2pack_bag_pending_close();
+ * it keeps what it needs of the reader alive. */
+A2PACK_API a2pack_status a2pack_bag_reader_prepare(const a2pack_bag_reader *r,
+                                                   const uint64_t *indices, size_t n,
+                                                   uint32_t workers, a2pack_bag_pending **out,
+                                                   const uint64_t **sizes);
+
+/* Step 2: copy or decompress record k into dests[k] for every k < n, on the
+ * workers given to step 1. dests[k] is caller's memory of at least sizes[k]
+ * bytes; it is not touched (and may be NULL) when sizes[k] is 0. May be
+ * repeated; one thread at a time per pending read. A2PACK_E_CORRUPT names
+ * shard and record for a bad zstd frame. */
+A2PACK_API a2pack_status a2pack_bag_pending_fill(a2pack_bag_pending *p, uint8_t *const *dests);
+
+/* Release a pending read. Accepts NULL. */
+A2PACK_API void a2pack_bag_pending_close(a2pack_bag_pending *p);
+
 /* ---- reverse index ------------------------------------------------------ */
 
 /* Positions of every distinct record: bagz's Index (first position) and
@@ -1186,6 +1213,10 @@ typedef struct a2pack_bag_api {
                               const uint64_t **, uint64_t *);
   uint64_t (*index_unique)(const a2pack_bag_index *);
   void (*index_close)(a2pack_bag_index *);
+  a2pack_status (*reader_prepare)(const a2pack_bag_reader *, const uint64_t *, size_t, uint32_t,
+                                  a2pack_bag_pending **, const uint64_t **);
+  a2pack_status (*pending_fill)(a2pack_bag_pending *, uint8_t *const *);
+  void (*pending_close)(a2pack_bag_pending *);
 } a2pack_bag_api;
 
 /* (end of section bag) */

@@ -14,18 +14,6 @@ constexpr uint64_t kMaxSpan = 4u << 20;       // largest single read: keeps big 
 constexpr uint64_t kSerialBytes = 256u << 10;  // below this a pread batch is not worth a thread hop
 constexpr uint64_t kSerialMappedBytes = 16u << 20;  // the same for copies out of a mapping
 
-struct Loc {
-  uint32_t shard;
-  uint64_t local;
-  uint64_t off, len;
-};
-
-struct Span {
-  size_t k0, k1;
-  uint32_t shard;
-  uint64_t off, len;
-};
-
 }  // namespace
 
 Reader::Reader(const std::vector<std::string>& paths, const ReaderOptions& o) : options_(o) {
@@ -117,21 +105,12 @@ Batch Reader::read_range(uint64_t start, uint64_t count, uint32_t workers) const
   return read(idx.data(), idx.size(), workers);
 }
 
-Batch Reader::read(const uint64_t* indices, size_t n, uint32_t workers) const {
-  // `workers` caps the threads of this call. Reads through pread wait on the
-  // disk, so they use all of it (a deep queue is what makes cold random
-  // reads fast); copying and decompressing are CPU work, capped at the cores.
-  if (workers == 0) workers = options_.max_parallelism;
-  const uint32_t io_workers = workers;
-  const uint32_t cpu_workers = std::min(resolve_workers(workers), hardware_threads());
-  Batch out;
-  out.offsets.assign(n + 1, 0);
-  if (n == 0) return out;
-
-  // 1. Resolve every index to a byte range, merging neighbours into spans.
-  std::vector<Loc> locs(n);
-  std::vector<Span> spans;
-  bool any_compressed = false, all_mapped = true;
+uint64_t Reader::locate_all(const uint64_t* indices, size_t n, std::vector<RecordLoc>& locs,
+                            std::vector<Span>& spans, bool& any_compressed,
+                            bool& all_mapped) const {
+  locs.resize(n);
+  any_compressed = false;
+  all_mapped = true;
   uint64_t in_bytes = 0;
   for (size_t k = 0; k < n; ++k) {
     uint64_t g = indices[k];
@@ -156,9 +135,27 @@ Batch Reader::read(const uint64_t* indices, size_t n, uint32_t workers) const {
     }
     spans.push_back({k, k + 1, static_cast<uint32_t>(s), b, e - b});
   }
+  return in_bytes;
+}
 
-  // 2. Uncompressed: spans land directly in the output, which is laid out
-  //    exactly like them.
+Batch Reader::read(const uint64_t* indices, size_t n, uint32_t workers) const {
+  // `workers` caps the threads of this call. Reads through pread wait on the
+  // disk, so they use all of it (a deep queue is what makes cold random
+  // reads fast); copying and decompressing are CPU work, capped at the cores.
+  if (workers == 0) workers = options_.max_parallelism;
+  const uint32_t io_workers = workers;
+  const uint32_t cpu_workers = std::min(resolve_workers(workers), hardware_threads());
+  Batch out;
+  out.offsets.assign(n + 1, 0);
+  if (n == 0) return out;
+
+  std::vector<RecordLoc> locs;
+  std::vector<Span> spans;
+  bool any_compressed, all_mapped;
+  uint64_t in_bytes = locate_all(indices, n, locs, spans, any_compressed, all_mapped);
+
+  // Uncompressed: spans land directly in the output, which is laid out
+  // exactly like them.
   if (!any_compressed) {
     for (size_t k = 0; k < n; ++k) out.offsets[k + 1] = out.offsets[k] + locs[k].len;
     out.bytes = in_bytes;
@@ -174,70 +171,106 @@ Batch Reader::read(const uint64_t* indices, size_t n, uint32_t workers) const {
     return out;
   }
 
-  // 3. Compressed: find each record's stored bytes (a view of the mapping,
-  //    or read into scratch), size the output from the frame headers, then
-  //    decompress every record straight into its place.
-  std::vector<const uint8_t*> src(n);
-  PooledBuffer scratch;
+  // Compressed: every record decompressed straight into its place.
+  PendingRead p = prepare(indices, n, workers);
+  for (size_t k = 0; k < n; ++k) out.offsets[k + 1] = out.offsets[k] + p.sizes_[k];
+  out.bytes = out.offsets[n];
+  out.data = PooledBuffer(out.bytes);
+  std::vector<uint8_t*> dests(n);
+  for (size_t k = 0; k < n; ++k) dests[k] = out.data.get() + out.offsets[k];
+  p.fill(dests.data());
+  return out;
+}
+
+PendingRead Reader::prepare(const uint64_t* indices, size_t n, uint32_t workers) const {
+  if (workers == 0) workers = options_.max_parallelism;
+  const uint32_t io_workers = workers;
+  PendingRead p;
+  p.reader_ = this;
+  p.cpu_workers_ = std::min(resolve_workers(workers), hardware_threads());
+  if (n == 0) return p;
+
+  // Each record's stored bytes: a view of the mapping, or read into scratch.
+  std::vector<Span> spans;
+  bool any_compressed, all_mapped;
+  uint64_t in_bytes = locate_all(indices, n, p.locs_, spans, any_compressed, all_mapped);
+  const auto& locs = p.locs_;
+  p.src_.resize(n);
   if (all_mapped) {
     for (size_t k = 0; k < n; ++k)
-      src[k] = shards_[locs[k].shard]->records().mapped() + locs[k].off;
+      p.src_[k] = shards_[locs[k].shard]->records().mapped() + locs[k].off;
   } else {
     std::vector<uint64_t> soff(n + 1, 0);
     for (size_t k = 0; k < n; ++k) soff[k + 1] = soff[k] + locs[k].len;
-    scratch = PooledBuffer(in_bytes);
+    p.scratch_ = PooledBuffer(in_bytes);
     parallel_for(spans.size(), in_bytes < kSerialBytes ? 1 : io_workers, [&](size_t i) {
       const Span& sp = spans[i];
       const RecordFile& f = shards_[sp.shard]->records();
-      if (f.is_mapped()) return;  // mixed shards: mapped ones are read below
-      f.read(sp.off, sp.len, scratch.get() + soff[sp.k0]);
+      if (f.is_mapped()) return;  // mixed shards: mapped ones are viewed below
+      f.read(sp.off, sp.len, p.scratch_.get() + soff[sp.k0]);
     });
     for (size_t k = 0; k < n; ++k) {
       const RecordFile& f = shards_[locs[k].shard]->records();
-      src[k] = f.is_mapped() ? f.mapped() + locs[k].off : scratch.get() + soff[k];
+      p.src_[k] = f.is_mapped() ? f.mapped() + locs[k].off : p.scratch_.get() + soff[k];
     }
   }
 
-  size_t grain = std::max<size_t>(1, n / (static_cast<size_t>(cpu_workers) * 8));
-  std::vector<uint64_t> sizes(n);
-  std::vector<std::unique_ptr<std::string>> unsized(n);  // frames without a content size
+  // Decoded sizes: stored records as they are; zstd frames from their
+  // headers (frames without one are decoded now, once).
+  p.sizes_.resize(n);
+  p.unsized_.resize(n);
+  p.decodes_ = any_compressed;
+  if (!any_compressed) {
+    for (size_t k = 0; k < n; ++k) p.sizes_[k] = locs[k].len;
+  } else {
+    size_t grain = std::max<size_t>(1, n / (static_cast<size_t>(p.cpu_workers_) * 8));
+    parallel_for(
+        n, p.cpu_workers_,
+        [&](size_t k) {
+          const RecordLoc& l = locs[k];
+          const Shard& sh = *shards_[l.shard];
+          if (!sh.compressed() || l.len == 0) {
+            p.sizes_[k] = l.len;
+            return;
+          }
+          uint64_t s = ZstdCodec::content_size(p.src_[k], l.len, sh.path(), l.local);
+          if (s == ZstdCodec::kUnknown) {
+            p.unsized_[k] = std::make_unique<std::string>(
+                codec_->decompress_unknown(p.src_[k], l.len, sh.path(), l.local));
+            s = p.unsized_[k]->size();
+          }
+          p.sizes_[k] = s;
+        },
+        grain);
+  }
+  for (uint64_t s : p.sizes_) p.bytes_ += s;
+  return p;
+}
+
+void PendingRead::fill(uint8_t* const* dests) const {
+  const size_t n = size();
+  if (n == 0) return;
+  const Reader& r = *reader_;
+  // Small records are not worth a thread hop each; group them. Plain copies
+  // of a small batch stay on this thread.
+  size_t grain = std::max<size_t>(1, n / (static_cast<size_t>(cpu_workers_) * 8));
+  uint32_t workers = decodes_ || bytes_ >= kSerialBytes ? cpu_workers_ : 1;
   parallel_for(
-      n, cpu_workers,
+      n, workers,
       [&](size_t k) {
-        const Loc& l = locs[k];
-        const Shard& sh = *shards_[l.shard];
-        if (!sh.compressed() || l.len == 0) {
-          sizes[k] = l.len;
-          return;
-        }
-        uint64_t s = ZstdCodec::content_size(src[k], l.len, sh.path(), l.local);
-        if (s == ZstdCodec::kUnknown) {
-          unsized[k] = std::make_unique<std::string>(
-              codec_->decompress_unknown(src[k], l.len, sh.path(), l.local));
-          s = unsized[k]->size();
-        }
-        sizes[k] = s;
-      },
-      grain);
-  for (size_t k = 0; k < n; ++k) out.offsets[k + 1] = out.offsets[k] + sizes[k];
-  out.bytes = out.offsets[n];
-  out.data = PooledBuffer(out.bytes);
-  parallel_for(
-      n, cpu_workers,
-      [&](size_t k) {
-        const Loc& l = locs[k];
-        const Shard& sh = *shards_[l.shard];
-        uint8_t* dst = out.data.get() + out.offsets[k];
-        if (unsized[k]) {
-          std::memcpy(dst, unsized[k]->data(), sizes[k]);
-        } else if (!sh.compressed() || l.len == 0) {
-          if (l.len) std::memcpy(dst, src[k], l.len);
+        const RecordLoc& l = locs_[k];
+        const Shard& sh = *r.shards_[l.shard];
+        if (sizes_[k] == 0) return;
+        uint8_t* dst = dests[k];
+        if (unsized_[k]) {
+          std::memcpy(dst, unsized_[k]->data(), sizes_[k]);
+        } else if (!sh.compressed()) {
+          std::memcpy(dst, src_[k], l.len);
         } else {
-          codec_->decompress_exact(src[k], l.len, dst, sizes[k], sh.path(), l.local);
+          r.codec_->decompress_exact(src_[k], l.len, dst, sizes_[k], sh.path(), l.local);
         }
       },
       grain);
-  return out;
 }
 
 }  // namespace a2pack::bag

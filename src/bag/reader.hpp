@@ -24,6 +24,14 @@
 
 namespace a2pack::bag {
 
+// Where record k of a batch is: its shard, index in the shard and byte range
+// [off, off+len) in that shard's records section.
+struct RecordLoc {
+  uint32_t shard;
+  uint64_t local;
+  uint64_t off, len;
+};
+
 // Records i of a batch are data[offsets[i], offsets[i+1]).
 struct Batch {
   PooledBuffer data;
@@ -33,6 +41,38 @@ struct Batch {
   std::string_view record(size_t i) const {
     return {reinterpret_cast<const char*>(data.get()) + offsets[i], offsets[i + 1] - offsets[i]};
   }
+};
+
+class Reader;
+
+// The first half of a batch read (Reader::prepare): every record located,
+// its stored bytes at hand (a view of the mapping, or read once into scratch)
+// and its decoded size known. fill() then copies or decompresses each record
+// into a destination the caller chose, in parallel - so a binding can decode
+// straight into its own objects (Python bytes) with no second copy, and the
+// first touch of fresh memory happens on all the workers, not on one thread.
+// The reader must outlive it. fill() may be called from one thread at a time.
+class PendingRead {
+ public:
+  size_t size() const { return sizes_.size(); }
+  // Decoded size of each record, in the order of the indices.
+  const std::vector<uint64_t>& sizes() const { return sizes_; }
+  uint64_t bytes() const { return bytes_; }
+  // Record k into dests[k], which holds at least sizes()[k] bytes (not
+  // touched when that is 0). CORRUPT naming shard and record for a bad frame.
+  void fill(uint8_t* const* dests) const;
+
+ private:
+  friend class Reader;
+  const Reader* reader_ = nullptr;
+  uint32_t cpu_workers_ = 1;
+  bool decodes_ = false;  // some record is a zstd frame
+  std::vector<RecordLoc> locs_;
+  std::vector<const uint8_t*> src_;
+  PooledBuffer scratch_;  // stored bytes of records not read through a mapping
+  std::vector<uint64_t> sizes_;
+  uint64_t bytes_ = 0;
+  std::vector<std::unique_ptr<std::string>> unsized_;  // frames without a content size, decoded
 };
 
 class Reader {
@@ -56,6 +96,9 @@ class Reader {
   // OUT_OF_RANGE for an index >= size(); CORRUPT naming shard and record for
   // bad limits or a bad zstd frame.
   Batch read(const uint64_t* indices, size_t n, uint32_t workers = 0) const;
+  // The same read in two steps (see PendingRead): locate, fetch and size
+  // every record now; decode into the caller's memory with fill().
+  PendingRead prepare(const uint64_t* indices, size_t n, uint32_t workers = 0) const;
   // Records [start, start+count).
   Batch read_range(uint64_t start, uint64_t count, uint32_t workers = 0) const;
 
@@ -72,6 +115,17 @@ class Reader {
   bool zero_copy() const;
 
  private:
+  friend class PendingRead;
+  struct Span {
+    size_t k0, k1;
+    uint32_t shard;
+    uint64_t off, len;
+  };
+  // Resolve every index (bounds and limits checked) and merge neighbours in
+  // a file into spans; returns the stored bytes in all.
+  uint64_t locate_all(const uint64_t* indices, size_t n, std::vector<RecordLoc>& locs,
+                      std::vector<Span>& spans, bool& any_compressed, bool& all_mapped) const;
+
   ReaderOptions options_;
   std::vector<std::unique_ptr<Shard>> shards_;
   std::vector<uint64_t> starts_;  // CONCATENATED: first global index of each shard, plus total

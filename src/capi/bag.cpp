@@ -23,6 +23,10 @@ struct a2pack_bag_batch {
 struct a2pack_bag_index {
   bag::Index idx;
 };
+struct a2pack_bag_pending {
+  std::shared_ptr<const bag::Reader> reader;  // the pending read points into it
+  bag::PendingRead p;
+};
 
 using a2pack::capi::reset_out;
 
@@ -228,6 +232,39 @@ A2PACK_EXPORT a2pack_status a2pack_bag_reader_read_range(const a2pack_bag_reader
   });
 }
 
+A2PACK_EXPORT a2pack_status a2pack_bag_reader_prepare(const a2pack_bag_reader* r,
+                                                      const uint64_t* indices, size_t n,
+                                                      uint32_t workers, a2pack_bag_pending** out,
+                                                      const uint64_t** sizes) {
+  reset_out(out);
+  if (sizes) *sizes = nullptr;
+  return guard([&] {
+    require(out, "out");
+    require(sizes, "sizes");
+    const bag::Reader& rd = reader_of(r);
+    if (n) require(indices, "indices");
+    auto p = std::make_unique<a2pack_bag_pending>(
+        a2pack_bag_pending{r->r, rd.prepare(indices, n, workers)});
+    *sizes = p->p.sizes().data();
+    *out = p.release();
+  });
+}
+
+A2PACK_EXPORT a2pack_status a2pack_bag_pending_fill(a2pack_bag_pending* p, uint8_t* const* dests) {
+  return guard([&] {
+    require(p, "pending");
+    if (p->p.size() == 0) return;
+    require(dests, "dests");
+    for (size_t k = 0; k < p->p.size(); ++k)
+      if (p->p.sizes()[k] && !dests[k])
+        fail(A2PACK_E_INVALID_ARGUMENT, "dests[{}] is NULL for a record of {} bytes", k,
+             p->p.sizes()[k]);
+    p->p.fill(dests);
+  });
+}
+
+A2PACK_EXPORT void a2pack_bag_pending_close(a2pack_bag_pending* p) { delete p; }
+
 A2PACK_EXPORT a2pack_status a2pack_bag_reader_spans(const a2pack_bag_reader* r,
                                                     const uint64_t* indices, size_t n,
                                                     uint32_t* shards, uint64_t* begins,
@@ -355,6 +392,9 @@ const a2pack_bag_api* bag_api_table() {
       a2pack_bag_index_find,
       a2pack_bag_index_unique,
       a2pack_bag_index_close,
+      a2pack_bag_reader_prepare,
+      a2pack_bag_pending_fill,
+      a2pack_bag_pending_close,
   };
   return &table;
 }

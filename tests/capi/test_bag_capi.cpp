@@ -261,4 +261,72 @@ TEST(CapiBag, FunctionTable) {
   EXPECT_EQ(api->bag->reader_open, &a2pack_bag_reader_open);
   EXPECT_EQ(api->bag->index_close, &a2pack_bag_index_close);
   EXPECT_EQ(api->bag->writer_write_batch, &a2pack_bag_writer_write_batch);
+  EXPECT_EQ(api->bag->reader_prepare, &a2pack_bag_reader_prepare);
+  EXPECT_EQ(api->bag->pending_fill, &a2pack_bag_pending_fill);
+  EXPECT_EQ(api->bag->pending_close, &a2pack_bag_pending_close);
+}
+
+// The two-step read: sizes first, then every record into the caller's own
+// memory - exactly its bytes, nothing past them - for stored and zstd files,
+// mapped and pread, with the reader closed in between.
+TEST(CapiBag, PendingReadFillsCallerMemory) {
+  Dir d;
+  auto recs = records(300);
+  recs[5].clear();  // an empty record: its destination may be NULL
+  for (const char* name : {"p.bag", "p.bagz"})
+    for (auto cache : {A2PACK_BAG_CACHE_SYSTEM, A2PACK_BAG_CACHE_DROP_AFTER_READ}) {
+      write_file(d / name, recs);
+      a2pack_bag_reader_options ro;
+      a2pack_bag_reader_options_init(&ro);
+      ro.cache_policy = cache;
+      a2pack_bag_reader* r = nullptr;
+      ASSERT_EQ(a2pack_bag_reader_open((d / name).c_str(), &ro, &r), A2PACK_OK) << a2pack_last_error();
+      std::vector<uint64_t> idx = {299, 5, 0, 17, 17, 150};
+      for (uint64_t i = 0; i < 300; i += 3) idx.push_back(i);
+      a2pack_bag_pending* p = nullptr;
+      const uint64_t* sizes = nullptr;
+      ASSERT_EQ(a2pack_bag_reader_prepare(r, idx.data(), idx.size(), 2, &p, &sizes), A2PACK_OK)
+          << a2pack_last_error();
+      a2pack_bag_reader_close(r);  // the pending read keeps what it needs
+      std::vector<std::string> bufs(idx.size());
+      std::vector<uint8_t*> dests(idx.size());
+      const char guard = '\x5a';
+      for (size_t k = 0; k < idx.size(); ++k) {
+        ASSERT_EQ(sizes[k], recs[idx[k]].size()) << name << " k=" << k;
+        bufs[k].assign(sizes[k] + 8, guard);
+        dests[k] = sizes[k] ? reinterpret_cast<uint8_t*>(bufs[k].data()) : nullptr;
+      }
+      ASSERT_EQ(a2pack_bag_pending_fill(p, dests.data()), A2PACK_OK) << a2pack_last_error();
+      for (size_t k = 0; k < idx.size(); ++k) {
+        EXPECT_EQ(bufs[k].substr(0, sizes[k]), recs[idx[k]]) << name << " k=" << k;
+        EXPECT_EQ(bufs[k].substr(sizes[k]), std::string(8, guard)) << name << " k=" << k;
+      }
+      // A NULL destination for a non-empty record is refused, naming it.
+      dests[2] = nullptr;
+      EXPECT_EQ(a2pack_bag_pending_fill(p, dests.data()), A2PACK_E_INVALID_ARGUMENT);
+      EXPECT_NE(std::string(a2pack_last_error()).find("dests[2]"), std::string::npos);
+      EXPECT_EQ(a2pack_bag_pending_fill(p, nullptr), A2PACK_E_INVALID_ARGUMENT);
+      a2pack_bag_pending_close(p);
+      std::filesystem::remove(d / name);
+    }
+  // Bad arguments and indices: statuses, and *out cleared.
+  write_file(d / "q.bagz", {"a", "b"});
+  a2pack_bag_reader* r = nullptr;
+  ASSERT_EQ(a2pack_bag_reader_open((d / "q.bagz").c_str(), nullptr, &r), A2PACK_OK);
+  uint64_t bad[] = {0, 2};
+  a2pack_bag_pending* p = reinterpret_cast<a2pack_bag_pending*>(&bad);
+  const uint64_t* sizes = bad;
+  EXPECT_EQ(a2pack_bag_reader_prepare(r, bad, 2, 0, &p, &sizes), A2PACK_E_OUT_OF_RANGE);
+  EXPECT_EQ(p, nullptr);
+  EXPECT_EQ(sizes, nullptr);
+  EXPECT_NE(std::string(a2pack_last_error()).find("indices[1] = 2"), std::string::npos);
+  EXPECT_EQ(a2pack_bag_reader_prepare(r, bad, 1, 0, &p, nullptr), A2PACK_E_INVALID_ARGUMENT);
+  EXPECT_EQ(a2pack_bag_reader_prepare(nullptr, bad, 1, 0, &p, &sizes), A2PACK_E_INVALID_ARGUMENT);
+  // An empty read needs no destinations.
+  ASSERT_EQ(a2pack_bag_reader_prepare(r, nullptr, 0, 0, &p, &sizes), A2PACK_OK);
+  EXPECT_EQ(a2pack_bag_pending_fill(p, nullptr), A2PACK_OK);
+  a2pack_bag_pending_close(p);
+  a2pack_bag_pending_close(nullptr);
+  EXPECT_EQ(a2pack_bag_pending_fill(nullptr, nullptr), A2PACK_E_INVALID_ARGUMENT);
+  a2pack_bag_reader_close(r);
 }

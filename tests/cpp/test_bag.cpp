@@ -46,6 +46,24 @@ std::vector<std::string> read_all(const Reader& r, uint32_t workers = 0) {
 
 using a2test::status_of;
 
+// Records idx through Reader::prepare + PendingRead::fill, each into its own string.
+std::vector<std::string> fill_each(const Reader& r, const std::vector<uint64_t>& idx,
+                                   uint32_t workers = 0) {
+  PendingRead p = r.prepare(idx.data(), idx.size(), workers);
+  EXPECT_EQ(p.size(), idx.size());
+  std::vector<std::string> out(idx.size());
+  std::vector<uint8_t*> dests(idx.size());
+  uint64_t total = 0;
+  for (size_t k = 0; k < idx.size(); ++k) {
+    out[k].assign(p.sizes()[k], '\0');
+    dests[k] = reinterpret_cast<uint8_t*>(out[k].data());
+    total += p.sizes()[k];
+  }
+  EXPECT_EQ(p.bytes(), total);
+  p.fill(dests.data());
+  return out;
+}
+
 std::string bytes_of(const std::string& path) {
   auto v = a2test::read_bytes(path);
   return std::string(v.begin(), v.end());
@@ -164,6 +182,9 @@ TEST_P(BagRoundTrip, ReadsBackWhatWasWritten) {
   std::vector<uint64_t> idx = {499, 0, 3, 3, 250, 1, 498};
   Batch b = r.read(idx.data(), idx.size());
   for (size_t k = 0; k < idx.size(); ++k) EXPECT_EQ(b.record(k), recs[idx[k]]);
+  // The same in two steps, into memory of the caller's.
+  EXPECT_EQ(fill_each(r, idx), (std::vector<std::string>{recs[499], recs[0], recs[3], recs[3],
+                                                          recs[250], recs[1], recs[498]}));
 }
 
 std::vector<RoundTripCase> all_cases() {
@@ -475,6 +496,61 @@ TEST(BagBadInput, CorruptZstdFrame) {
   Reader r({d / "e.bagz"}, {});
   uint64_t i = 0;
   EXPECT_EQ(status_of([&] { r.read(&i, 1); }), A2PACK_E_CORRUPT);
+  // The two-step read: a bad header fails at prepare, a bad block at fill.
+  std::string msg;
+  Reader rc({d / "c.bagz"}, {});
+  EXPECT_EQ(status_of([&] { fill_each(rc, {1, 0}); }, &msg), A2PACK_E_CORRUPT);
+  EXPECT_NE(msg.find("c.bagz: record 0"), std::string::npos) << msg;
+  // A header that claims one byte more than the block holds: sized at
+  // prepare, refused at fill. (Single-segment frame: magic, descriptor, then
+  // the 2-byte content size at byte 5 - checked below.)
+  std::string f = b;
+  f[5] = static_cast<char>(f[5] + 1);
+  ASSERT_EQ(ZSTD_getFrameContentSize(f.data(), l0), 1005u);
+  a2test::write_bytes(d / "f.bagz", f.data(), f.size());
+  Reader rf({d / "f.bagz"}, {});
+  PendingRead p = rf.prepare(&i, 1);
+  ASSERT_EQ(p.sizes()[0], 1005u);
+  std::string out(1005, '\0');
+  uint8_t* dst = reinterpret_cast<uint8_t*>(out.data());
+  EXPECT_EQ(status_of([&] { p.fill(&dst); }, &msg), A2PACK_E_CORRUPT);
+  EXPECT_NE(msg.find("f.bagz: record 0"), std::string::npos) << msg;
+}
+
+// Frames written without their content size (zstd allows it; other writers
+// do it) are decoded without one, through both read paths.
+TEST(BagFormat, FramesWithoutContentSize) {
+  a2test::TempDir d;
+  std::vector<std::string> recs = {std::string(5000, 'x') + "end", "", "short", std::string(70000, 'y')};
+  std::string file;
+  std::vector<uint64_t> limits;
+  ZSTD_CCtx* c = ZSTD_createCCtx();
+  ZSTD_CCtx_setParameter(c, ZSTD_c_contentSizeFlag, 0);
+  for (size_t i = 0; i < recs.size(); ++i) {
+    const auto& r = recs[i];
+    if (!r.empty()) {
+      std::string f(ZSTD_compressBound(r.size()), '\0');
+      // Every other record keeps the size: a batch mixes both kinds.
+      ZSTD_CCtx_setParameter(c, ZSTD_c_contentSizeFlag, static_cast<int>(i % 2));
+      size_t n = ZSTD_compress2(c, f.data(), f.size(), r.data(), r.size());
+      ASSERT_FALSE(ZSTD_isError(n));
+      file.append(f.data(), n);
+    }
+    limits.push_back(file.size());
+  }
+  ZSTD_freeCCtx(c);
+  for (uint64_t l : limits) put_u64(file, l);  // TAIL: the last limit is where they start
+  a2test::write_bytes(d / "u.bagz", file.data(), file.size());
+  EXPECT_EQ(ZSTD_getFrameContentSize(file.data(), limits[0]), ZSTD_CONTENTSIZE_UNKNOWN);
+  for (auto cache : {CachePolicy::system, CachePolicy::drop_after_read}) {
+    ReaderOptions o;
+    o.cache_policy = cache;
+    Reader r({d / "u.bagz"}, o);
+    EXPECT_EQ(read_all(r), recs);
+    std::vector<uint64_t> idx = {3, 0, 2, 1, 0};
+    EXPECT_EQ(fill_each(r, idx),
+              (std::vector<std::string>{recs[3], recs[0], recs[2], recs[1], recs[0]}));
+  }
 }
 
 TEST(BagBadInput, MissingFiles) {

@@ -418,3 +418,27 @@ def test_writer_survives_a_forked_child_dropping_its_copy(tmp_path):
     w.close()
     r = bag.Reader(str(path))
     assert len(r) == 3001 and r[0] == b"00000" * 50 and r[-1] == b"last"
+
+
+def test_large_record_reads_report_damage(tmp_path):
+    """The direct-fill read path (records >= 8 KiB) raises like the batch
+    path: a damaged zstd block names the file and record, an index out of
+    range is an IndexError, and the good records still read."""
+    recs = [random.Random(i).randbytes(20000) for i in range(6)]  # incompressible: stored large
+    z = tmp_path / "big.bagz"
+    write(str(z), recs)
+    raw = bytearray(z.read_bytes())
+    # Record 2's frame: keep its header (so its size is known), damage the block.
+    limits = struct.unpack_from("<6Q", raw, len(raw) - 48)
+    for k in range(limits[1] + 8, limits[2]):
+        raw[k] ^= 0x5A
+    z.write_bytes(bytes(raw))
+    r = bag.Reader(str(z))
+    assert r._h.fill_direct
+    assert r.read_indices([0, 5, 1]) == [recs[0], recs[5], recs[1]]
+    with pytest.raises(errors.CorruptError, match="big.bagz: record 2"):
+        r.read_indices([0, 2, 1])
+    with pytest.raises(IndexError, match=r"indices\[1\] = 6"):
+        r.read_indices([0, 6])
+    with pytest.raises(errors.CorruptError, match="record 2"):
+        list(r)

@@ -4,6 +4,7 @@ zstd with a dictionary × TAIL / SEPARATE limits) and every reader option."""
 
 import itertools
 import os
+import random
 
 import pytest
 
@@ -155,3 +156,34 @@ def test_api_surface_mirrors_bagz():
         assert hasattr(bag.Reader.Options(), field)
     for field in ("access_pattern", "cache_policy"):  # sackli's additions
         assert hasattr(bag.Reader.Options(), field)
+
+
+# Random bytes: zstd cannot shrink them, so the stored records are large too.
+LARGE = [random.Random(i).randbytes(9000 + 997 * i) for i in range(40)]
+LARGE[7] = b""
+LARGE[8] = b"y"
+
+
+@pytest.mark.parametrize("ext", ["bag", "bagz"])
+@pytest.mark.parametrize("cache", ["SYSTEM", "DROP_AFTER_READ"])
+def test_large_records_from_bagz_decode_into_their_bytes(tmp_path, ext, cache):
+    """Records of 8 KiB and more are decoded by the library straight into new
+    bytes objects (a2pack_bag_reader_prepare / a2pack_bag_pending_fill):
+    every read form gives bagz's bytes, each record its own object."""
+    p = str(tmp_path / f"large.{ext}")
+    _write(bagz, p, bagz.Writer.Options(), LARGE)
+    r = bag.Reader(p, bag.Reader.Options(cache_policy=getattr(bag.CachePolicy, cache)))
+    assert r._h.fill_direct
+    theirs = bagz.Reader(p)
+    idx = [39, 0, 7, 8, 3, 3, -1, 20]
+    got = r.read_indices(idx)
+    assert got == theirs.read_indices([i % len(LARGE) for i in idx]) == [LARGE[i] for i in idx]
+    assert all(type(x) is bytes for x in got)
+    assert got[4] is not got[5]  # a repeated index is two objects
+    assert r.read() == list(theirs) == LARGE
+    assert list(r[::-3]) == LARGE[::-3]
+    assert list(r.read_indices_iter(iter(idx * 20), read_ahead=7)) == [LARGE[i] for i in idx * 20]
+    # Nothing of one read shows in another: the objects are independent.
+    again = r.read_indices(idx)
+    assert again == got and all(a is not b for a, b in zip(again, got) if len(a) > 1)
+    assert hash(got[0]) == hash(LARGE[39])

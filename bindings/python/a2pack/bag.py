@@ -26,6 +26,7 @@ from __future__ import annotations
 import array
 import collections
 import concurrent.futures
+import ctypes
 import enum
 import itertools
 import operator
@@ -266,10 +267,46 @@ def _records_of(batch_ptr) -> List[bytes]:
         lib.a2pack_bag_batch_close(batch_ptr)
 
 
+# Records at least this large (stored bytes per record, on average) are
+# decoded by the library straight into their bytes objects: one copy instead
+# of two, and the first touch of each object's fresh memory happens on all of
+# the reader's workers instead of in this thread. Smaller records are cheaper
+# as slices of one batch buffer (a C-level slice beats a ctypes call each).
+_DIRECT_FILL_BYTES = 8 << 10
+
+# PyBytes_FromStringAndSize(NULL, n): a bytes object whose n bytes are
+# uninitialised, for its creator to fill before anyone else sees it - the
+# CPython C API's own way of building bytes in place (bytes(n) would zero it
+# first). Only fresh objects from here are ever written, never one a caller
+# has seen; the empty singleton (n = 0) is never written.
+_new_bytes = ctypes.pythonapi.PyBytes_FromStringAndSize
+_new_bytes.restype = ctypes.py_object
+_new_bytes.argtypes = (ctypes.c_void_p, ctypes.c_ssize_t)
+
+
+def _records_filled(handle_ptr, idx: np.ndarray, workers: int) -> List[bytes]:
+    """Records idx of a reader, each decoded by the library into its own new
+    bytes object (a2pack_bag_reader_prepare + a2pack_bag_pending_fill)."""
+    n = len(idx)
+    out = ffi.new("a2pack_bag_pending **")
+    sizes_p = ffi.new("const uint64_t **")
+    check(lib.a2pack_bag_reader_prepare(
+        handle_ptr, ffi.from_buffer("uint64_t[]", idx), n, workers, out, sizes_p))
+    pending = out[0]
+    try:
+        sizes = np.frombuffer(ffi.buffer(sizes_p[0], 8 * n), dtype=np.uint64).tolist()
+        records = list(map(_new_bytes, itertools.repeat(None, n), sizes))
+        dests = ffi.new("uint8_t *[]", [ffi.from_buffer("uint8_t[]", r) for r in records])
+        check(lib.a2pack_bag_pending_fill(pending, dests))
+        return records
+    finally:
+        lib.a2pack_bag_pending_close(pending)
+
+
 class _Handle:
     """Owns one C reader; shared by a Reader and all its slices."""
 
-    __slots__ = ("ptr", "count", "stored_bytes", "maps", "__weakref__")
+    __slots__ = ("ptr", "count", "stored_bytes", "maps", "fill_direct", "__weakref__")
 
     def __init__(self, spec, options: _ReaderOptions):
         o, _keep = options._c_struct()
@@ -284,6 +321,7 @@ class _Handle:
         self.count = int(lib.a2pack_bag_reader_count(self.ptr))
         self.stored_bytes = int(lib.a2pack_bag_reader_stored_bytes(self.ptr))
         self.maps = self._maps()
+        self.fill_direct = self.count > 0 and self.stored_bytes >= _DIRECT_FILL_BYTES * self.count
 
     def _maps(self):
         """Buffers over each shard's mapping when records can be copied
@@ -315,6 +353,8 @@ class _Handle:
         return [maps[s][x:y] for s, x, y in zip(shards.tolist(), b, e)]
 
     def read_range(self, start: int, n: int, workers: int) -> List[bytes]:
+        if self.fill_direct and n > 1:
+            return _records_filled(self.ptr, np.arange(start, start + n, dtype=np.uint64), workers)
         if self.maps is not None:
             shards = np.empty(n, dtype=np.uint32)
             begins = np.empty(n, dtype=np.uint64)
@@ -330,6 +370,8 @@ class _Handle:
     def read_global(self, indices: np.ndarray, workers: int) -> List[bytes]:
         idx = np.ascontiguousarray(indices, dtype=np.uint64)
         n = len(idx)
+        if self.fill_direct and n > 1:
+            return _records_filled(self.ptr, idx, workers)
         if self.maps is not None:
             shards = np.empty(n, dtype=np.uint32)
             begins = np.empty(n, dtype=np.uint64)
