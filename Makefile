@@ -59,7 +59,7 @@ build: setup $(BUILD)/build.ninja
 
 # The Python package, installed the way users install it (pip builds the C++
 # library into the wheel). Reinstalled only when a source changed.
-PY_SOURCES := $(shell find include src bindings/python/a2pack bindings/python/pyproject.toml bindings/python/gen_ffi.py CMakeLists.txt -type f -not -name '_ffi.py' -not -name '*.so*' 2>/dev/null)
+PY_SOURCES := $(shell find include src cmake bindings/python/a2pack bindings/python/pyproject.toml bindings/python/gen_ffi.py CMakeLists.txt -type f -not -name '_ffi.py' -not -name '*.so*' 2>/dev/null)
 $(STAMPS)/python: $(PY_SOURCES) | setup
 	$(PYTHON) -m pip install -q --no-build-isolation ./bindings/python
 	@mkdir -p $(STAMPS) && touch $@

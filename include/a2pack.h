@@ -108,6 +108,11 @@ A2PACK_API const char *a2pack_version(void);
 /* The ABI version of the loaded library (compare with A2PACK_ABI_VERSION). */
 A2PACK_API uint32_t a2pack_abi_version(void);
 
+/* The zstd release the library compresses and decompresses with, as
+ * "MAJOR.MINOR.PATCH" (a bundled 1.5.7 unless the build fell back to the
+ * system libzstd; speed, not format, depends on it). Static storage. */
+A2PACK_API const char *a2pack_zstd_version(void);
+
 /* Release memory the library handed out as "owned". Accepts NULL. */
 A2PACK_API void a2pack_free(void *ptr);
 
@@ -1529,6 +1534,8 @@ typedef struct a2pack_api_table {
   const struct a2pack_dataset_api *dataset;
   const struct a2pack_bag_api *bag;
   const struct a2pack_logger_api *logger;
+  /* added after the capabilities: core */
+  const char *(*zstd_version)(void);
 } a2pack_api_table;
 
 /* The table of every function, for `abi_version` == A2PACK_ABI_VERSION; NULL

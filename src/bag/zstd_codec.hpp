@@ -1,11 +1,11 @@
 // Per-record zstd as bagz writes it: one frame per non-empty record, with the
 // content size in the frame header and no checksum (zstd's defaults, which is
-// what bagz's frames carry; without a dictionary the frames are byte-identical
-// to bagz 0.3.8's). A dictionary is loaded once per compression context
-// (sticky parameters + ZSTD_compress2) rather than per record, and digested
-// once (DDict) for all decompressing threads; those frames decode the same
-// both ways but need not match bagz's bytes (bagz bundles zstd 1.5.7 and
-// prepares the dictionary per record).
+// what bagz's frames carry; with the bundled zstd 1.5.7 - bagz's release - the
+// frames at level 1 are byte-identical to bagz 0.3.8's). A dictionary is
+// loaded once per compression context (sticky parameters + ZSTD_compress2)
+// rather than per record, and digested once (DDict) for all decompressing
+// threads; those frames decode the same both ways but need not match bagz's
+// bytes (bagz prepares the dictionary per record).
 #pragma once
 
 #include <zstd.h>

@@ -53,6 +53,7 @@ const a2pack_api_table kTable = {
     a2pack::capi::dataset_api_table(),
     a2pack::capi::bag_api_table(),
     a2pack::capi::logger_api_table(),
+    a2pack_zstd_version,
 };
 
 }  // namespace

@@ -1,4 +1,6 @@
 // Core of the C ABI: errors, versions, memory.
+#include <zstd.h>
+
 #include <cstdlib>
 
 #include "capi/common.hpp"
@@ -60,4 +62,5 @@ A2PACK_EXPORT a2pack_status a2pack_last_status(void) { return capi::t_error.stat
 A2PACK_EXPORT void a2pack_clear_error(void) { capi::clear_error(); }
 A2PACK_EXPORT const char* a2pack_version(void) { return A2PACK_VERSION_STRING; }
 A2PACK_EXPORT uint32_t a2pack_abi_version(void) { return A2PACK_ABI_NUMBER; }
+A2PACK_EXPORT const char* a2pack_zstd_version(void) { return ZSTD_versionString(); }
 A2PACK_EXPORT void a2pack_free(void* p) { std::free(p); }

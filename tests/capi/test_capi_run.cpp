@@ -2,6 +2,8 @@
 // and nothing but a2pack.h.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <unistd.h>
 
 #include <cstdlib>
@@ -30,6 +32,10 @@ TEST(CapiCore, VersionsAndStatusNames) {
   EXPECT_EQ(a2pack_abi_version(), static_cast<uint32_t>(A2PACK_ABI_VERSION));
   EXPECT_STREQ(a2pack_status_name(A2PACK_E_CHECKSUM), "A2PACK_E_CHECKSUM");
   EXPECT_STREQ(a2pack_status_name(12345), "A2PACK_E_UNKNOWN");
+  // "MAJOR.MINOR.PATCH" of the zstd inside, the same through the table.
+  std::string z = a2pack_zstd_version();
+  EXPECT_EQ(std::count(z.begin(), z.end(), '.'), 2) << z;
+  EXPECT_EQ(a2pack_api(A2PACK_ABI_VERSION)->zstd_version, &a2pack_zstd_version);
 }
 
 TEST(CapiCore, ApiTableCoversTheFunctions) {

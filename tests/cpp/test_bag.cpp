@@ -104,6 +104,15 @@ TEST(BagFormat, ZstdFramesCarryContentSizeNoChecksum) {
   EXPECT_EQ(ZSTD_getFrameContentSize(b.data(), l0), 23u);
 }
 
+// The zstd the library runs is the one its headers describe (a bundled
+// build must not pick up the system libzstd at link or load time).
+TEST(BagFormat, ZstdLibraryMatchesItsHeader) {
+  EXPECT_EQ(ZSTD_versionNumber(), static_cast<unsigned>(ZSTD_VERSION_NUMBER));
+#ifdef A2PACK_ZSTD_BUNDLED
+  EXPECT_EQ(std::string(ZSTD_versionString()), "1.5.7");
+#endif
+}
+
 TEST(BagFormat, LimitsPathAndShardNames) {
   EXPECT_EQ(limits_path("a/b/c.bag"), "a/b/limits.c.bag");
   EXPECT_EQ(limits_path("c.bagz"), "limits.c.bagz");

@@ -37,6 +37,7 @@ if lib.a2pack_abi_version() != lib.A2PACK_ABI_VERSION:
 
 __version__ = ffi.string(lib.a2pack_version()).decode()
 abi_version = int(lib.a2pack_abi_version())
+zstd_version = ffi.string(lib.a2pack_zstd_version()).decode()
 
 
 def last_error() -> str:

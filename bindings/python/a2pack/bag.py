@@ -273,6 +273,10 @@ def _records_of(batch_ptr) -> List[bytes]:
 # the reader's workers instead of in this thread. Smaller records are cheaper
 # as slices of one batch buffer (a C-level slice beats a ctypes call each).
 _DIRECT_FILL_BYTES = 8 << 10
+# For stored records straight from the mapping, slicing copies once too; the
+# library's fill pays off only for batches big enough to split over the
+# workers (iteration reads small chunks, whose freed memory the next reuses).
+_DIRECT_FILL_MAPPED_BATCH = 4 << 20
 
 # PyBytes_FromStringAndSize(NULL, n): a bytes object whose n bytes are
 # uninitialised, for its creator to fill before anyone else sees it - the
@@ -306,7 +310,7 @@ def _records_filled(handle_ptr, idx: np.ndarray, workers: int) -> List[bytes]:
 class _Handle:
     """Owns one C reader; shared by a Reader and all its slices."""
 
-    __slots__ = ("ptr", "count", "stored_bytes", "maps", "fill_direct", "__weakref__")
+    __slots__ = ("ptr", "count", "stored_bytes", "maps", "fill_direct", "fill_min", "__weakref__")
 
     def __init__(self, spec, options: _ReaderOptions):
         o, _keep = options._c_struct()
@@ -322,6 +326,9 @@ class _Handle:
         self.stored_bytes = int(lib.a2pack_bag_reader_stored_bytes(self.ptr))
         self.maps = self._maps()
         self.fill_direct = self.count > 0 and self.stored_bytes >= _DIRECT_FILL_BYTES * self.count
+        # Fewest records a call must read to take the fill path.
+        self.fill_min = 2 if self.maps is None else max(
+            2, _DIRECT_FILL_MAPPED_BATCH * self.count // max(1, self.stored_bytes))
 
     def _maps(self):
         """Buffers over each shard's mapping when records can be copied
@@ -353,7 +360,7 @@ class _Handle:
         return [maps[s][x:y] for s, x, y in zip(shards.tolist(), b, e)]
 
     def read_range(self, start: int, n: int, workers: int) -> List[bytes]:
-        if self.fill_direct and n > 1:
+        if self.fill_direct and n >= self.fill_min:
             return _records_filled(self.ptr, np.arange(start, start + n, dtype=np.uint64), workers)
         if self.maps is not None:
             shards = np.empty(n, dtype=np.uint32)
@@ -370,7 +377,7 @@ class _Handle:
     def read_global(self, indices: np.ndarray, workers: int) -> List[bytes]:
         idx = np.ascontiguousarray(indices, dtype=np.uint64)
         n = len(idx)
-        if self.fill_direct and n > 1:
+        if self.fill_direct and n >= self.fill_min:
             return _records_filled(self.ptr, idx, workers)
         if self.maps is not None:
             shards = np.empty(n, dtype=np.uint32)
