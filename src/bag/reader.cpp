@@ -105,13 +105,9 @@ Batch Reader::read_range(uint64_t start, uint64_t count, uint32_t workers) const
   return read(idx.data(), idx.size(), workers);
 }
 
-uint64_t Reader::locate_all(const uint64_t* indices, size_t n, std::vector<RecordLoc>& locs,
-                            std::vector<Span>& spans, bool& any_compressed,
-                            bool& all_mapped) const {
-  locs.resize(n);
-  any_compressed = false;
-  all_mapped = true;
-  uint64_t in_bytes = 0;
+Reader::Located Reader::locate_all(const uint64_t* indices, size_t n) const {
+  Located at;
+  at.locs.resize(n);
   for (size_t k = 0; k < n; ++k) {
     uint64_t g = indices[k];
     if (g >= total_)
@@ -121,21 +117,21 @@ uint64_t Reader::locate_all(const uint64_t* indices, size_t n, std::vector<Recor
     locate(g, s, local);
     const Shard& sh = *shards_[s];
     sh.range(local, b, e);
-    locs[k] = {static_cast<uint32_t>(s), local, b, e - b};
-    in_bytes += e - b;
-    any_compressed |= sh.compressed() && e > b;
-    all_mapped &= sh.records().is_mapped();
-    if (!spans.empty()) {
-      Span& sp = spans.back();
+    at.locs[k] = {static_cast<uint32_t>(s), local, b, e - b};
+    at.stored_bytes += e - b;
+    at.any_compressed |= sh.compressed() && e > b;
+    at.all_mapped &= sh.records().is_mapped();
+    if (!at.spans.empty()) {
+      Span& sp = at.spans.back();
       if (sp.shard == s && sp.off + sp.len == b && sp.len + (e - b) <= kMaxSpan) {
         sp.k1 = k + 1;
         sp.len += e - b;
         continue;
       }
     }
-    spans.push_back({k, k + 1, static_cast<uint32_t>(s), b, e - b});
+    at.spans.push_back({k, k + 1, static_cast<uint32_t>(s), b, e - b});
   }
-  return in_bytes;
+  return at;
 }
 
 Batch Reader::read(const uint64_t* indices, size_t n, uint32_t workers) const {
@@ -143,36 +139,31 @@ Batch Reader::read(const uint64_t* indices, size_t n, uint32_t workers) const {
   // disk, so they use all of it (a deep queue is what makes cold random
   // reads fast); copying and decompressing are CPU work, capped at the cores.
   if (workers == 0) workers = options_.max_parallelism;
-  const uint32_t io_workers = workers;
-  const uint32_t cpu_workers = std::min(resolve_workers(workers), hardware_threads());
   Batch out;
   out.offsets.assign(n + 1, 0);
   if (n == 0) return out;
-
-  std::vector<RecordLoc> locs;
-  std::vector<Span> spans;
-  bool any_compressed, all_mapped;
-  uint64_t in_bytes = locate_all(indices, n, locs, spans, any_compressed, all_mapped);
+  Located at = locate_all(indices, n);
 
   // Uncompressed: spans land directly in the output, which is laid out
   // exactly like them.
-  if (!any_compressed) {
-    for (size_t k = 0; k < n; ++k) out.offsets[k + 1] = out.offsets[k] + locs[k].len;
-    out.bytes = in_bytes;
-    out.data = PooledBuffer(in_bytes);
+  if (!at.any_compressed) {
+    const uint32_t cpu_workers = std::min(resolve_workers(workers), hardware_threads());
+    for (size_t k = 0; k < n; ++k) out.offsets[k + 1] = out.offsets[k] + at.locs[k].len;
+    out.bytes = at.stored_bytes;
+    out.data = PooledBuffer(out.bytes);
     // Copies out of a mapping are memory-bound: threads pay off only for big
     // batches. Reads through pread are I/O-bound and overlap well.
-    uint32_t w = all_mapped ? (in_bytes < kSerialMappedBytes ? 1 : cpu_workers)
-                            : (in_bytes < kSerialBytes ? 1 : io_workers);
-    parallel_for(spans.size(), w, [&](size_t i) {
-      const Span& sp = spans[i];
+    uint32_t w = at.all_mapped ? (out.bytes < kSerialMappedBytes ? 1 : cpu_workers)
+                               : (out.bytes < kSerialBytes ? 1 : workers);
+    parallel_for(at.spans.size(), w, [&](size_t i) {
+      const Span& sp = at.spans[i];
       shards_[sp.shard]->records().read(sp.off, sp.len, out.data.get() + out.offsets[sp.k0]);
     });
     return out;
   }
 
   // Compressed: every record decompressed straight into its place.
-  PendingRead p = prepare(indices, n, workers);
+  PendingRead p = prepare_located(std::move(at), workers);
   for (size_t k = 0; k < n; ++k) out.offsets[k + 1] = out.offsets[k] + p.sizes_[k];
   out.bytes = out.offsets[n];
   out.data = PooledBuffer(out.bytes);
@@ -184,27 +175,29 @@ Batch Reader::read(const uint64_t* indices, size_t n, uint32_t workers) const {
 
 PendingRead Reader::prepare(const uint64_t* indices, size_t n, uint32_t workers) const {
   if (workers == 0) workers = options_.max_parallelism;
-  const uint32_t io_workers = workers;
+  return prepare_located(locate_all(indices, n), workers);
+}
+
+PendingRead Reader::prepare_located(Located at, uint32_t workers) const {
+  const size_t n = at.locs.size();
   PendingRead p;
   p.reader_ = this;
   p.cpu_workers_ = std::min(resolve_workers(workers), hardware_threads());
+  p.locs_ = std::move(at.locs);
   if (n == 0) return p;
 
   // Each record's stored bytes: a view of the mapping, or read into scratch.
-  std::vector<Span> spans;
-  bool any_compressed, all_mapped;
-  uint64_t in_bytes = locate_all(indices, n, p.locs_, spans, any_compressed, all_mapped);
   const auto& locs = p.locs_;
   p.src_.resize(n);
-  if (all_mapped) {
+  if (at.all_mapped) {
     for (size_t k = 0; k < n; ++k)
       p.src_[k] = shards_[locs[k].shard]->records().mapped() + locs[k].off;
   } else {
     std::vector<uint64_t> soff(n + 1, 0);
     for (size_t k = 0; k < n; ++k) soff[k + 1] = soff[k] + locs[k].len;
-    p.scratch_ = PooledBuffer(in_bytes);
-    parallel_for(spans.size(), in_bytes < kSerialBytes ? 1 : io_workers, [&](size_t i) {
-      const Span& sp = spans[i];
+    p.scratch_ = PooledBuffer(at.stored_bytes);
+    parallel_for(at.spans.size(), at.stored_bytes < kSerialBytes ? 1 : workers, [&](size_t i) {
+      const Span& sp = at.spans[i];
       const RecordFile& f = shards_[sp.shard]->records();
       if (f.is_mapped()) return;  // mixed shards: mapped ones are viewed below
       f.read(sp.off, sp.len, p.scratch_.get() + soff[sp.k0]);
@@ -219,8 +212,8 @@ PendingRead Reader::prepare(const uint64_t* indices, size_t n, uint32_t workers)
   // headers (frames without one are decoded now, once).
   p.sizes_.resize(n);
   p.unsized_.resize(n);
-  p.decodes_ = any_compressed;
-  if (!any_compressed) {
+  p.decodes_ = at.any_compressed;
+  if (!at.any_compressed) {
     for (size_t k = 0; k < n; ++k) p.sizes_[k] = locs[k].len;
   } else {
     size_t grain = std::max<size_t>(1, n / (static_cast<size_t>(p.cpu_workers_) * 8));

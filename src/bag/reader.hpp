@@ -121,10 +121,16 @@ class Reader {
     uint32_t shard;
     uint64_t off, len;
   };
-  // Resolve every index (bounds and limits checked) and merge neighbours in
-  // a file into spans; returns the stored bytes in all.
-  uint64_t locate_all(const uint64_t* indices, size_t n, std::vector<RecordLoc>& locs,
-                      std::vector<Span>& spans, bool& any_compressed, bool& all_mapped) const;
+  struct Located {
+    std::vector<RecordLoc> locs;
+    std::vector<Span> spans;  // neighbours in a file merged into one read
+    uint64_t stored_bytes = 0;
+    bool any_compressed = false;
+    bool all_mapped = true;
+  };
+  // Resolve every index (bounds and limits checked).
+  Located locate_all(const uint64_t* indices, size_t n) const;
+  PendingRead prepare_located(Located at, uint32_t workers) const;
 
   ReaderOptions options_;
   std::vector<std::unique_ptr<Shard>> shards_;
