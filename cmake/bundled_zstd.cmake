@@ -38,11 +38,19 @@ function(a2pack_fetch_zstd out_dir)
     # Downloaded beside its final name and renamed once verified, so an
     # interrupted download never looks like a good archive.
     set(partial "${archive}.part")
-    file(DOWNLOAD "${url}" "${partial}" STATUS status TIMEOUT 120 TLS_VERIFY ON
-      EXPECTED_HASH SHA256=${A2PACK_ZSTD_CRATE_SHA256})
+    # (Checked here rather than with EXPECTED_HASH, which turns a failed
+    # download into a fatal hash mismatch instead of a fallback.)
+    file(DOWNLOAD "${url}" "${partial}" STATUS status TIMEOUT 120 TLS_VERIFY ON)
     list(GET status 0 code)
+    list(GET status 1 why)
+    if(code EQUAL 0)
+      file(SHA256 "${partial}" got)
+      if(NOT got STREQUAL A2PACK_ZSTD_CRATE_SHA256)
+        set(code -1)
+        set(why "SHA-256 ${got}, expected ${A2PACK_ZSTD_CRATE_SHA256}")
+      endif()
+    endif()
     if(NOT code EQUAL 0)
-      list(GET status 1 why)
       file(REMOVE "${partial}")
       message(WARNING "a2pack: could not fetch zstd 1.5.7 sources from ${url} (${why}); "
         "using the system libzstd instead")
