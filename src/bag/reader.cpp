@@ -244,9 +244,12 @@ void PendingRead::fill(uint8_t* const* dests) const {
   const size_t n = size();
   if (n == 0) return;
   const Reader& r = *reader_;
-  // Small records are not worth a thread hop each; group them. Plain copies
-  // of a small batch stay on this thread.
+  // Small records are not worth a thread hop each; group them, but keep a
+  // group to about 256 KiB decoded so the workers finish together (a group
+  // of 16 records of 48 KiB is ~0.8 ms of zstd). Plain copies of a small
+  // batch stay on this thread.
   size_t grain = std::max<size_t>(1, n / (static_cast<size_t>(cpu_workers_) * 8));
+  grain = std::max<size_t>(1, std::min<uint64_t>(grain, (uint64_t{256} << 10) * n / std::max<uint64_t>(1, bytes_)));
   uint32_t workers = decodes_ || bytes_ >= kSerialBytes ? cpu_workers_ : 1;
   parallel_for(
       n, workers,
