@@ -76,7 +76,7 @@ if(A2PACK_BUNDLED_ZSTD)
   if(zstd_lib)
     enable_language(ASM)  # the x86-64 Huffman decoder (huf_decompress_amd64.S)
     file(GLOB zstd_sources "${zstd_lib}/common/*.c" "${zstd_lib}/compress/*.c"
-      "${zstd_lib}/decompress/*.c" "${zstd_lib}/decompress/*.S" "${zstd_lib}/dictBuilder/*.c")
+      "${zstd_lib}/decompress/*.c" "${zstd_lib}/decompress/*.S")  # no dictBuilder: nothing trains
     add_library(a2pack_zstd STATIC ${zstd_sources})
     target_include_directories(a2pack_zstd SYSTEM PUBLIC "${zstd_lib}")
     # No legacy formats, no multithreading (a2pack runs its own workers), no

@@ -72,10 +72,11 @@ struct Team {
       if (h.known) bar(h.id, h.home, cpu);
   }
 
-  void helper() {
+  // `me` carries the CPUs this thread may use (read once, at its creation).
+  void helper(const Helper me) {
     const pthread_t self = pthread_self();
-    cpu_set_t home;
-    const bool known = pthread_getaffinity_np(self, sizeof home, &home) == 0;
+    const cpu_set_t& home = me.home;
+    const bool known = me.known;
     uint64_t seen = 0;  // the last job this helper looked at
     for (;;) {
       auto open = [&] {
@@ -157,9 +158,12 @@ void run_claiming(size_t chunks, unsigned threads,
   }
   unsigned want = std::min<unsigned>(threads - 1, kMaxHelpers);
   while (t.started.size() < want) {
-    std::thread th([&t] { t.helper(); });
-    Team::Helper h{th.native_handle(), {}, false};
-    h.known = pthread_getaffinity_np(h.id, sizeof h.home, &h.home) == 0;
+    // A new thread inherits its creator's CPUs: read them once, for both
+    // the helper and the list the caller steers wake-ups with.
+    Team::Helper h{};
+    h.known = pthread_getaffinity_np(pthread_self(), sizeof h.home, &h.home) == 0;
+    std::thread th([&t, h] { t.helper(h); });
+    h.id = th.native_handle();
     t.started.push_back(h);
     th.detach();
   }

@@ -11,8 +11,9 @@
 #include <chrono>
 #include <new>
 
-// For ZSTD_c_literalCompressionMode (an experimental parameter of the
-// zstd.h that libzstd-dev ships; the same package provides the library).
+// For ZSTD_c_literalCompressionMode, an experimental parameter: safe to use
+// because the header and the library always come together (the zstd built
+// into liba2pack, or the system's libzstd-dev with its own library).
 #define ZSTD_STATIC_LINKING_ONLY
 #include <zstd.h>
 
