@@ -6,6 +6,7 @@
 #include <cstring>
 #include <new>
 #include <string>
+#include <type_traits>
 
 #include "a2pack.h"
 #include "base/error.hpp"
@@ -52,6 +53,19 @@ void reset_out(T** out) {
 // Fail with INVALID_ARGUMENT when p is null.
 inline void require(const void* p, const char* name) {
   if (!p) fail(A2PACK_E_INVALID_ARGUMENT, "{} must not be NULL", name);
+}
+
+// The integer a C caller stored in an enum-typed field or argument. C lets
+// any int live there, but in C++ loading an enum object whose value lies
+// outside its enumerators' range is undefined (UBSan: "not a valid value for
+// type"), so caller-supplied enums are read back through their bytes and
+// checked as integers before anything converts them.
+template <typename E>
+long long enum_int(const E& e) {
+  static_assert(std::is_enum_v<E>, "enum_int reads enums");
+  std::underlying_type_t<E> v;
+  std::memcpy(&v, &e, sizeof v);
+  return static_cast<long long>(v);
 }
 
 // Copy a caller's option struct (which starts with `size_t size`) over the

@@ -98,7 +98,7 @@ std::vector<dataset::SqlParam> convert_params(const a2pack_sql_param* p, size_t 
   std::vector<dataset::SqlParam> out(n);
   for (size_t i = 0; i < n; ++i) {
     auto& q = out[i];
-    switch (p[i].type) {
+    switch (capi::enum_int(p[i].type)) {
       case A2PACK_SQL_NULL: q.type = dataset::SqlParam::null; break;
       case A2PACK_SQL_INTEGER:
         q.type = dataset::SqlParam::integer;
@@ -116,7 +116,7 @@ std::vector<dataset::SqlParam> convert_params(const a2pack_sql_param* p, size_t 
         break;
       default:
         fail(A2PACK_E_INVALID_ARGUMENT, "{}[{}].type {} is not an a2pack_sql_type", name, i,
-             static_cast<int>(p[i].type));
+             capi::enum_int(p[i].type));
     }
   }
   return out;

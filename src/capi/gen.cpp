@@ -23,16 +23,17 @@ A2PACK_EXPORT void a2pack_gen_options_init(a2pack_gen_options* o) {
 namespace {
 engine::GenOptions convert(const a2pack_gen_options* user) {
   a2pack_gen_options o = capi::read_options(user, a2pack_gen_options_init);
-  if (o.policy < A2PACK_POLICY_EXPECTIMAX || o.policy > A2PACK_POLICY_RANDOM)
-    fail(A2PACK_E_INVALID_ARGUMENT, "unknown policy {}", static_cast<int>(o.policy));
+  const long long policy = capi::enum_int(o.policy), format = capi::enum_int(o.format);
+  if (policy < A2PACK_POLICY_EXPECTIMAX || policy > A2PACK_POLICY_RANDOM)
+    fail(A2PACK_E_INVALID_ARGUMENT, "unknown policy {}", policy);
   if (o.depth < 1 || o.depth > 6)
     fail(A2PACK_E_INVALID_ARGUMENT, "depth {} out of range (1..6)", o.depth);
-  if (o.format != A2PACK_RUN_V1 && o.format != A2PACK_RUN_V2)
+  if (format != A2PACK_RUN_V1 && format != A2PACK_RUN_V2)
     fail(A2PACK_E_INVALID_ARGUMENT, "format must be A2PACK_RUN_V1 or A2PACK_RUN_V2");
   engine::GenOptions g;
-  g.policy = static_cast<engine::Policy>(o.policy);
+  g.policy = static_cast<engine::Policy>(policy);
   g.depth = o.depth;
-  g.format = static_cast<run::Kind>(o.format);
+  g.format = static_cast<run::Kind>(format);
   g.jobs = o.jobs;
   g.start_unix_s = o.start_unix_s;
   g.max_steps = o.max_steps;

@@ -86,12 +86,13 @@ struct WriterConfig {
 
 WriterConfig writer_config(const a2pack_pack_writer_options* user) {
   a2pack_pack_writer_options o = capi::read_options(user, a2pack_pack_writer_options_init);
-  if (o.compression != A2PACK_PACK_COMPRESS_NONE && o.compression != A2PACK_PACK_COMPRESS_ZSTD)
-    fail(A2PACK_E_INVALID_ARGUMENT, "unknown compression {}", static_cast<int>(o.compression));
+  const long long compression = capi::enum_int(o.compression);
+  if (compression != A2PACK_PACK_COMPRESS_NONE && compression != A2PACK_PACK_COMPRESS_ZSTD)
+    fail(A2PACK_E_INVALID_ARGUMENT, "unknown compression {}", compression);
   WriterConfig c;
   c.opts.align = o.align;
   c.opts.entry_crc = o.entry_crc != 0;
-  c.opts.compression = static_cast<pack::Compression>(o.compression);
+  c.opts.compression = static_cast<pack::Compression>(compression);
   c.opts.zstd_level = o.zstd_level;
   c.opts.expected_count = o.expected_count;
   c.workers = o.workers;
@@ -373,10 +374,11 @@ A2PACK_EXPORT a2pack_status a2pack_pack_to_jsonl(a2pack_pack* p, const char* pat
   return guard([&] {
     require(path, "path");
     const pack::Reader& r = reader_of(p);
-    if (mode != A2PACK_PACK_JSONL_RUNS && mode != A2PACK_PACK_JSONL_STEPS)
-      fail(A2PACK_E_INVALID_ARGUMENT, "unknown JSONL mode {}", static_cast<int>(mode));
+    const long long m = capi::enum_int(mode);
+    if (m != A2PACK_PACK_JSONL_RUNS && m != A2PACK_PACK_JSONL_STEPS)
+      fail(A2PACK_E_INVALID_ARGUMENT, "unknown JSONL mode {}", m);
     pack::JsonlSummary s =
-        pack::export_jsonl(r, path, static_cast<pack::JsonlMode>(mode), workers,
+        pack::export_jsonl(r, path, static_cast<pack::JsonlMode>(m), workers,
                            verify_for(r, flags), progress_fn(progress, user));
     if (out_bytes) *out_bytes = s.bytes;
   });

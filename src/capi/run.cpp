@@ -145,10 +145,10 @@ namespace {
 std::string encode(const run::Run& r, a2pack_run_kind kind, uint32_t flags) {
   if (flags & ~uint32_t{A2PACK_ENCODE_DROP_BRANCHES})
     fail(A2PACK_E_INVALID_ARGUMENT, "unknown encode flags {:#x}", flags);
-  if (kind == A2PACK_RUN_V2) return run::encode_v2(r);
-  if (kind == A2PACK_RUN_V1) return run::encode_v1(r, flags & A2PACK_ENCODE_DROP_BRANCHES);
-  fail(A2PACK_E_INVALID_ARGUMENT, "kind must be A2PACK_RUN_V1 or A2PACK_RUN_V2, got {}",
-       static_cast<int>(kind));
+  const long long k = capi::enum_int(kind);
+  if (k == A2PACK_RUN_V2) return run::encode_v2(r);
+  if (k == A2PACK_RUN_V1) return run::encode_v1(r, flags & A2PACK_ENCODE_DROP_BRANCHES);
+  fail(A2PACK_E_INVALID_ARGUMENT, "kind must be A2PACK_RUN_V1 or A2PACK_RUN_V2, got {}", k);
 }
 }  // namespace
 

@@ -64,6 +64,7 @@ uint64_t decode_steps_v1(const uint8_t* d, const Header& h, const StepColumns& o
   const size_t n = h.n_steps;
   const uint8_t* states = d + h.body;
   const uint8_t* moves = states + 8 * (n + 1);
+  if (n == 0) return le::load<uint64_t>(states);  // the columns may be NULL then
   std::memcpy(out.boards, states, 8 * n);  // little-endian host
   for (size_t i = 0; i < n; ++i) {
     uint8_t m = moves[i];
