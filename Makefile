@@ -20,22 +20,26 @@ APT_PACKAGES := cmake ninja-build g++ pkg-config ccache libzstd-dev libsqlite3-d
 # torch only for the DataLoader tests (PyPI's wheel brings ~3 GB of CUDA wheels).
 PIP_PACKAGES := cffi numpy pytest scikit-build-core pyarrow bagz torch
 
-.PHONY: all setup deps build python test test-cpp test-python sanitize demo bench clean
+.PHONY: all setup deps build python test test-cpp test-python sanitize fuzz demo bench clean
 
 all: build
 
 # ---------------------------------------------------------------- setup
 setup: $(STAMPS)/apt $(STAMPS)/pip
 
-# Install only what dpkg does not already have.
-$(STAMPS)/apt: Makefile
-	@missing=$$(for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+# apt-get install those of the Debian packages $(1) that dpkg does not have.
+define apt_install_missing
+	@missing=$$(for p in $(1); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
 	if [ -n "$$missing" ]; then \
 	  echo "apt-get install $$missing"; \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
 	fi
 	@mkdir -p $(STAMPS) && touch $@
+endef
+
+$(STAMPS)/apt: Makefile
+	$(call apt_install_missing,$(APT_PACKAGES))
 
 # pip-install those of the packages $(1) that pip does not already have.
 define pip_install_missing
@@ -97,6 +101,26 @@ sanitize: setup python $(SAN_BUILD)/build.ninja
 	  A2PACK_CLI=$(CURDIR)/$(SAN_BUILD)/a2pack LD_PRELOAD="$(SAN_PRELOAD)" \
 	  ASAN_OPTIONS=detect_leaks=0 $(PYTHON) -m pytest -q -p no:cacheprovider .
 
+# ---------------------------------------------------------------- fuzzing
+# libFuzzer targets (tests/fuzz) over the run, packfile, record-file and
+# logger parsers, built with clang, ASan and UBSan; each runs FUZZ_SECONDS on
+# fresh seeds plus the corpus kept in $(FUZZ_BUILD)/fuzz-corpus. Not part of
+# `make test`: it needs clang and its length is a choice.
+FUZZ_BUILD ?= build-fuzz
+FUZZ_SECONDS ?= 60
+FUZZ_APT_PACKAGES := clang-14 libclang-rt-14-dev
+
+$(STAMPS)/apt-fuzz: Makefile | setup
+	$(call apt_install_missing,$(FUZZ_APT_PACKAGES))
+
+$(FUZZ_BUILD)/build.ninja: CMakeLists.txt | $(STAMPS)/apt-fuzz
+	CC=clang-14 CXX=clang++-14 cmake -S . -B $(FUZZ_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DA2PACK_BUILD_TESTS=OFF -DA2PACK_BUILD_BENCH=OFF -DA2PACK_BUILD_FUZZ=ON
+
+fuzz: build python $(STAMPS)/apt-fuzz $(FUZZ_BUILD)/build.ninja
+	cmake --build $(FUZZ_BUILD) -j $(JOBS)
+	bash tests/fuzz/run.sh $(FUZZ_BUILD) $(CURDIR)/$(BUILD)/a2pack $(FUZZ_SECONDS) $(PYTHON)
+
 # ---------------------------------------------------------------- demo
 demo: build python
 	A2PACK=$(CURDIR)/$(BUILD)/a2pack PYTHON=$(PYTHON) bash scripts/demo.sh
@@ -112,4 +136,4 @@ bench: build python $(STAMPS)/pip-bench
 	bash bench/run_all.sh $(BUILD)
 
 clean:
-	rm -rf $(BUILD) $(SAN_BUILD) $(STAMPS) bindings/python/build
+	rm -rf $(BUILD) $(SAN_BUILD) $(FUZZ_BUILD) $(STAMPS) bindings/python/build

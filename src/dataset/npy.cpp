@@ -31,7 +31,9 @@ struct PyVal {
   bool negative = false;
   bool b = false;
   std::vector<PyVal> items;
-  std::vector<std::pair<std::string, PyVal>> fields;
+  // A dict: keys[k] maps to items[k]. (Not a vector of pair<string, PyVal>:
+  // pair needs PyVal complete here, which only libstdc++ lets pass.)
+  std::vector<std::string> keys;
 };
 
 class Parser {
@@ -95,7 +97,8 @@ class Parser {
         PyVal k = value(depth + 1);
         if (k.kind != PyVal::str) bad("a dict key is not a string");
         if (!eat(':')) bad("expected ':' after a dict key");
-        v.fields.emplace_back(k.s, value(depth + 1));
+        v.keys.push_back(std::move(k.s));
+        v.items.push_back(value(depth + 1));
         if (eat('}')) return v;
         if (!eat(',')) bad("expected ',' in the dict");
         if (eat('}')) return v;
@@ -163,8 +166,8 @@ std::string repr(const PyVal& v) {
     }
     case PyVal::dict: {
       std::string s = "{";
-      for (size_t k = 0; k < v.fields.size(); ++k)
-        s += (k ? ", '" : "'") + v.fields[k].first + "': " + repr(v.fields[k].second);
+      for (size_t k = 0; k < v.keys.size(); ++k)
+        s += (k ? ", '" : "'") + v.keys[k] + "': " + repr(v.items[k]);
       return s + "}";
     }
   }
@@ -287,7 +290,9 @@ NpyInfo parse_npy_header(const uint8_t* d, size_t len, uint64_t file_size,
   PyVal h = parser.parse_all();
   if (h.kind != PyVal::dict) fail(A2PACK_E_CORRUPT, "{}: NPY header is not a dict", path);
   const PyVal *descr = nullptr, *fortran = nullptr, *shape = nullptr;
-  for (auto& [k, v] : h.fields) {
+  for (size_t i = 0; i < h.keys.size(); ++i) {
+    const std::string& k = h.keys[i];
+    const PyVal& v = h.items[i];
     if (k == "descr") descr = &v;
     else if (k == "fortran_order") fortran = &v;
     else if (k == "shape") shape = &v;

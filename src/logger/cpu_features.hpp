@@ -3,7 +3,20 @@
 // decoder.cpp).
 #pragma once
 
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
 namespace a2pack::logger {
+
+#if defined(__x86_64__)
+// LZCNT (CPUID 0x80000001, ECX bit 5): asked of the CPU directly, since
+// clang's __builtin_cpu_supports does not know the name.
+inline bool cpu_has_lzcnt() {
+  unsigned a, b, c, d;
+  return __get_cpuid(0x80000001, &a, &b, &c, &d) && (c & (1u << 5));
+}
+#endif
 
 // True when the CPU has BMI2, AVX2, LZCNT and FMA and runs pdep/pext at full
 // speed: they are microcoded (slow) on AMD before Zen 3, where the portable
@@ -12,7 +25,7 @@ inline bool cpu_runs_fast_builds() {
 #if defined(__x86_64__)
   __builtin_cpu_init();
   return __builtin_cpu_supports("bmi2") && __builtin_cpu_supports("avx2") &&
-         __builtin_cpu_supports("lzcnt") && __builtin_cpu_supports("fma") &&
+         cpu_has_lzcnt() && __builtin_cpu_supports("fma") &&
          !__builtin_cpu_is("znver1") && !__builtin_cpu_is("znver2") &&
          !__builtin_cpu_is("amdfam15h") && !__builtin_cpu_is("amdfam17h");
 #else

@@ -15,6 +15,7 @@
 #include "base/error.hpp"
 #include "base/file_io.hpp"
 #include "logger/cpu_features.hpp"
+#include "logger/target_region.hpp"
 #include "logger/encoder.hpp"  // FrameState: the bulk parser's predictor arena
 #include "base/varint.hpp"
 #include "base/worker_pool.hpp"
@@ -120,8 +121,7 @@ namespace generic {
 #include "logger/decode_body.inc"
 }  // namespace generic
 #if defined(__x86_64__)
-#pragma GCC push_options
-#pragma GCC target("bmi,bmi2,avx,avx2,fma")
+A2PACK_TARGET_BEGIN("bmi,bmi2,avx,avx2,fma")
 #define A2PACK_LOGGER_PEXT 1
 #define A2PACK_LOGGER_AVX2 1
 namespace fast {
@@ -130,15 +130,16 @@ namespace fast {
 }  // namespace fast
 #undef A2PACK_LOGGER_AVX2
 #undef A2PACK_LOGGER_PEXT
-#pragma GCC pop_options
+A2PACK_TARGET_END
 // The same again with AVX-512 (F, VL, BW, DQ) for the bulk parser's varint
 // groups, predictor masks and int64 -> double conversion (decode_bulk.inc).
-#pragma GCC push_options
-#pragma GCC target("bmi,bmi2,avx,avx2,fma,avx512f,avx512vl,avx512bw,avx512dq")
+A2PACK_TARGET_BEGIN("bmi,bmi2,avx,avx2,fma,avx512f,avx512vl,avx512bw,avx512dq")
 // GCC 12's own AVX-512 headers trip -Wmaybe-uninitialized (their
 // _mm512_undefined_* placeholders); nothing of ours is silenced by this.
+#if !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #define A2PACK_LOGGER_PEXT 1
 #define A2PACK_LOGGER_AVX2 1
 #define A2PACK_LOGGER_AVX512 1
@@ -146,11 +147,13 @@ namespace fast512 {
 #include "logger/decode_body.inc"
 #include "logger/decode_bulk.inc"
 }  // namespace fast512
+#if !defined(__clang__)
 #pragma GCC diagnostic pop
+#endif
 #undef A2PACK_LOGGER_AVX512
 #undef A2PACK_LOGGER_AVX2
 #undef A2PACK_LOGGER_PEXT
-#pragma GCC pop_options
+A2PACK_TARGET_END
 #endif
 
 using FrameFn = FrameCount (*)(const uint8_t*, size_t, uint32_t, const ScaleTable&,

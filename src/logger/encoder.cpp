@@ -12,6 +12,7 @@
 
 #include "base/error.hpp"
 #include "logger/cpu_features.hpp"
+#include "logger/target_region.hpp"
 #include "base/varint.hpp"
 
 namespace a2pack::logger {
@@ -49,14 +50,15 @@ struct BodyEnds {
 // quantisation loop runs 4 wide), chosen once at start-up.
 // GCC's -O2 vectorises only loops whose trip count needs no epilogue; these
 // block loops need one, so allow the dynamic cost model for this code.
+#if !defined(__clang__)
 #pragma GCC push_options
 #pragma GCC optimize("vect-cost-model=dynamic")
+#endif
 namespace generic {
 #include "logger/encode_body.inc"
 }  // namespace generic
 #if defined(__x86_64__)
-#pragma GCC push_options
-#pragma GCC target("bmi,bmi2,lzcnt,avx,avx2")
+A2PACK_TARGET_BEGIN("bmi,bmi2,lzcnt,avx,avx2")
 #define A2PACK_LOGGER_PDEP 1
 #define A2PACK_LOGGER_AVX2 1
 namespace fast {
@@ -64,9 +66,11 @@ namespace fast {
 }  // namespace fast
 #undef A2PACK_LOGGER_AVX2
 #undef A2PACK_LOGGER_PDEP
+A2PACK_TARGET_END
+#endif
+#if !defined(__clang__)
 #pragma GCC pop_options
 #endif
-#pragma GCC pop_options
 
 using BodyFn = uint8_t* (*)(uint8_t*, uint32_t, uint64_t, double, const uint32_t*, const double*,
                            size_t);
