@@ -29,6 +29,9 @@
  *  - Thread safety: different handles may be used from different threads
  *    freely. One handle may be used from several threads at once only where
  *    its section says so (readers are; writers are not unless stated).
+ *  - Enum-typed fields and arguments are checked as the integers they hold:
+ *    any value other than the listed enumerators is A2PACK_E_INVALID_ARGUMENT
+ *    naming the field, never undefined behaviour.
  *  - Batch calls exist so that a binding crosses the boundary once per batch.
  *  - No C++ type, exception or name crosses this ABI.
  *

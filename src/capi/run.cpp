@@ -185,7 +185,13 @@ A2PACK_EXPORT a2pack_status a2pack_run_upgrade_v1(const uint8_t* data, size_t le
     require(out_data, "out_data");
     require(out_len, "out_len");
     if (!data && len) require(data, "data");
-    std::string bytes = run::encode_v2(run::decode(data, len));
+    run::Run decoded = run::decode(data, len);  // validates either kind
+    if (decoded.source == run::Kind::v2) {
+      *out_data = capi::owned_copy(data, len);  // as documented: unchanged
+      *out_len = len;
+      return;
+    }
+    std::string bytes = run::encode_v2(decoded);
     *out_data = capi::owned_copy(bytes.data(), bytes.size());
     *out_len = bytes.size();
   });

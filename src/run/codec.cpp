@@ -382,6 +382,18 @@ std::string encode_v2(const Run& r) {
   p = varint::write(p, r.final_board);
   if (p != reinterpret_cast<uint8_t*>(out.data()) + out.size())
     fail(A2PACK_E_INTERNAL, "v2 encoder size mismatch");
+  // Kind detection (FORMATS.md §3) reads every payload that starts "A2T1"
+  // 0x01 as v1. v2 bytes spell that only for meta.steps = 65, start_unix_s =
+  // 50 and an elapsed_s whose first bytes are "T1" 0x01 (a subnormal float,
+  // never a real game; found by fuzzing) - and would then read back as a
+  // broken v1 file, so they are refused instead of written.
+  const auto* bytes = reinterpret_cast<const uint8_t*>(out.data());
+  if (detect_kind(bytes, out.size()) == Kind::v1)
+    fail(A2PACK_E_INVALID_ARGUMENT,
+         "this run cannot be written as v2: its bytes would begin with the v1 magic "
+         "\"A2T1\" 0x01 (meta.steps 65, start_unix_s 50, elapsed_s {}) and read back as v1; "
+         "write it as v1",
+         r.meta.elapsed_s);
   return out;
 }
 

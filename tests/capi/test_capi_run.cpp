@@ -166,6 +166,57 @@ TEST(CapiRun, CreateSaveLoadRoundTrip) {
   std::system(("rm -rf " + dir).c_str());
 }
 
+TEST(CapiRun, UpgradeV1) {
+  // A v1 run (no branches) upgrades to v2 bytes that decode to the same run.
+  uint64_t boards[2] = {0x1000000000000001ull, 0x1100000000000001ull};
+  uint8_t moves[2] = {2, 0};
+  a2pack_run_meta m{};
+  m.size = sizeof m;
+  m.steps = 2;
+  a2pack_run* run = nullptr;
+  ASSERT_EQ(a2pack_run_create(&m, 2, boards, moves, nullptr, nullptr, nullptr,
+                              0x2000000000000011ull, &run),
+            A2PACK_OK)
+      << a2pack_last_error();
+  uint8_t *v1 = nullptr, *v2 = nullptr, *up = nullptr;
+  size_t v1_len = 0, v2_len = 0, up_len = 0;
+  ASSERT_EQ(a2pack_run_encode(run, A2PACK_RUN_V1, 0, &v1, &v1_len), A2PACK_OK);
+  ASSERT_EQ(a2pack_run_encode(run, A2PACK_RUN_V2, 0, &v2, &v2_len), A2PACK_OK);
+  ASSERT_EQ(a2pack_run_upgrade_v1(v1, v1_len, &up, &up_len), A2PACK_OK) << a2pack_last_error();
+  EXPECT_EQ(a2pack_run_detect_kind(up, up_len), A2PACK_RUN_V2);
+  ASSERT_EQ(up_len, v2_len);
+  EXPECT_EQ(std::memcmp(up, v2, v2_len), 0);
+  a2pack_free(up);
+  // A v2 payload is validated and handed back unchanged - even a
+  // non-canonical one (start_unix_s 50 as an overlong varint), whose
+  // re-encoding would spell the v1 magic and which v2 encoding refuses.
+  const uint8_t odd[] = {'A', 0xB2, 0x00, 'T', '1', 0x01, 0, 0, 0, 0, 0, 0x04};
+  ASSERT_EQ(a2pack_run_upgrade_v1(odd, sizeof odd, &up, &up_len), A2PACK_OK) << a2pack_last_error();
+  ASSERT_EQ(up_len, sizeof odd);
+  EXPECT_EQ(std::memcmp(up, odd, sizeof odd), 0);
+  a2pack_free(up);
+  a2pack_run* odd_run = nullptr;
+  ASSERT_EQ(a2pack_run_decode(odd, sizeof odd, &odd_run), A2PACK_OK);
+  uint8_t* again = nullptr;
+  size_t again_len = 0;
+  EXPECT_EQ(a2pack_run_encode(odd_run, A2PACK_RUN_V2, 0, &again, &again_len),
+            A2PACK_E_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(a2pack_last_error()).find("v1 magic"), std::string::npos)
+      << a2pack_last_error();
+  EXPECT_EQ(again, nullptr);
+  a2pack_run_close(odd_run);
+  // Damage and bad arguments.
+  v1[v1_len - 1] ^= 1;  // the CRC
+  EXPECT_EQ(a2pack_run_upgrade_v1(v1, v1_len, &up, &up_len), A2PACK_E_CHECKSUM);
+  EXPECT_EQ(up, nullptr);
+  EXPECT_EQ(up_len, 0u);
+  EXPECT_EQ(a2pack_run_upgrade_v1(v2, v2_len, nullptr, &up_len), A2PACK_E_INVALID_ARGUMENT);
+  EXPECT_EQ(a2pack_run_upgrade_v1(nullptr, 5, &up, &up_len), A2PACK_E_INVALID_ARGUMENT);
+  a2pack_free(v1);
+  a2pack_free(v2);
+  a2pack_run_close(run);
+}
+
 TEST(CapiRun, BatchColumns) {
   auto fx = fixture_bytes();
   const uint8_t* p[2] = {fx.data(), fx.data()};

@@ -172,6 +172,29 @@ TEST(RunV2, RoundTripWithBranchShapes) {
   EXPECT_EQ(run::decode(e.data(), e.size()), none);
 }
 
+// Found by fuzzing: a valid v2 payload (meta.steps 65 and start_unix_s 50,
+// the latter as an overlong varint) whose canonical v2 encoding starts
+// "A2T1" 0x01 0x00 - the v1 magic, so it would read back as v1.
+TEST(RunV2, BytesThatWouldSpellTheV1MagicAreRefused) {
+  const std::vector<uint8_t> in = {'A', 0xB2, 0x00, 'T', '1', 0x01, 0, 0, 0, 0, 0, 0x04};
+  ASSERT_EQ(run::detect_kind(in.data(), in.size()), run::Kind::v2);
+  run::Run r = run::decode(in.data(), in.size());
+  EXPECT_EQ(r.meta.steps, 65u);
+  EXPECT_EQ(r.meta.start_unix_s, 50u);
+  try {
+    run::encode_v2(r);
+    FAIL() << "encode_v2 wrote bytes that read back as v1";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.status(), A2PACK_E_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(e.what()).find("v1 magic"), std::string::npos) << e.what();
+  }
+  // Any other start_unix_s is fine.
+  r.meta.start_unix_s = 51;
+  auto b = to_vec(run::encode_v2(r));
+  EXPECT_EQ(run::detect_kind(b.data(), b.size()), run::Kind::v2);
+  EXPECT_EQ(run::decode(b.data(), b.size()), r);
+}
+
 TEST(RunBatch, MatchesSingleDecodesAtAnyWorkerCount) {
   auto fx = fixture();
   std::vector<std::string> encoded = {run::encode_v2(sample_run(true, 17)),

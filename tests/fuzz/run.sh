@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Run every fuzz target for a while on seeds made fresh plus the corpus kept
-# from earlier runs. Inputs that crash or trip a sanitizer are kept in
+# Run every fuzz target for a while on seeds made fresh, the inputs that once
+# found bugs (regressions/<target>/, fixed since), and the corpus kept from
+# earlier runs. Inputs that crash or trip a sanitizer are kept in
 # FUZZ_BUILD/fuzz-crashes/<target>/ and fail the run.
 # Usage: run.sh FUZZ_BUILD CLI SECONDS_PER_TARGET [PYTHON]
 set -euo pipefail
@@ -17,7 +18,8 @@ for t in run pack bag logger dataset; do
   echo "fuzz_$t: ${seconds}s"
   if ! "$build/tests/fuzz/fuzz_$t" -max_total_time="$seconds" -max_len=65536 -timeout=20 \
       -rss_limit_mb=4096 -print_final_stats=1 -artifact_prefix="$crashes/" \
-      "$corpus" "$seeds/$t" > "$build/fuzz-$t.log" 2>&1; then
+      "$corpus" "$seeds/$t" $( [ -d "$here/regressions/$t" ] && echo "$here/regressions/$t" ) \
+      > "$build/fuzz-$t.log" 2>&1; then
     echo "fuzz_$t FAILED: see $build/fuzz-$t.log and $crashes/"
     tail -40 "$build/fuzz-$t.log"
     failed=1
