@@ -86,13 +86,11 @@ test-python: python
 # and what it checks (exports, soname, pkg-config, dlopen) does not change
 # with the sanitizers.
 SAN_BUILD ?= build-sanitize
-SAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 SAN_PRELOAD = $(shell gcc -print-file-name=libasan.so) $(shell gcc -print-file-name=libubsan.so)
 
 $(SAN_BUILD)/build.ninja: CMakeLists.txt | setup
 	cmake -S . -B $(SAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DA2PACK_BUILD_BENCH=OFF \
-	  -DCMAKE_C_FLAGS="$(SAN_FLAGS)" -DCMAKE_CXX_FLAGS="$(SAN_FLAGS)" \
-	  -DCMAKE_EXE_LINKER_FLAGS="$(SAN_FLAGS)" -DCMAKE_SHARED_LINKER_FLAGS="$(SAN_FLAGS)"
+	  -DA2PACK_SANITIZE=ON
 
 sanitize: setup python $(SAN_BUILD)/build.ninja
 	cmake --build $(SAN_BUILD) -j $(JOBS)

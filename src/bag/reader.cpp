@@ -13,6 +13,7 @@ namespace {
 constexpr uint64_t kMaxSpan = 4u << 20;       // largest single read: keeps big ranges parallel
 constexpr uint64_t kSerialBytes = 256u << 10;  // below this a pread batch is not worth a thread hop
 constexpr uint64_t kSerialMappedBytes = 16u << 20;  // the same for copies out of a mapping
+constexpr uint64_t kFillGroupBytes = 256u << 10;  // decoded bytes a fill worker takes at a time
 
 }  // namespace
 
@@ -245,11 +246,12 @@ void PendingRead::fill(uint8_t* const* dests) const {
   if (n == 0) return;
   const Reader& r = *reader_;
   // Small records are not worth a thread hop each; group them, but keep a
-  // group to about 256 KiB decoded so the workers finish together (a group
-  // of 16 records of 48 KiB is ~0.8 ms of zstd). Plain copies of a small
-  // batch stay on this thread.
-  size_t grain = std::max<size_t>(1, n / (static_cast<size_t>(cpu_workers_) * 8));
-  grain = std::max<size_t>(1, std::min<uint64_t>(grain, (uint64_t{256} << 10) * n / std::max<uint64_t>(1, bytes_)));
+  // group to about kFillGroupBytes decoded so the workers finish together (a
+  // group of 16 records of 48 KiB is ~0.8 ms of zstd). Plain copies of a
+  // small batch stay on this thread.
+  const size_t per_worker = n / (static_cast<size_t>(cpu_workers_) * 8);
+  const uint64_t per_group = kFillGroupBytes * n / std::max<uint64_t>(1, bytes_);
+  const size_t grain = std::max<size_t>(1, std::min<uint64_t>(per_worker, per_group));
   uint32_t workers = decodes_ || bytes_ >= kSerialBytes ? cpu_workers_ : 1;
   parallel_for(
       n, workers,

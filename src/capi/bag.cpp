@@ -37,8 +37,10 @@ std::string dictionary(const uint8_t* p, size_t n) {
   return n ? std::string(reinterpret_cast<const char*>(p), n) : std::string();
 }
 
-template <typename E>
-E checked_enum(long long v, int max, const char* name) {
+// A caller's enum field, checked as the integer it holds (capi::enum_int).
+template <typename E, typename Field>
+E checked_enum(const Field& field, int max, const char* name) {
+  const long long v = capi::enum_int(field);
   if (v < 0 || v > max) fail(A2PACK_E_INVALID_ARGUMENT, "{} = {} is not a valid value", name, v);
   return static_cast<E>(v);
 }
@@ -46,13 +48,13 @@ E checked_enum(long long v, int max, const char* name) {
 bag::ReaderOptions reader_options(const a2pack_bag_reader_options* user) {
   auto o = capi::read_options(user, a2pack_bag_reader_options_init);
   bag::ReaderOptions r;
-  r.compression = checked_enum<bag::Compression>(capi::enum_int(o.compression), 2, "compression");
+  r.compression = checked_enum<bag::Compression>(o.compression, 2, "compression");
   r.zstd.dictionary = dictionary(o.zstd_dictionary, o.zstd_dictionary_len);
-  r.limits_placement = checked_enum<bag::LimitsPlacement>(capi::enum_int(o.limits_placement), 1, "limits_placement");
-  r.limits_storage = checked_enum<bag::LimitsStorage>(capi::enum_int(o.limits_storage), 1, "limits_storage");
-  r.access_pattern = checked_enum<bag::AccessPattern>(capi::enum_int(o.access_pattern), 2, "access_pattern");
-  r.cache_policy = checked_enum<bag::CachePolicy>(capi::enum_int(o.cache_policy), 2, "cache_policy");
-  r.sharding = checked_enum<bag::ShardingLayout>(capi::enum_int(o.sharding), 1, "sharding");
+  r.limits_placement = checked_enum<bag::LimitsPlacement>(o.limits_placement, 1, "limits_placement");
+  r.limits_storage = checked_enum<bag::LimitsStorage>(o.limits_storage, 1, "limits_storage");
+  r.access_pattern = checked_enum<bag::AccessPattern>(o.access_pattern, 2, "access_pattern");
+  r.cache_policy = checked_enum<bag::CachePolicy>(o.cache_policy, 2, "cache_policy");
+  r.sharding = checked_enum<bag::ShardingLayout>(o.sharding, 1, "sharding");
   r.max_parallelism = o.max_parallelism;
   return r;
 }
@@ -85,10 +87,10 @@ A2PACK_EXPORT a2pack_status a2pack_bag_writer_open(const char* path,
     require(path, "path");
     auto o = capi::read_options(user, a2pack_bag_writer_options_init);
     bag::WriterOptions w;
-    w.compression = checked_enum<bag::Compression>(capi::enum_int(o.compression), 2, "compression");
+    w.compression = checked_enum<bag::Compression>(o.compression, 2, "compression");
     w.zstd.level = o.zstd_level;
     w.zstd.dictionary = dictionary(o.zstd_dictionary, o.zstd_dictionary_len);
-    w.limits_placement = checked_enum<bag::LimitsPlacement>(capi::enum_int(o.limits_placement), 1, "limits_placement");
+    w.limits_placement = checked_enum<bag::LimitsPlacement>(o.limits_placement, 1, "limits_placement");
     w.workers = o.workers;
     w.durable = o.durable != 0;
     w.direct_io = o.direct_io != 0;

@@ -98,7 +98,8 @@ std::vector<dataset::SqlParam> convert_params(const a2pack_sql_param* p, size_t 
   std::vector<dataset::SqlParam> out(n);
   for (size_t i = 0; i < n; ++i) {
     auto& q = out[i];
-    switch (capi::enum_int(p[i].type)) {
+    const long long type = capi::enum_int(p[i].type);
+    switch (type) {
       case A2PACK_SQL_NULL: q.type = dataset::SqlParam::null; break;
       case A2PACK_SQL_INTEGER:
         q.type = dataset::SqlParam::integer;
@@ -115,8 +116,7 @@ std::vector<dataset::SqlParam> convert_params(const a2pack_sql_param* p, size_t 
         q.s.assign(p[i].text ? p[i].text : "", p[i].text_len);
         break;
       default:
-        fail(A2PACK_E_INVALID_ARGUMENT, "{}[{}].type {} is not an a2pack_sql_type", name, i,
-             capi::enum_int(p[i].type));
+        fail(A2PACK_E_INVALID_ARGUMENT, "{}[{}].type {} is not an a2pack_sql_type", name, i, type);
     }
   }
   return out;

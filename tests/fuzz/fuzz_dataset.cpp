@@ -9,17 +9,9 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <string>
 
 #include "fuzz_util.hpp"
-
-namespace {
-std::string slurp(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
-}
-}  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t len) {
   if (len < 1) return 0;
@@ -31,9 +23,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t len) {
       std::fprintf(stderr, "set A2PACK_FUZZ_DATASET to a small dataset folder\n");
       std::abort();
     }
-    std::string db = slurp(std::string(seed) + "/metadata.db");
+    std::string db = fuzz::read_file(std::string(seed) + "/metadata.db");
     fuzz::write_file(dir + "/metadata.db", reinterpret_cast<const uint8_t*>(db.data()), db.size());
-    return slurp(std::string(seed) + "/manifest.json");
+    return fuzz::read_file(std::string(seed) + "/manifest.json");
   }();
   const uint8_t mode = data[0];
   ++data, --len;
@@ -51,7 +43,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t len) {
   o.workers = 2;
   a2pack_dataset* ds = nullptr;
   a2pack_status st = a2pack_dataset_open(dir.c_str(), &o, &ds);
-  fuzz::expect_message(st, a2pack_last_error);
+  fuzz::expect_message(st);
   if (st == A2PACK_OK) {
     a2pack_dataset_info info{};
     info.size = sizeof info;
@@ -72,7 +64,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t len) {
     a2pack_dataset_close(ds);
   }
   char* report = nullptr;
-  fuzz::expect_message(a2pack_dataset_verify(dir.c_str(), 0, 2, &report), a2pack_last_error);
+  fuzz::expect_message(a2pack_dataset_verify(dir.c_str(), 0, 2, &report));
   a2pack_free(report);
   return 0;
 }

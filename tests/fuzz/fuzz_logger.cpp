@@ -20,16 +20,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t len) {
     const char* sidecar = std::getenv("A2PACK_FUZZ_LOGGER_SIDECAR");
     if (sidecar) {
       // A real sidecar of a seed folder, so records of stream 0 decode.
-      FILE* f = std::fopen(sidecar, "rb");
-      if (f) {
-        std::string s(1 << 16, '\0');
-        s.resize(std::fread(s.data(), 1, s.size(), f));
-        std::fclose(f);
-        std::string name = sidecar;
-        name = name.substr(name.find_last_of('/') + 1);
-        fuzz::write_file(streams + "/" + name, reinterpret_cast<const uint8_t*>(s.data()),
-                         s.size());
-      }
+      std::string s = fuzz::read_file(sidecar), name = sidecar;
+      name = name.substr(name.find_last_of('/') + 1);
+      fuzz::write_file(streams + "/" + name, reinterpret_cast<const uint8_t*>(s.data()), s.size());
     }
     return true;
   }();
@@ -42,7 +35,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t len) {
     o.strict = strict;
     a2pack_logger_data* d = nullptr;
     a2pack_status st = a2pack_logger_decode(dir.c_str(), &o, &d);
-    fuzz::expect_message(st, a2pack_last_error);
+    fuzz::expect_message(st);
     if (st != A2PACK_OK) continue;
     a2pack_logger_columns c{};
     c.size = sizeof c;

@@ -1,6 +1,7 @@
-// Shared by the fuzz targets: a private scratch folder per process, and
-// writing a fuzzer's input to a file there (the packfile, record-file and
-// logger readers take paths, as users call them).
+// Shared by the fuzz targets: a private scratch folder per process, writing a
+// fuzzer's input to a file there (the packfile, record-file, logger and
+// dataset readers take paths, as users call them), reading seed files, and
+// the check every failed call gets.
 #pragma once
 
 #include <fcntl.h>
@@ -11,6 +12,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+
+#include <a2pack.h>
 
 namespace fuzz {
 
@@ -37,10 +40,21 @@ inline void write_file(const std::string& path, const uint8_t* data, size_t len)
   close(fd);
 }
 
+// The whole of a file, or "" when it cannot be opened.
+inline std::string read_file(const std::string& path) {
+  std::string s;
+  if (FILE* f = std::fopen(path.c_str(), "rb")) {
+    char buf[1 << 16];
+    for (size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) s.append(buf, n);
+    std::fclose(f);
+  }
+  return s;
+}
+
 // A failed call must leave a message; a status without one is a bug.
-inline void expect_message(int status, const char* (*last_error)()) {
-  if (status != 0) {
-    const char* m = last_error();
+inline void expect_message(a2pack_status status) {
+  if (status != A2PACK_OK) {
+    const char* m = a2pack_last_error();
     if (!m || !*m) { std::fprintf(stderr, "status %d without a message\n", status); std::abort(); }
   }
 }
