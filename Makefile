@@ -4,7 +4,11 @@
 
 SHELL := /bin/bash
 BUILD ?= build
-PYTHON ?= python3
+# Python packages go into a venv inside the project, never into the
+# machine's own Python. BASE_PYTHON only creates it.
+BASE_PYTHON ?= python3
+VENV ?= .venv
+PYTHON ?= $(CURDIR)/$(VENV)/bin/python
 JOBS ?= $(shell nproc)
 STAMPS := .stamps
 export CCACHE_NOHASHDIR := 1
@@ -16,16 +20,27 @@ export CMAKE_C_COMPILER_LAUNCHER := ccache
 endif
 
 APT_PACKAGES := cmake ninja-build g++ pkg-config ccache libzstd-dev libsqlite3-dev libfmt-dev \
-  nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev
-# torch only for the DataLoader tests (PyPI's wheel brings ~3 GB of CUDA wheels).
-PIP_PACKAGES := cffi numpy pytest scikit-build-core pyarrow bagz torch
+  nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev python3-venv
+# What building and using the package needs (the demo uses nothing else).
+PIP_PACKAGES := cffi numpy scikit-build-core
+# Test-only packages are the package's [test] extra (bindings/python/
+# pyproject.toml: torch, bagz, pyarrow, ...), installed for `make test` only;
+# PyPI's torch wheel brings ~3 GB of CUDA wheels.
 
-.PHONY: all setup deps build python test test-cpp test-python sanitize fuzz demo bench clean
+.PHONY: all setup deps build python test test-cpp test-python test-deps sanitize fuzz demo bench clean
+
+# Extra suites (Rust, Julia checks, object-store servers, ...) add themselves
+# from mk/*.mk: each appends its target to TEST_EXTRA.
+TEST_EXTRA :=
 
 all: build
 
 # ---------------------------------------------------------------- setup
 setup: $(STAMPS)/apt $(STAMPS)/pip
+
+$(PYTHON): | $(STAMPS)/apt
+	$(BASE_PYTHON) -m venv $(VENV)
+	$(PYTHON) -m pip install -q --upgrade pip
 
 # apt-get install those of the Debian packages $(1) that dpkg does not have.
 define apt_install_missing
@@ -51,8 +66,15 @@ define pip_install_missing
 	@mkdir -p $(STAMPS) && touch $@
 endef
 
-$(STAMPS)/pip: Makefile
+$(STAMPS)/pip: Makefile | $(PYTHON)
 	$(call pip_install_missing,$(PIP_PACKAGES))
+
+# The [test] extra of the package, as pyproject.toml lists it.
+TEST_PIP_PACKAGES = $(shell $(BASE_PYTHON) scripts/pyproject_extra.py bindings/python/pyproject.toml test)
+$(STAMPS)/pip-test: Makefile bindings/python/pyproject.toml | $(STAMPS)/pip
+	$(call pip_install_missing,$(TEST_PIP_PACKAGES))
+
+test-deps: $(STAMPS)/pip-test
 
 # ---------------------------------------------------------------- build
 $(BUILD)/build.ninja: CMakeLists.txt | setup
@@ -71,11 +93,12 @@ $(STAMPS)/python: $(PY_SOURCES) | setup
 python: setup $(STAMPS)/python
 
 # ---------------------------------------------------------------- test
-test: build python
+test: build python test-deps
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 	$(MAKE) --no-print-directory test-python
+	$(if $(strip $(TEST_EXTRA)),$(MAKE) --no-print-directory $(TEST_EXTRA))
 
-test-python: python
+test-python: python test-deps
 	cd tests/python && A2PACK_CLI=$(CURDIR)/$(BUILD)/a2pack $(PYTHON) -m pytest -q -p no:cacheprovider .
 
 # ---------------------------------------------------------------- sanitizers
@@ -92,7 +115,7 @@ $(SAN_BUILD)/build.ninja: CMakeLists.txt | setup
 	cmake -S . -B $(SAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DA2PACK_BUILD_BENCH=OFF \
 	  -DA2PACK_SANITIZE=ON
 
-sanitize: setup python $(SAN_BUILD)/build.ninja
+sanitize: setup python test-deps $(SAN_BUILD)/build.ninja
 	cmake --build $(SAN_BUILD) -j $(JOBS)
 	cd $(SAN_BUILD) && ctest --output-on-failure -j $(JOBS) -E '^c_abi_hosts$$'
 	cd tests/python && A2PACK_LIBRARY=$(CURDIR)/$(SAN_BUILD)/liba2pack.so \
@@ -131,7 +154,9 @@ $(STAMPS)/pip-bench: Makefile | setup
 	$(call pip_install_missing,$(BENCH_PIP_PACKAGES))
 
 bench: build python $(STAMPS)/pip-bench
-	bash bench/run_all.sh $(BUILD)
+	PYTHON=$(PYTHON) bash bench/run_all.sh $(BUILD)
 
 clean:
 	rm -rf $(BUILD) $(SAN_BUILD) $(FUZZ_BUILD) $(STAMPS) bindings/python/build
+
+-include $(sort $(wildcard mk/*.mk))

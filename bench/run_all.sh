@@ -15,5 +15,5 @@ done
 for py in "$here"/*_compare.py; do
   [ -f "$py" ] || continue
   echo "=== $(basename "$py")"
-  A2PACK_CLI="$build/a2pack" python3 "$py" | tee "$out/$(basename "$py" .py).txt"
+  A2PACK_CLI="$build/a2pack" "${PYTHON:-python3}" "$py" | tee "$out/$(basename "$py" .py).txt"
 done
