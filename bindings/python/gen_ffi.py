@@ -2,7 +2,8 @@
 
 The declarations come from the one public header, preprocessed with
 A2PACK_CDEF defined (no system includes, no attributes), so the binding never
-repeats a declaration by hand and cannot drift from the C API.
+repeats a declaration by hand and cannot drift from the C API. The reading of
+the header is bindings/header_model.py, shared with the Julia generator.
 
 Usage: python gen_ffi.py [--header PATH] [--out PATH]
 """
@@ -10,22 +11,12 @@ Usage: python gen_ffi.py [--header PATH] [--out PATH]
 import argparse
 import os
 import pathlib
-import shutil
-import subprocess
 import sys
 import tempfile
 
 HERE = pathlib.Path(__file__).resolve().parent
-
-
-def cdef_text(header: pathlib.Path) -> str:
-    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
-    if not cc:
-        sys.exit("gen_ffi: no C compiler found to preprocess a2pack.h (set CC)")
-    proc = subprocess.run(
-        [cc, "-E", "-P", "-DA2PACK_CDEF", "-nostdinc", "-x", "c", str(header)],
-        check=True, capture_output=True, text=True)
-    return proc.stdout
+sys.path.insert(0, str(HERE.parent))
+from header_model import preprocess as cdef_text  # noqa: E402  (bindings/header_model.py)
 
 
 def main() -> None:
