@@ -153,7 +153,13 @@ class PackReader:
         check(lib.a2pack_pack_open(fspath(path), o, out))
         self._h = ffi.gc(out[0], lib.a2pack_pack_close)
         self.path = os.fspath(path)
+        self._open_kwargs = {"mmap": mmap, "verify": verify}
         self._stats: Dict[int, PackStats] = {}
+
+    # Pickled by path (for spawn-started DataLoader workers, Beam workers):
+    # the copy opens the file again with the same options.
+    def __reduce__(self):
+        return (_reopen_pack, (self.path, self._open_kwargs))
 
     @classmethod
     def open(cls, path: PathLike, **kw) -> "PackReader":
@@ -364,6 +370,10 @@ class PackReader:
 
     def __repr__(self) -> str:
         return f"PackReader({self.path!r}, entries={len(self) if self._h is not None else 'closed'})"
+
+
+def _reopen_pack(path, kwargs) -> PackReader:
+    return PackReader(path, **kwargs)
 
 
 @dataclasses.dataclass(frozen=True)

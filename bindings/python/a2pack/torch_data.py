@@ -135,3 +135,200 @@ def make_loader(dataset: Union[Dataset, str, os.PathLike], *, indices=None,
     loader = torch.utils.data.DataLoader(data, sampler=sampler, batch_size=None,
                                          num_workers=num_workers, **loader_kwargs)
     return loader, sampler
+
+
+# ------------------------------------------------------------------ multi-rank
+# DistributedSampler is a real torch.utils.data.Sampler subclass, so it is
+# made on first access (module __getattr__): importing this module still
+# does not import PyTorch. Pickles refer to it as
+# a2pack.torch_data.DistributedSampler, which resolves the same way.
+_LAZY_CLASSES: dict = {}
+
+
+def __getattr__(name):
+    if name == "DistributedSampler":
+        if name not in _LAZY_CLASSES:
+            _LAZY_CLASSES[name] = _make_distributed_sampler()
+        return _LAZY_CLASSES[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def rank_and_world(rank: Optional[int] = None, num_replicas: Optional[int] = None):
+    """``(rank, num_replicas)``: the arguments when given, else from
+    ``torch.distributed`` when it is initialised, else ``(0, 1)``."""
+    if rank is None or num_replicas is None:
+        torch = _torch()
+        dist = torch.distributed
+        on = dist.is_available() and dist.is_initialized()
+        if num_replicas is None:
+            num_replicas = dist.get_world_size() if on else 1
+        if rank is None:
+            rank = dist.get_rank() if on else 0
+    rank, num_replicas = int(rank), int(num_replicas)
+    if num_replicas < 1 or not 0 <= rank < num_replicas:
+        raise ValueError(f"invalid rank {rank} for {num_replicas} replicas "
+                         f"(need 0 <= rank < num_replicas)")
+    return rank, num_replicas
+
+
+def _make_distributed_sampler():
+    torch = _torch()
+
+    class DistributedSampler(torch.utils.data.Sampler):
+        """``torch.utils.data.DistributedSampler`` semantics over step
+        indices: each of ``num_replicas`` ranks draws a disjoint share of
+        one seeded permutation per epoch (the same permutation torch's
+        sampler draws for the same seed and epoch); together the ranks cover
+        every index. ``drop_last=False`` pads by repeating indices from the
+        start so every rank gets the same count; ``True`` drops the tail.
+
+        ``source``: a row count, an index array (``Dataset.split``,
+        ``filter_sql``) or anything with ``len()`` (a Dataset, StepBatches,
+        PackReader: all its indices). ``rank``/``num_replicas`` default from
+        ``torch.distributed`` when initialised. ``batch_size=None`` yields
+        ints (for per-item datasets); an int yields int64 arrays of that many
+        of this rank's indices (for :class:`StepBatches` with
+        ``batch_size=None`` in the DataLoader). Call :meth:`set_epoch` before
+        each epoch.
+        """
+
+        def __init__(self, source, num_replicas: Optional[int] = None,
+                     rank: Optional[int] = None, shuffle: bool = True, seed: int = 0,
+                     drop_last: bool = False, batch_size: Optional[int] = None):
+            if isinstance(source, (int, np.integer)):
+                self._indices, self._n = None, int(source)
+            elif isinstance(source, (np.ndarray, list, tuple)):
+                self._indices = _indices(source)
+                self._n = int(self._indices.size)
+            else:
+                self._indices, self._n = None, len(source)
+            self.rank, self.num_replicas = rank_and_world(rank, num_replicas)
+            self.shuffle = bool(shuffle)
+            self.seed = int(seed)
+            self.drop_last = bool(drop_last)
+            self.batch_size = None if batch_size is None else int(batch_size)
+            if self.batch_size is not None and self.batch_size < 1:
+                raise ValueError("batch_size must be at least 1")
+            self.epoch = 0
+            if self.drop_last and self._n % self.num_replicas:
+                self.num_samples = self._n // self.num_replicas
+            else:
+                self.num_samples = -(-self._n // self.num_replicas)
+            self.total_size = self.num_samples * self.num_replicas
+
+        def set_epoch(self, epoch: int) -> None:
+            self.epoch = int(epoch)
+
+        def rank_indices(self) -> np.ndarray:
+            """This rank's indices for the current epoch (int64)."""
+            if self.shuffle:
+                g = torch.Generator()
+                g.manual_seed(self.seed + self.epoch)
+                order = torch.randperm(self._n, generator=g).numpy()
+            else:
+                order = np.arange(self._n, dtype=np.int64)
+            if self.total_size > self._n and self._n:
+                reps = -(-self.total_size // self._n)
+                order = np.tile(order, reps)
+            order = order[: self.total_size][self.rank:self.total_size:self.num_replicas]
+            order = order.astype(np.int64, copy=False)
+            return order if self._indices is None else self._indices[order]
+
+        def __iter__(self):
+            own = self.rank_indices()
+            if self.batch_size is None:
+                return iter(own.tolist())
+            return (own[a:a + self.batch_size] for a in range(0, own.size, self.batch_size))
+
+        def __len__(self) -> int:
+            if self.batch_size is None:
+                return self.num_samples
+            return -(-self.num_samples // self.batch_size)
+
+    DistributedSampler.__module__ = __name__
+    DistributedSampler.__qualname__ = "DistributedSampler"
+    return DistributedSampler
+
+
+class RankShard:
+    """One rank's share of a dataset, opened without loading the others'
+    rows: the folder is memory-mapped (only pages this rank touches are ever
+    read) and the rank owns the whole runs whose first row falls in its
+    contiguous slice of the rows, so shards are disjoint, complete and
+    run-aligned. The manifest CRC covers all rows, so it is not checked here
+    (``verify_dataset`` checks a folder completely).
+
+    ``indices``: this rank's step indices; ``counts``: every rank's row
+    count; ``sampler(...)``: an :class:`EpochBatchSampler` over this rank's
+    rows with as many batches on every rank (``pad=True`` repeats rows of
+    this rank up to the largest shard; ``False`` truncates to the smallest).
+    Pickles by path.
+    """
+
+    def __init__(self, path: Union[str, os.PathLike], rank: Optional[int] = None,
+                 num_replicas: Optional[int] = None):
+        self.rank, self.num_replicas = rank_and_world(rank, num_replicas)
+        self.path = os.fspath(path)
+        self.dataset = Dataset(self.path, mmap=True, verify=False)
+        n = len(self.dataset)
+        w = self.num_replicas
+        # Rank of a run: which of the w equal row slices holds its first row.
+        where = "first_step_idx * ? / ? = ?"
+        self.indices = self.dataset.filter_sql(where, (w, max(n, 1), self.rank))
+        self.counts = [int(self.indices.size) if r == self.rank else
+                       int(self.dataset.filter_sql(where, (w, max(n, 1), r)).size)
+                       for r in range(w)] if w <= 64 else None
+
+    def __len__(self) -> int:
+        return int(self.indices.size)
+
+    def sampler(self, *, batch_size: int = 4096, seed: int = 0, pad: bool = True
+                ) -> EpochBatchSampler:
+        idx = self.indices
+        if self.counts is not None and idx.size:
+            target = max(self.counts) if pad else min(self.counts)
+            idx = np.resize(idx, target) if target != idx.size else idx
+        return EpochBatchSampler(idx, batch_size=batch_size, seed=seed + self.rank)
+
+    def __reduce__(self):
+        return (RankShard, (self.path, self.rank, self.num_replicas))
+
+
+class PackRuns:
+    """Map-style dataset of the runs of a packfile (``ds[i]`` → RunV2), or of
+    one rank's contiguous share of its entries with ``rank`` /
+    ``num_replicas`` (``rank_shard=True``). The pack is memory-mapped and
+    entries are read only when asked for, so a rank never reads the others'.
+    Pickles by path (spawn-started DataLoader workers reopen the pack)."""
+
+    def __init__(self, path, *, rank_shard: bool = False, rank: Optional[int] = None,
+                 num_replicas: Optional[int] = None):
+        from .pack import PackReader
+        self.path = os.fspath(path)
+        self.reader = PackReader(self.path)
+        n = len(self.reader)
+        if rank_shard:
+            # Resolved now: a DataLoader worker has no process group to ask.
+            rank, num_replicas = rank_and_world(rank, num_replicas)
+            self.start = rank * n // num_replicas
+            self.stop = (rank + 1) * n // num_replicas
+        else:
+            self.start, self.stop = 0, n
+        self._args = (rank_shard, rank, num_replicas)
+
+    def __len__(self) -> int:
+        return self.stop - self.start
+
+    def __getitem__(self, i: int):
+        i = int(i)
+        if not 0 <= i < len(self):
+            raise IndexError(f"run {i} out of range for {len(self)} runs")
+        return self.reader.decode(self.start + i)
+
+    def __reduce__(self):
+        rank_shard, rank, num_replicas = self._args
+        return (_reopen_pack_runs, (self.path, rank_shard, rank, num_replicas))
+
+
+def _reopen_pack_runs(path, rank_shard, rank, num_replicas):
+    return PackRuns(path, rank_shard=rank_shard, rank=rank, num_replicas=num_replicas)

@@ -1,0 +1,256 @@
+"""Runs on Apache Beam: ReadFromPack, WriteToPack and ReadRunFiles.
+
+``ReadFromPack`` is a bounded source over the entries of one or more
+packfiles (a glob), indexed globally in sorted file order, split by entry
+ranges like ReadFromBag. Entries are decoded in batches, in parallel, by the
+library. A bad entry (CRC mismatch, undecodable run) is counted in
+``bad_runs_skipped``, logged with its file and index, and skipped, unless
+``skip_bad=False``.
+"""
+
+from __future__ import annotations
+
+import glob
+import logging
+import os
+from typing import Iterator, List, Optional
+
+import apache_beam as beam
+from apache_beam import transforms
+from apache_beam.io import filebasedsink, iobase, range_trackers
+from apache_beam.transforms import display
+
+from ..errors import Error
+from ..pack import PackReader, PackWriter
+from ..run import RunV2
+from ._common import counter, parse_output_spec, records_per_bundle
+
+_LOG = logging.getLogger("a2pack.beam")
+_READ_CHUNK = 64  # entries decoded per library call
+
+
+def _match(path_or_glob: str) -> List[str]:
+    if glob.has_magic(path_or_glob):
+        files = sorted(glob.glob(path_or_glob))
+        if not files:
+            raise FileNotFoundError(f"{path_or_glob}: no packfile matches")
+        return files
+    return [path_or_glob]
+
+
+class ReadFromPack(transforms.PTransform):
+    """The runs of the packfile(s) ``path_or_glob``: :class:`~a2pack.RunV2`
+    objects (``decoded=True``) or each entry's run-file bytes. With
+    ``with_index=True`` each element is ``(global_entry_index, run)``, the
+    order key :class:`BuildDataset` takes. ``records_per_split`` caps the
+    entries of an initial bundle (decoding is CPU work, so a small pack may
+    deserve more bundles than its bytes suggest)."""
+
+    def __init__(self, path_or_glob, decoded: bool = True, *, with_index: bool = False,
+                 verify: bool = True, skip_bad: bool = True,
+                 records_per_split: Optional[int] = None, decode_workers: int = 1):
+        self._source = _PackSource(os.fspath(path_or_glob), decoded, with_index, verify,
+                                   skip_bad, records_per_split, decode_workers)
+
+    def expand(self, pbegin):
+        return pbegin | iobase.Read(self._source)
+
+    def display_data(self):
+        return self._source.display_data()
+
+
+class _PackSource(iobase.BoundedSource):
+    def __init__(self, pattern, decoded, with_index, verify, skip_bad, records_per_split,
+                 decode_workers):
+        self._pattern = pattern
+        self._decoded = decoded
+        self._with_index = with_index
+        self._verify = verify
+        self._skip_bad = skip_bad
+        self._records_per_split = records_per_split
+        self._decode_workers = decode_workers
+        self._files = _match(pattern)
+        readers = [PackReader(f) for f in self._files]  # opening checks every index
+        self._counts = [len(r) for r in readers]
+        self._bytes = sum(os.path.getsize(f) for f in self._files)
+        self._readers = readers
+
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        state["_readers"] = None
+        return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+
+    @property
+    def readers(self) -> List[PackReader]:
+        if self._readers is None:
+            self._readers = [PackReader(f) for f in self._files]
+        return self._readers
+
+    def _total(self) -> int:
+        return sum(self._counts)
+
+    def estimate_size(self) -> int:
+        return self._bytes
+
+    def split(self, desired_bundle_size, start_position=None, stop_position=None):
+        start = 0 if start_position is None else start_position
+        stop = self._total() if stop_position is None else stop_position
+        per = self._bytes / max(self._total(), 1)
+        step = records_per_bundle(desired_bundle_size, per, self._records_per_split)
+        for a in range(start, stop, step):
+            b = min(a + step, stop)
+            yield iobase.SourceBundle(weight=b - a, source=self, start_position=a,
+                                      stop_position=b)
+
+    def get_range_tracker(self, start_position, stop_position):
+        start = 0 if start_position is None else start_position
+        stop = self._total() if stop_position is None else stop_position
+        return range_trackers.OffsetRangeTracker(start, stop)
+
+    def _locate(self, g: int):
+        for f, n in enumerate(self._counts):
+            if g < n:
+                return f, g
+            g -= n
+        raise IndexError(g)
+
+    def _fetch(self, reader: PackReader, entries: List[int], f: int):
+        """(entry, run-or-bytes, error) for each entry, in order."""
+        verify = None if self._verify else False
+        try:
+            if self._decoded:
+                runs = reader.decode_batch(entries, self._decode_workers, verify)
+            else:
+                runs = [reader.read(i, verify) for i in entries]
+            return [(i, r, None) for i, r in zip(entries, runs)]
+        except Error:
+            pass
+        # One entry of the batch is bad: find which, one by one.
+        out = []
+        for i in entries:
+            try:
+                out.append((i, reader.decode(i, verify) if self._decoded else reader.read(i, verify),
+                            None))
+            except Error as e:
+                out.append((i, None, e))
+        return out
+
+    def read(self, range_tracker) -> Iterator:
+        n_read, n_bytes, n_bad = (counter("records_read"), counter("bytes_read"),
+                                  counter("bad_runs_skipped"))
+        pos = range_tracker.start_position()
+        while True:
+            stop = range_tracker.stop_position()
+            if pos >= stop:
+                return
+            f, local = self._locate(pos)
+            k = min(_READ_CHUNK, stop - pos, self._counts[f] - local)
+            reader = self.readers[f]
+            for i, run, err in self._fetch(reader, list(range(local, local + k)), f):
+                if not range_tracker.try_claim(pos):
+                    return
+                g, pos = pos, pos + 1
+                if err is not None:
+                    if not self._skip_bad:
+                        raise err
+                    n_bad.inc()
+                    _LOG.warning("skipping %s entry %d: %s", self._files[f], i, err)
+                    continue
+                n_read.inc()
+                n_bytes.inc(reader.entry(i).raw_length)
+                yield (g, run) if self._with_index else run
+
+    def display_data(self):
+        return {
+            "path_or_glob": display.DisplayDataItem(self._pattern, label="Packfiles"),
+            "files": display.DisplayDataItem(len(self._files), label="Files matched"),
+            "entries": display.DisplayDataItem(self._total(), label="Entries"),
+            "decoded": display.DisplayDataItem(self._decoded, label="Decoded runs"),
+            "skip_bad": display.DisplayDataItem(self._skip_bad, label="Skip bad entries"),
+        }
+
+
+class WriteToPack(transforms.PTransform):
+    """Write runs (:class:`~a2pack.RunV2` or run-file bytes) to a packfile.
+
+    ``path`` is a plain file name (one pack) or a shard spec as for
+    :class:`WriteToBag` with the extension ``.a2pack`` (``runs@4.a2pack``,
+    ``runs@*.a2pack``). Keyword arguments go to :class:`~a2pack.PackWriter`
+    (``compress="zstd"``, ``align``, ...). Each pack appears only complete.
+    The order of entries is the order the runner delivers (none in general).
+    """
+
+    def __init__(self, path, **writer_options):
+        path = os.fspath(path)
+        if "@" not in os.path.basename(path):
+            path = path + "@0"
+        prefix, suffix, num_shards, template = parse_output_spec(path, ("a2pack",), "packfiles")
+        self._sink = _PackSink(prefix, suffix, num_shards, template, writer_options)
+
+    def expand(self, pcoll):
+        return pcoll | beam.io.iobase.Write(self._sink)
+
+    def display_data(self):
+        return self._sink.display_data()
+
+
+class _PackSink(filebasedsink.FileBasedSink):
+    def __init__(self, prefix, suffix, num_shards, template, writer_options):
+        super().__init__(prefix, file_name_suffix=suffix, num_shards=num_shards,
+                         shard_name_template=template, coder=None,
+                         mime_type="application/octet-stream")
+        self._options = dict(writer_options)
+
+    def open(self, temp_path):
+        return PackWriter(temp_path, **self._options)
+
+    def write_record(self, writer: PackWriter, value) -> None:
+        data = value.to_bytes("v2") if isinstance(value, RunV2) else bytes(value)
+        writer.add(data)
+        counter("records_written").inc()
+        counter("bytes_written").inc(len(data))
+
+    def close(self, writer: PackWriter) -> None:
+        writer.finish()
+
+    def display_data(self):
+        d = super().display_data()
+        d["writer_options"] = display.DisplayDataItem(repr(self._options), label="PackWriter")
+        return d
+
+
+class ReadRunFiles(transforms.PTransform):
+    """Every ``*.a2run2`` under ``folder`` (recursively) as ``(key, bytes)``,
+    where the key is the path relative to the folder as bytes: sorted keys are
+    the order ``a2pack dataset build`` gives the runs of that folder."""
+
+    def __init__(self, folder):
+        self._folder = os.fspath(folder)
+
+    def expand(self, pbegin):
+        root = self._folder
+        rel = []
+        for d, _dirs, files in os.walk(root):
+            for name in files:
+                if name.endswith(".a2run2"):
+                    rel.append(os.path.relpath(os.path.join(d, name), root))
+        if not rel:
+            raise FileNotFoundError(f"{root}: no .a2run2 files under it")
+        rel.sort(key=os.fsencode)
+        return (pbegin
+                | "ListRunFiles" >> beam.Create(rel)
+                | "ReadRunFile" >> beam.Map(_read_run_file, root))
+
+    def display_data(self):
+        return {"folder": display.DisplayDataItem(self._folder, label="Run folder")}
+
+
+def _read_run_file(rel: str, root: str):
+    with open(os.path.join(root, rel), "rb") as f:
+        data = f.read()
+    counter("records_read").inc()
+    counter("bytes_read").inc(len(data))
+    return os.fsencode(rel), data
