@@ -38,6 +38,9 @@ const A2PACK_E_INTERNAL = a2pack_status_code(-12)
 # int (*a2pack_progress_fn)(void *user, uint64_t done, uint64_t total)
 const a2pack_progress_fn = Ptr{Cvoid}
 
+# void (*a2pack_removed_fn)(void *user, const char *path)
+const a2pack_removed_fn = Ptr{Cvoid}
+
 # enum a2pack_move
 const a2pack_move = Cuint
 const A2PACK_MOVE_UP = a2pack_move(0)
@@ -127,6 +130,7 @@ end
 # enum a2pack_pack_read_flags
 const a2pack_pack_read_flags = Cuint
 const A2PACK_PACK_NO_VERIFY = a2pack_pack_read_flags(1)
+const A2PACK_PACK_DURABLE = a2pack_pack_read_flags(2)
 
 # enum a2pack_pack_entry_flags
 const a2pack_pack_entry_flags = Cuint
@@ -432,6 +436,8 @@ struct a2pack_bag_reader_options
     cache_policy::a2pack_bag_cache_policy  # a2pack_bag_cache_policy cache_policy
     sharding::a2pack_bag_sharding  # a2pack_bag_sharding sharding
     max_parallelism::UInt32  # uint32_t max_parallelism
+    max_record_bytes::UInt64  # uint64_t max_record_bytes
+    strict::UInt32  # uint32_t strict
 end
 
 # a2pack_bag_batch (opaque: used through Ptr{a2pack_bag_batch} only)
@@ -476,6 +482,8 @@ struct a2pack_bag_api
     reader_prepare::Ptr{Cvoid}  # a2pack_status (*reader_prepare)(const a2pack_bag_reader *arg1, const uint64_t *arg2, size_t arg3, uint32_t arg4, a2pack_bag_pending **arg5, const uint64_t **arg6)
     pending_fill::Ptr{Cvoid}  # a2pack_status (*pending_fill)(a2pack_bag_pending *arg1, uint8_t *const *arg2)
     pending_close::Ptr{Cvoid}  # void (*pending_close)(a2pack_bag_pending *arg1)
+    reader_notes::Ptr{Cvoid}  # const char *(*reader_notes)(const a2pack_bag_reader *arg1)
+    reader_sizes::Ptr{Cvoid}  # a2pack_status (*reader_sizes)(const a2pack_bag_reader *arg1, const uint64_t *arg2, size_t arg3, uint32_t arg4, uint64_t *arg5)
 end
 
 # a2pack_logger (opaque: used through Ptr{a2pack_logger} only)
@@ -689,6 +697,7 @@ struct a2pack_api_table
     logger::Ptr{a2pack_logger_api}  # const struct a2pack_logger_api *logger
     zstd_version::Ptr{Cvoid}  # const char *(*zstd_version)(void)
     arrow::Ptr{a2pack_arrow_api}  # const struct a2pack_arrow_api *arrow
+    clean_temps::Ptr{Cvoid}  # a2pack_status (*clean_temps)(const char *arg1, a2pack_removed_fn arg2, void *arg3, uint64_t *arg4)
 end
 
 # ---------------------------------------------------------------- functions
@@ -701,6 +710,7 @@ const _fp_a2pack_version = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_abi_version = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_zstd_version = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_free = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_a2pack_clean_temps = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_board_score = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_board_highest_tile = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_board_apply_move = Ref{Ptr{Cvoid}}(C_NULL)
@@ -800,6 +810,8 @@ const _fp_a2pack_bag_batch_close = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_bag_reader_prepare = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_bag_pending_fill = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_bag_pending_close = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_a2pack_bag_reader_notes = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_a2pack_bag_reader_sizes = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_bag_index_build = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_bag_index_find = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_bag_index_unique = Ref{Ptr{Cvoid}}(C_NULL)
@@ -839,6 +851,7 @@ const SYMBOLS = (
     (:a2pack_abi_version, _fp_a2pack_abi_version),
     (:a2pack_zstd_version, _fp_a2pack_zstd_version),
     (:a2pack_free, _fp_a2pack_free),
+    (:a2pack_clean_temps, _fp_a2pack_clean_temps),
     (:a2pack_board_score, _fp_a2pack_board_score),
     (:a2pack_board_highest_tile, _fp_a2pack_board_highest_tile),
     (:a2pack_board_apply_move, _fp_a2pack_board_apply_move),
@@ -938,6 +951,8 @@ const SYMBOLS = (
     (:a2pack_bag_reader_prepare, _fp_a2pack_bag_reader_prepare),
     (:a2pack_bag_pending_fill, _fp_a2pack_bag_pending_fill),
     (:a2pack_bag_pending_close, _fp_a2pack_bag_pending_close),
+    (:a2pack_bag_reader_notes, _fp_a2pack_bag_reader_notes),
+    (:a2pack_bag_reader_sizes, _fp_a2pack_bag_reader_sizes),
     (:a2pack_bag_index_build, _fp_a2pack_bag_index_build),
     (:a2pack_bag_index_find, _fp_a2pack_bag_index_find),
     (:a2pack_bag_index_unique, _fp_a2pack_bag_index_unique),
@@ -1032,6 +1047,11 @@ end
 # void a2pack_free(void *ptr)
 function a2pack_free(ptr)
     @ccall $(_fp_a2pack_free[])(ptr::Ptr{Cvoid})::Cvoid
+end
+
+# a2pack_status a2pack_clean_temps(const char *path, a2pack_removed_fn fn, void *user, uint64_t *removed)
+function a2pack_clean_temps(path, fn, user, removed)
+    @ccall $(_fp_a2pack_clean_temps[])(path::Ptr{Cchar}, fn::a2pack_removed_fn, user::Ptr{Cvoid}, removed::Ptr{UInt64})::a2pack_status
 end
 
 # uint64_t a2pack_board_score(uint64_t board)
@@ -1527,6 +1547,16 @@ end
 # void a2pack_bag_pending_close(a2pack_bag_pending *p)
 function a2pack_bag_pending_close(p)
     @ccall $(_fp_a2pack_bag_pending_close[])(p::Ptr{a2pack_bag_pending})::Cvoid
+end
+
+# const char *a2pack_bag_reader_notes(const a2pack_bag_reader *r)
+function a2pack_bag_reader_notes(r)
+    @ccall $(_fp_a2pack_bag_reader_notes[])(r::Ptr{a2pack_bag_reader})::Ptr{Cchar}
+end
+
+# a2pack_status a2pack_bag_reader_sizes(const a2pack_bag_reader *r, const uint64_t *indices, size_t n, uint32_t workers, uint64_t *sizes)
+function a2pack_bag_reader_sizes(r, indices, n, workers, sizes)
+    @ccall $(_fp_a2pack_bag_reader_sizes[])(r::Ptr{a2pack_bag_reader}, indices::Ptr{UInt64}, n::Csize_t, workers::UInt32, sizes::Ptr{UInt64})::a2pack_status
 end
 
 # a2pack_status a2pack_bag_index_build(const a2pack_bag_reader *r, const uint64_t *indices, uint64_t n, uint32_t workers, a2pack_bag_index **out)
