@@ -12,8 +12,12 @@
            generator's model) by Julia's rules for isbits structs, which are
            the C rules; any difference fails.
   ccalls   the hand-written layer (every src/*.jl but LibA2Pack.jl) has no
-           ccall, @ccall, cglobal or dlsym of its own, and every
-           LibA2Pack.<name> it uses exists there.
+           ccall, @ccall, cglobal or dlsym of its own, every LibA2Pack.<name>
+           it uses exists there, and each call of a wrapper (or positional
+           struct constructor) passes as many arguments as it takes.
+  syntax   every .jl file of the package parses with the tree-sitter Julia
+           grammar (when the tree-sitter-julia package is installed; `make
+           test-julia` installs it): no Julia, but no unbalanced block either.
 
 Usage: python check_julia.py --lib build/liba2pack.so [--header include/a2pack.h]
 """
@@ -355,6 +359,43 @@ def check_symbols(lib: pathlib.Path, model: hm.Header, jf: JuliaFile) -> int:
     return len(exported)
 
 
+_JL_LITERAL = re.compile(r'"""(?:.|\n)*?"""|"(?:\\.|[^"\\])*"|\'(?:\\.|[^\'\\])\'')
+
+
+def _call_args(code: str, start: int):
+    """Top-level arguments of the call whose "(" is at code[start], or None.
+    String and character literals are skipped; keyword arguments after ";"
+    are not counted."""
+    depth, i, args, cur = 0, start, [], ""
+    while i < len(code):
+        lit = _JL_LITERAL.match(code, i)
+        if lit:
+            cur += lit.group(0)
+            i = lit.end()
+            continue
+        ch = code[i]
+        if ch in "([{":
+            depth += 1
+            if depth == 1:
+                i += 1
+                continue
+        elif ch in ")]}":
+            depth -= 1
+            if depth == 0:
+                args.append(cur)
+                return [a for a in args if a.strip()]
+        elif ch in ",;" and depth == 1:
+            args.append(cur)
+            cur = ""
+            if ch == ";":
+                return [a for a in args if a.strip()]
+            i += 1
+            continue
+        cur += ch
+        i += 1
+    return None
+
+
 def check_ccalls(jf: JuliaFile) -> int:
     files = [p for p in sorted((PKG / "src").rglob("*.jl")) if p.name != LIBJL.name]
     names = set(jf.wrappers) | set(jf.consts) | set(jf.structs) | jf.opaque | {
@@ -372,11 +413,53 @@ def check_ccalls(jf: JuliaFile) -> int:
             used += 1
             if m.group(1) not in names:
                 fail(f"{p.relative_to(PKG)}: LibA2Pack.{m.group(1)} does not exist")
-        for m in re.finditer(r"\bL\.(\w+)", code):
+        for m in re.finditer(r"\bL\.(\w+)(\()?", code):
             used += 1
-            if m.group(1) not in names:
-                fail(f"{p.relative_to(PKG)}: L.{m.group(1)} does not exist in LibA2Pack")
+            name = m.group(1)
+            if name not in names:
+                fail(f"{p.relative_to(PKG)}: L.{name} does not exist in LibA2Pack")
+                continue
+            if not m.group(2):
+                continue
+            # A call: a wrapper takes the C function's arguments, a struct's
+            # constructor one value per field.
+            args = _call_args(code, m.end() - 1)
+            want = len(jf.wrappers[name][1]) if name in jf.wrappers else \
+                len(jf.structs[name]) if name in jf.structs else None
+            if want is not None and args is not None and len(args) != want:
+                line = code.count("\n", 0, m.start()) + 1
+                fail(f"{p.relative_to(PKG)}:{line}: L.{name} called with {len(args)} "
+                     f"arguments, it takes {want}")
     return used
+
+
+def check_syntax() -> int:
+    """Parse every .jl file of the package with tree-sitter's Julia grammar."""
+    try:
+        import tree_sitter
+        import tree_sitter_julia
+    except ImportError:
+        print("julia checks: tree-sitter-julia not installed, syntax not checked")
+        return -1
+    parser = tree_sitter.Parser(tree_sitter.Language(tree_sitter_julia.language()))
+    files = sorted(PKG.rglob("*.jl"))
+    for path in files:
+        src = path.read_bytes()
+        stack, bad = [parser.parse(src).root_node], []
+        while stack:
+            n = stack.pop()
+            if n.type == "ERROR" or n.is_missing:
+                bad.append(n)
+            stack.extend(n.children)
+        if bad:
+            # The smallest broken node points closest to the mistake.
+            n = min(bad, key=lambda b: (b.end_byte - b.start_byte, b.start_byte))
+            row, col = n.start_point
+            lines = src.splitlines()
+            line = lines[row].decode(errors="replace") if row < len(lines) else ""
+            fail(f"{path.relative_to(PKG)}:{row + 1}:{col + 1}: Julia syntax error "
+                 f"({'missing ' + n.type if n.is_missing else 'unexpected text'}): {line.strip()[:100]}")
+    return len(files)
 
 
 def main() -> None:
@@ -402,6 +485,7 @@ def main() -> None:
         n_structs = check_layout(header, model, jf, pathlib.Path(tmp))
     n_syms = check_symbols(lib, model, jf)
     n_used = check_ccalls(jf)
+    n_parsed = check_syntax()
     if failures:
         for f in failures:
             print(f"FAIL {f}")
@@ -409,7 +493,8 @@ def main() -> None:
     print(f"julia checks: LibA2Pack.jl matches a2pack.h; {n_syms} exported symbols, "
           f"{len(jf.wrappers)} wrappers with the header's argument counts; "
           f"{n_structs} structs laid out as C does; high-level layer: "
-          f"{n_used} uses of LibA2Pack, no ccall of its own")
+          f"{n_used} uses of LibA2Pack, no ccall of its own"
+          + (f"; {n_parsed} .jl files parse" if n_parsed >= 0 else ""))
 
 
 if __name__ == "__main__":

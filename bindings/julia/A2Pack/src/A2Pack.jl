@@ -129,10 +129,17 @@ function _with(x::T, kv::Pair{Symbol}...) where {T}
 end
 
 # A zeroed output struct whose leading `size` field says how much to fill.
-function _out(::Type{T}) where {T}
+_out(::Type{T}) where {T} = Ref(_make(T))
+
+# A struct of the header with the given fields, every other field zero and a
+# leading `size` set: built by name, so fields appended to the C struct later
+# (zero = their documented default) do not break this code.
+function _make(::Type{T}; kw...) where {T}
     z = Ref{T}()
     _zero!(z)
-    Ref(_with(z[], :size => sizeof(T)))
+    kv = Pair{Symbol,Any}[k => v for (k, v) in kw]
+    hasfield(T, :size) && !haskey(kw, :size) && push!(kv, :size => sizeof(T))
+    isempty(kv) ? z[] : _with(z[], kv...)
 end
 # Zero the bytes behind a Ref of an isbits struct (padding included).
 function _zero!(r::Ref{T}) where {T}
@@ -306,9 +313,11 @@ function Run(m::RunMeta, bds::AbstractVector{<:Integer}, mvs::AbstractVector{<:I
     bp = branch_present === nothing ? C_NULL : Vector{UInt8}(branch_present)
     engine = m.engine === nothing ? UInt8[] : Vector{UInt8}(codeunits(m.engine))
     GC.@preserve b mv v lm bp engine begin
-        cm = Ref(L.a2pack_run_meta(sizeof(L.a2pack_run_meta), m.steps, m.start_unix_s, m.elapsed_s,
-                                   m.max_score, m.highest_tile, m.engine === nothing ? 0 : 1,
-                                   m.engine === nothing ? C_NULL : pointer(engine), length(engine)))
+        cm = Ref(_make(L.a2pack_run_meta; steps=m.steps, start_unix_s=m.start_unix_s,
+                       elapsed_s=m.elapsed_s, max_score=m.max_score, highest_tile=m.highest_tile,
+                       has_engine=m.engine === nothing ? 0 : 1,
+                       engine=m.engine === nothing ? C_NULL : pointer(engine),
+                       engine_len=length(engine)))
         _new_run(out -> L.a2pack_run_create(cm, n, b, mv,
                                             v === C_NULL ? Ptr{Float32}(C_NULL) : v,
                                             lm === C_NULL ? Ptr{UInt8}(C_NULL) : lm,
@@ -929,11 +938,13 @@ function gather_columns!(ds::Dataset, idx::AbstractVector{<:Integer}; workers::I
         throw(ArgumentError("$name must be an Array{$T} of $len elements"))
     ids = _idx0(ds, idx)
     GC.@preserve boards moves exponents legal legal_mask ev_values run_ids step_indices begin
-        cols = Ref(L.a2pack_dataset_columns(sizeof(L.a2pack_dataset_columns),
-            want(exponents, UInt8, 16n, "exponents"), want(boards, UInt64, n, "boards"),
-            want(moves, UInt8, n, "moves"), want(legal, UInt8, 4n, "legal"),
-            want(legal_mask, UInt8, n, "legal_mask"), want(ev_values, Float32, 4n, "ev_values"),
-            want(run_ids, UInt32, n, "run_ids"), want(step_indices, UInt16, n, "step_indices")))
+        cols = Ref(_make(L.a2pack_dataset_columns;
+            exponents=want(exponents, UInt8, 16n, "exponents"), boards=want(boards, UInt64, n, "boards"),
+            moves=want(moves, UInt8, n, "moves"), legal=want(legal, UInt8, 4n, "legal"),
+            legal_mask=want(legal_mask, UInt8, n, "legal_mask"),
+            ev_values=want(ev_values, Float32, 4n, "ev_values"),
+            run_ids=want(run_ids, UInt32, n, "run_ids"),
+            step_indices=want(step_indices, UInt16, n, "step_indices")))
         check(L.a2pack_dataset_gather_columns(ds, ids, n, cols, workers))
     end
     nothing
@@ -943,10 +954,11 @@ end
 function _params(args)
     texts = [a isa AbstractString ? Vector{UInt8}(codeunits(a)) : UInt8[] for a in args]
     ps = map(enumerate(args)) do (k, a)
-        a === nothing ? L.a2pack_sql_param(L.A2PACK_SQL_NULL, 0, 0.0, C_NULL, 0) :
-        a isa Integer ? L.a2pack_sql_param(L.A2PACK_SQL_INTEGER, a, 0.0, C_NULL, 0) :
-        a isa Real ? L.a2pack_sql_param(L.A2PACK_SQL_REAL, 0, a, C_NULL, 0) :
-        a isa AbstractString ? L.a2pack_sql_param(L.A2PACK_SQL_TEXT, 0, 0.0, pointer(texts[k]), length(texts[k])) :
+        a === nothing ? _make(L.a2pack_sql_param; type=L.A2PACK_SQL_NULL) :
+        a isa Integer ? _make(L.a2pack_sql_param; type=L.A2PACK_SQL_INTEGER, integer=a) :
+        a isa Real ? _make(L.a2pack_sql_param; type=L.A2PACK_SQL_REAL, real=a) :
+        a isa AbstractString ? _make(L.a2pack_sql_param; type=L.A2PACK_SQL_TEXT,
+                                     text=pointer(texts[k]), text_len=length(texts[k])) :
         throw(ArgumentError("SQL parameter $k: $(typeof(a)) is not an integer, real, string or nothing"))
     end
     L.a2pack_sql_param[ps...], texts

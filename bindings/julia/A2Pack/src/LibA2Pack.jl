@@ -534,6 +534,10 @@ struct a2pack_logger_decode_options
     size::Csize_t  # size_t size
     workers::UInt32  # uint32_t workers
     strict::UInt32  # uint32_t strict
+    max_frame_records::UInt64  # uint64_t max_frame_records
+    max_frame_bytes::UInt64  # uint64_t max_frame_bytes
+    max_records::UInt64  # uint64_t max_records
+    max_bytes::UInt64  # uint64_t max_bytes
 end
 
 # a2pack_logger_columns
@@ -560,6 +564,7 @@ struct a2pack_logger_summary
     values::UInt64  # uint64_t values
     streams::UInt64  # uint64_t streams
     problems::UInt64  # uint64_t problems
+    notes::UInt64  # uint64_t notes
 end
 
 # a2pack_logger_stream_info
@@ -579,6 +584,7 @@ struct a2pack_logger_problem
     offset::UInt64  # uint64_t offset
     path::Ptr{Cchar}  # const char *path
     message::Ptr{Cchar}  # const char *message
+    note::UInt32  # uint32_t note
 end
 
 # a2pack_logger_api
