@@ -1,0 +1,11 @@
+# Object storage (src/storage: s3:// and gs:// paths) is built on libcurl and
+# OpenSSL from Debian; CMake needs their headers at configure time, so the
+# packages come in with `setup`. Its tests (tests/python/test_storage_*.py)
+# start moto's S3 server and a GCS emulator on 127.0.0.1 themselves; both are
+# in the package's [test] extra, so `make test` needs nothing more.
+STORAGE_APT_PACKAGES := libcurl4-openssl-dev libssl-dev
+
+$(STAMPS)/apt-storage: mk/storage.mk
+	$(call apt_install_missing,$(STORAGE_APT_PACKAGES))
+
+setup: $(STAMPS)/apt-storage
