@@ -163,6 +163,9 @@ function _ptr(h::Handle)
     h.ptr == C_NULL && throw(closed_error(nameof(typeof(h))))
     h.ptr
 end
+# A handle passes to a wrapper's Ptr argument as its pointer; ccall keeps the
+# handle (and so its finalizer) from running during the call.
+Base.cconvert(::Type{Ptr{T}}, h::Handle) where {T} = h
 Base.unsafe_convert(::Type{Ptr{T}}, h::Handle) where {T} = Ptr{T}(_ptr(h))
 
 # Release once; also the finalizer, which must not throw.
@@ -219,7 +222,6 @@ Base.unsafe_convert(::Type{Ptr{T}}, a::LibArray{T}) where {T} = Base.unsafe_conv
 Base.elsize(::Type{<:LibArray{T}}) where {T} = sizeof(T)
 Base.strides(a::LibArray) = strides(a.data)
 Base.copy(a::LibArray) = (isopen(a.owner) || throw(closed_error(nameof(typeof(a.owner)))); copy(a.data))
-Base.isopen(::Nothing) = true
 
 # 1-based indexing helpers shared by the collections below.
 @inline function _index0(n::Integer, i::Integer)
@@ -964,18 +966,18 @@ function _params(args)
     L.a2pack_sql_param[ps...], texts
 end
 
-"Rows (1-based step numbers, ascending) of runs matching the SQL `where` over the runs table."
-function select_steps(ds::Dataset, where::AbstractString, params...)
+"Rows (1-based step numbers, ascending) of the runs matching the SQL condition `cond` on the runs table (metadata.db; `?` bound to `params`, "" = all)."
+function select_steps(ds::Dataset, cond::AbstractString, params...)
     ps, texts = _params(params)
     out = Ref{Ptr{Int64}}(C_NULL); n = Ref{Csize_t}(0)
-    GC.@preserve texts check(L.a2pack_dataset_select(ds, _cstr(where), ps, length(ps), out, n))
+    GC.@preserve texts check(L.a2pack_dataset_select(ds, _cstr(cond), ps, length(ps), out, n))
     _take_owned(out[], n[]) .+ 1
 end
-"Run ids (as stored, 0-based) of the committed runs matching `where`."
-function select_runs(ds::Dataset, where::AbstractString, params...)
+"Run ids (as stored, 0-based) of the committed runs matching `cond`."
+function select_runs(ds::Dataset, cond::AbstractString, params...)
     ps, texts = _params(params)
     out = Ref{Ptr{Int64}}(C_NULL); n = Ref{Csize_t}(0)
-    GC.@preserve texts check(L.a2pack_dataset_select_runs(ds, _cstr(where), ps, length(ps), out, n))
+    GC.@preserve texts check(L.a2pack_dataset_select_runs(ds, _cstr(cond), ps, length(ps), out, n))
     _take_owned(out[], n[])
 end
 "Dataset statistics as the library's JSON text."
@@ -1037,7 +1039,6 @@ function Logger(dir::AbstractString; when_full::Symbol=:block, kw...)
     Logger(out[])
 end
 # close reports a failed final flush; the finalizer cannot throw, it only releases.
-_release(::Logger, p) = L.a2pack_logger_close(p)
 function Base.close(lg::Logger)
     p = lg.ptr
     p == C_NULL && return nothing
@@ -1113,7 +1114,8 @@ function problems(d::LogData)
         out = _out(L.a2pack_logger_problem)
         check(L.a2pack_logger_data_problem(d, i, out))
         p = out[]
-        (status=Int(p.status), offset=Int(p.offset), path=unsafe_string(p.path), message=unsafe_string(p.message))
+        str(q) = q == C_NULL ? "" : unsafe_string(q)
+        (status=Int(p.status), offset=Int(p.offset), path=str(p.path), message=str(p.message))
     end
 end
 Base.length(d::LogData) = Int(log_summary(d).records)
