@@ -324,8 +324,12 @@ def check_layout(header, model, jf: JuliaFile, tmp) -> int:
 
 
 def check_symbols(lib: pathlib.Path, model: hm.Header, jf: JuliaFile) -> int:
-    nm = subprocess.run(["nm", "-D", "--defined-only", "--format=posix", str(lib)],
-                        check=True, capture_output=True, text=True).stdout
+    proc = subprocess.run(["nm", "-D", "--defined-only", "--format=posix", str(lib)],
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        fail(f"nm cannot read {lib}: {proc.stderr.strip()}")
+        return 0
+    nm = proc.stdout
     exported = set()
     for line in nm.splitlines():
         name = line.split()[0]

@@ -966,7 +966,7 @@ function _params(args)
     L.a2pack_sql_param[ps...], texts
 end
 
-"Rows (1-based step numbers, ascending) of the runs matching the SQL condition `cond` on the runs table (metadata.db; `?` bound to `params`, "" = all)."
+"Rows (1-based step numbers, ascending) of the runs matching the SQL condition `cond` on the runs table (metadata.db; `?` bound to `params`; an empty condition selects every run)."
 function select_steps(ds::Dataset, cond::AbstractString, params...)
     ps, texts = _params(params)
     out = Ref{Ptr{Int64}}(C_NULL); n = Ref{Csize_t}(0)
