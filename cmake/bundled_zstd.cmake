@@ -17,63 +17,21 @@
 #
 # Sets A2PACK_ZSTD to the target to link, and A2PACK_ZSTD_BUNDLED.
 
-set(A2PACK_ZSTD_CRATE "zstd-sys-2.1.3+zstd.1.5.7")
+include(${CMAKE_CURRENT_LIST_DIR}/crate_sources.cmake)
+set(A2PACK_ZSTD_CRATE_VERSION "2.1.3+zstd.1.5.7")
 set(A2PACK_ZSTD_CRATE_SHA256 "f729a06d0257428fd9d997ac8db7e1407bd0262ab016b085b36bc52957c0052d")
-set(A2PACK_DEPS_CACHE "${CMAKE_CURRENT_SOURCE_DIR}/.deps" CACHE PATH
-  "Where downloaded third-party sources are kept between builds")
-
-function(a2pack_fetch_zstd out_dir)
-  set(archive "${A2PACK_DEPS_CACHE}/${A2PACK_ZSTD_CRATE}.crate")
-  if(EXISTS "${archive}")
-    file(SHA256 "${archive}" have)
-    if(NOT have STREQUAL A2PACK_ZSTD_CRATE_SHA256)
-      message(WARNING "a2pack: ${archive} has the wrong checksum; fetching it again")
-      file(REMOVE "${archive}")
-    endif()
-  endif()
-  if(NOT EXISTS "${archive}")
-    string(REPLACE "+" "%2B" name_in_url "${A2PACK_ZSTD_CRATE}")
-    set(url "https://static.crates.io/crates/zstd-sys/${name_in_url}.crate")
-    file(MAKE_DIRECTORY "${A2PACK_DEPS_CACHE}")
-    # Downloaded beside its final name and renamed once verified, so an
-    # interrupted download never looks like a good archive.
-    set(partial "${archive}.part")
-    # (Checked here rather than with EXPECTED_HASH, which turns a failed
-    # download into a fatal hash mismatch instead of a fallback.)
-    file(DOWNLOAD "${url}" "${partial}" STATUS status TIMEOUT 120 TLS_VERIFY ON)
-    list(GET status 0 code)
-    list(GET status 1 why)
-    if(code EQUAL 0)
-      file(SHA256 "${partial}" got)
-      if(NOT got STREQUAL A2PACK_ZSTD_CRATE_SHA256)
-        set(code -1)
-        set(why "SHA-256 ${got}, expected ${A2PACK_ZSTD_CRATE_SHA256}")
-      endif()
-    endif()
-    if(NOT code EQUAL 0)
-      file(REMOVE "${partial}")
-      message(WARNING "a2pack: could not fetch zstd 1.5.7 sources from ${url} (${why}); "
-        "using the system libzstd instead")
-      set(${out_dir} "" PARENT_SCOPE)
-      return()
-    endif()
-    file(RENAME "${partial}" "${archive}")
-  endif()
-  set(deps "${CMAKE_CURRENT_BINARY_DIR}/_deps")
-  set(marker "${deps}/${A2PACK_ZSTD_CRATE}.extracted")
-  if(NOT EXISTS "${marker}")
-    file(REMOVE_RECURSE "${deps}/${A2PACK_ZSTD_CRATE}")
-    file(ARCHIVE_EXTRACT INPUT "${archive}" DESTINATION "${deps}"
-      PATTERNS "${A2PACK_ZSTD_CRATE}/zstd/lib/*")
-    file(TOUCH "${marker}")
-  endif()
-  set(${out_dir} "${deps}/${A2PACK_ZSTD_CRATE}/zstd/lib" PARENT_SCOPE)
-endfunction()
 
 set(A2PACK_ZSTD_BUNDLED OFF)
 if(A2PACK_BUNDLED_ZSTD)
-  a2pack_fetch_zstd(zstd_lib)
-  if(zstd_lib)
+  # zstd's LICENSE travels with the Python wheel, which ships this build.
+  a2pack_fetch_crate(zstd_crate zstd-sys ${A2PACK_ZSTD_CRATE_VERSION} ${A2PACK_ZSTD_CRATE_SHA256}
+    "zstd/lib/*" "zstd/LICENSE")
+  if(NOT zstd_crate)
+    message(WARNING "a2pack: using the system libzstd instead of zstd 1.5.7")
+  endif()
+  set(zstd_lib "${zstd_crate}/zstd/lib")
+  set(A2PACK_ZSTD_LICENSE "${zstd_crate}/zstd/LICENSE")
+  if(zstd_crate)
     enable_language(ASM)  # the x86-64 Huffman decoder (huf_decompress_amd64.S)
     file(GLOB zstd_sources "${zstd_lib}/common/*.c" "${zstd_lib}/compress/*.c"
       "${zstd_lib}/decompress/*.c" "${zstd_lib}/decompress/*.S")  # no dictBuilder: nothing trains

@@ -17,17 +17,26 @@
 namespace a2cli {
 namespace {
 
+// Decode limits (0 = the library's defaults; docs/logger.md, "Limits").
+struct Limits {
+  uint64_t frame_records = 0, frame_bytes = 0, records = 0, bytes = 0;
+};
+
 // A decoded folder, released on scope exit.
 struct Data {
   a2pack_logger_data* h = nullptr;
   a2pack_logger_columns cols{};
   a2pack_logger_summary sum{};
   double seconds = 0;
-  Data(const std::string& dir, bool strict, uint32_t jobs) {
+  Data(const std::string& dir, bool strict, uint32_t jobs, const Limits& lim) {
     a2pack_logger_decode_options o;
     a2pack_logger_decode_options_init(&o);
     o.strict = strict;
     o.workers = jobs;
+    o.max_frame_records = lim.frame_records;
+    o.max_frame_bytes = lim.frame_bytes;
+    o.max_records = lim.records;
+    o.max_bytes = lim.bytes;
     double t0 = now_seconds();
     check(a2pack_logger_decode(dir.c_str(), &o, &h));
     seconds = now_seconds() - t0;
@@ -56,8 +65,11 @@ struct Data {
   void report_problems() const {
     for (size_t i = 0; i < sum.problems; ++i) {
       auto p = problem(i);
-      fmt::print(stderr, "a2pack: warning: {}: offset {}: {} ({})\n", p.path, p.offset, p.message,
-                 a2pack_status_name(p.status));
+      if (p.note)
+        fmt::print(stderr, "a2pack: note: {}: {}\n", p.path, p.message);
+      else
+        fmt::print(stderr, "a2pack: warning: {}: offset {}: {} ({})\n", p.path, p.offset,
+                   p.message, a2pack_status_name(p.status));
     }
   }
 };
@@ -66,12 +78,23 @@ struct CommonArgs {
   std::string dir;
   bool strict = false;
   uint32_t jobs = 0;
+  Limits limits;
 };
 
 void add_common(CLI::App* c, CommonArgs& a) {
   c->add_option("dir", a.dir, "Logger folder (holding segments/ and streams/)")->required();
-  c->add_flag("--strict", a.strict, "Fail on the first damaged frame instead of skipping it");
+  c->add_flag("--strict", a.strict,
+              "Fail on the first problem (damaged frame, missing segment, sidecar checksum) or "
+              "note instead of skipping it");
   c->add_option("--jobs,-j", a.jobs, "Decode threads (0 = all cores)");
+  c->add_option("--max-frame-records", a.limits.frame_records,
+                "Skip frames of more records (default 2^24)");
+  c->add_option("--max-frame-bytes", a.limits.frame_bytes,
+                "Skip frames that decompress to more bytes (default 2^28)");
+  c->add_option("--max-records", a.limits.records,
+                "Decode at most this many records (default 2^30)");
+  c->add_option("--max-bytes", a.limits.bytes,
+                "Decompress at most this many frame bytes (default 2^35)");
 }
 
 // ---------------------------------------------------------------- info
@@ -82,7 +105,7 @@ struct InfoArgs {
 };
 
 void run_info(const InfoArgs& a) {
-  Data d(a.c.dir, a.c.strict, a.c.jobs);
+  Data d(a.c.dir, a.c.strict, a.c.jobs, a.c.limits);
   std::map<uint32_t, uint64_t> per_stream;
   for (size_t r = 0; r < d.cols.n_records; ++r) ++per_stream[d.cols.stream_ids[r]];
   double rate = d.seconds > 0 ? static_cast<double>(d.sum.raw_bytes) / d.seconds : 0;
@@ -113,6 +136,7 @@ void run_info(const InfoArgs& a) {
       problems.push_back({{"path", p.path},
                           {"offset", p.offset},
                           {"status", a2pack_status_name(p.status)},
+                          {"note", p.note != 0},
                           {"message", p.message}});
     }
     j["problems"] = problems;
@@ -136,7 +160,9 @@ void run_info(const InfoArgs& a) {
                per_stream[s.stream_id], s.epoch_scale, s.value_scale,
                (s.flags & A2PACK_LOGGER_SORT) ? " sort" : "", s.labels_json);
   }
-  if (d.sum.problems) fmt::print("  problems   {} (listed on stderr)\n", d.sum.problems);
+  if (d.sum.problems > d.sum.notes)
+    fmt::print("  problems   {} (listed on stderr)\n", d.sum.problems - d.sum.notes);
+  if (d.sum.notes) fmt::print("  notes      {} (listed on stderr)\n", d.sum.notes);
   d.report_problems();
 }
 
@@ -151,7 +177,7 @@ struct DecodeArgs {
 // One record per line as JSON: {"stream_id":..,"epoch":..,"indices":[..],"values":[..]}.
 // Floats in their shortest round-trip form.
 void run_decode(const DecodeArgs& a) {
-  Data d(a.c.dir, a.c.strict, a.c.jobs);
+  Data d(a.c.dir, a.c.strict, a.c.jobs, a.c.limits);
   std::set<uint32_t> want(a.streams.begin(), a.streams.end());
   std::string line;
   uint64_t printed = 0;
@@ -178,7 +204,7 @@ void run_decode(const DecodeArgs& a) {
 // ---------------------------------------------------------------- to-parquet
 
 struct ParquetArgs {
-  std::string dir, out, python = "python3";
+  std::string dir, out, python = default_python();
   bool strict = false;
 };
 

@@ -15,10 +15,30 @@
 
 namespace a2cli {
 
-// Thrown by commands for a one-line error on stderr and exit status 1.
-struct CliError : std::runtime_error {
-  using std::runtime_error::runtime_error;
+// The tool's exit statuses, documented in `a2pack --help` and the README.
+enum ExitCode : int {
+  kExitOk = 0,
+  kExitDataProblem = 1,  // the input is damaged or a check found problems
+  kExitUsage = 2,        // bad command line: unknown flag, missing or invalid value
+  kExitSystem = 3,       // the system failed: file not found, I/O, memory, network
+  kExitInternal = 4,     // a bug in a2pack
 };
+
+// Thrown by commands for a one-line error on stderr; the exit status says
+// what kind of failure it was (a data problem unless told otherwise).
+struct CliError : std::runtime_error {
+  explicit CliError(const std::string& what, int exit_code = kExitDataProblem)
+      : std::runtime_error(what), exit_code(exit_code) {}
+  int exit_code;
+};
+
+// A command line the command cannot act on (exit status 2).
+struct UsageError : CliError {
+  explicit UsageError(const std::string& what) : CliError(what, kExitUsage) {}
+};
+
+// The exit status for a library status.
+int exit_code_for(a2pack_status st);
 
 // Throw CliError with a2pack_last_error() unless st is A2PACK_OK.
 void check(a2pack_status st);
@@ -58,6 +78,11 @@ class Progress {
   int64_t start_ns_;
   bool finished_ = false;
 };
+
+// The Python interpreter that Python-backed commands (Parquet export,
+// reports) run: $A2PACK_PYTHON (the wheel's console script sets it to its
+// own interpreter), else python3 from PATH.
+std::string default_python();
 
 // Monotonic seconds, for throughput reports.
 double now_seconds();

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 
 #include <fmt/format.h>
 
@@ -9,8 +10,22 @@
 
 namespace a2cli {
 
+int exit_code_for(a2pack_status st) {
+  switch (st) {
+    case A2PACK_OK: return kExitOk;
+    case A2PACK_E_INVALID_ARGUMENT: return kExitUsage;
+    case A2PACK_E_IO:
+    case A2PACK_E_NOT_FOUND:
+    case A2PACK_E_NO_MEMORY:
+    case A2PACK_E_FULL:
+    case A2PACK_E_INTERRUPTED: return kExitSystem;
+    case A2PACK_E_INTERNAL: return kExitInternal;
+    default: return kExitDataProblem;  // corrupt, checksum, unsupported, out of range, closed
+  }
+}
+
 void check(a2pack_status st) {
-  if (st != A2PACK_OK) throw CliError(a2pack_last_error());
+  if (st != A2PACK_OK) throw CliError(a2pack_last_error(), exit_code_for(st));
 }
 
 Globals& globals() {
@@ -31,6 +46,11 @@ static int64_t now_ns() {
       .count();
 }
 double now_seconds() { return static_cast<double>(now_ns()) * 1e-9; }
+
+std::string default_python() {
+  const char* env = std::getenv("A2PACK_PYTHON");
+  return env && *env ? env : "python3";
+}
 
 Progress::Progress(std::string label, bool enabled)
     : label_(std::move(label)), active_(enabled && !globals().quiet && ::isatty(2)), start_ns_(now_ns()) {}

@@ -11,13 +11,26 @@ int main(int argc, char** argv) {
   app.add_flag("-q,--quiet", a2cli::globals().quiet, "Print no progress bars");
   app.require_subcommand(1);
   for (auto& reg : a2cli::registry()) reg.setup(app);
+  app.footer(
+      "Exit status: 0 success; 1 a data problem (damaged input, or a check found problems);\n"
+      "2 usage error (unknown flag, missing or invalid value); 3 system error (file not found,\n"
+      "I/O, out of memory, network); 4 internal error (a bug in a2pack, please report it).");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // --help and --version are "errors" with status 0 in CLI11; every other
+    // parse error is a usage error, whatever CLI11's own number for it.
+    int code = app.exit(e);
+    return code == 0 ? a2cli::kExitOk : a2cli::kExitUsage;
+  } catch (const a2cli::CliError& e) {
+    fmt::print(stderr, "a2pack: error: {}\n", e.what());
+    return e.exit_code;
+  } catch (const std::bad_alloc&) {
+    fmt::print(stderr, "a2pack: error: out of memory\n");
+    return a2cli::kExitSystem;
   } catch (const std::exception& e) {
     fmt::print(stderr, "a2pack: error: {}\n", e.what());
-    return 1;
+    return a2cli::kExitDataProblem;
   }
-  return 0;
+  return a2cli::kExitOk;
 }

@@ -49,5 +49,32 @@ echo '#include "a2pack.h"' > "$work/h.c"
 check header_c99 $cc -std=c99 -Wall -Wextra -Werror -pedantic -fsyntax-only -I"$prefix/include" "$work/h.c"
 check header_cxx ${CXX:-c++} -x c++ -std=c++11 -Wall -Wextra -Werror -fsyntax-only -I"$prefix/include" "$work/h.c"
 
+# pkg-config and find_package for other prefixes: /usr (Debian's multiarch
+# libdir, lib/x86_64-linux-gnu), /usr/local, and a relative DESTDIR staging.
+# A library-only build configured for /usr (ccache makes it cheap), installed
+# under DESTDIR so nothing touches the machine's own /usr.
+cmake -S "$src" -B "$work/usr-build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX=/usr \
+  -DA2PACK_BUILD_TESTS=OFF -DA2PACK_BUILD_BENCH=OFF -DA2PACK_BUILD_CLI=OFF > "$work/usr-config.log"
+cmake --build "$work/usr-build" --target a2pack > "$work/usr-build.log"
+consume_prefix() {  # staged prefix root: pkg-config client and find_package consumer
+  local root=$1 pcdir
+  pcdir=$(dirname "$(find "$root" -name a2pack.pc | head -n1)")
+  local f
+  f=$(PKG_CONFIG_PATH=$pcdir pkg-config --cflags --libs a2pack) || return 1
+  $cc -std=c99 -Wall -Werror "$src/tests/c/pkgconfig_client.c" -o "$root/client" $f || return 1
+  env -i "$root/client" "$fixture" > /dev/null || return 1
+  cmake -S "$src/tests/c/cmake_consumer" -B "$root/consumer" -DCMAKE_PREFIX_PATH="$(cd "$pcdir/../.." && pwd)" \
+    -DCMAKE_FIND_ROOT_PATH="$root" -DCMAKE_BUILD_TYPE=Release > "$root/consumer.log" || return 1
+  cmake --build "$root/consumer" > "$root/consumer-build.log" || return 1
+  env -i LD_LIBRARY_PATH="$(dirname "$(find "$root" -name 'liba2pack.so.0' | head -n1)")" "$root/consumer/consumer" "$fixture" > /dev/null
+}
+DESTDIR="$work/stage-usr" cmake --install "$work/usr-build" > /dev/null
+check pkgconfig_prefix_usr consume_prefix "$work/stage-usr"
+check pkgconfig_usr_multiarch_libdir test -f "$work/stage-usr/usr/lib/$(gcc -print-multiarch)/pkgconfig/a2pack.pc"
+DESTDIR="$work/stage-local" cmake --install "$work/usr-build" --prefix /usr/local > /dev/null
+check pkgconfig_prefix_usr_local consume_prefix "$work/stage-local"
+(cd "$work" && DESTDIR=rel-stage cmake --install "$work/usr-build" > /dev/null)
+check pkgconfig_relative_destdir consume_prefix "$work/rel-stage"
+
 echo "c-abi: $pass passed, $fail failed"
 [ "$fail" = 0 ]
