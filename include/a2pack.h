@@ -124,6 +124,20 @@ A2PACK_API void a2pack_free(void *ptr);
  * A2PACK_E_INTERRUPTED. Called from the thread that started the operation. */
 typedef int (*a2pack_progress_fn)(void *user, uint64_t done, uint64_t total);
 
+/* Temporaries of killed writers. Every writer of a pack, bag or export
+ * writes "<out>.tmp-<pid>-<n>" beside its output, holds an flock on it while
+ * it lives and renames it over <out> when done; pack and bag writers remove
+ * the stale temporaries of their output when they open it. This removes
+ * those of `path` (an output file: its "<name>.tmp-<pid>-<n>" siblings) or,
+ * when `path` is a folder, of every output in it: only regular files with
+ * exactly that name, whose process no longer exists and which no process
+ * holds locked. `fn` (may be NULL) is called with each removed path;
+ * `*removed` (may be NULL) gets the count. A2PACK_E_NOT_FOUND when `path`
+ * does not exist and is not inside an existing folder. */
+typedef void (*a2pack_removed_fn)(void *user, const char *path);
+A2PACK_API a2pack_status a2pack_clean_temps(const char *path, a2pack_removed_fn fn, void *user,
+                                            uint64_t *removed);
+
 /* ======================================================================
  * Section: board — 2048 boards (FORMATS.md §1)
  * A board is a uint64_t of 16 nibbles; cell i (row-major, 0 = top-left) is
@@ -373,7 +387,12 @@ A2PACK_API uint64_t a2pack_pack_len(const a2pack_pack *pack);
 /* Flags of the read calls below. */
 enum a2pack_pack_read_flags {
   /* Skip the entry CRC check for this call (trusted sequential scans). */
-  A2PACK_PACK_NO_VERIFY = 1
+  A2PACK_PACK_NO_VERIFY = 1,
+  /* Exports (a2pack_pack_to_jsonl): fsync the output before renaming it into
+   * place, and its folder after. Without it the output still appears only
+   * when complete (temporary name, then rename) but a power cut soon after
+   * may lose it - what upstream's exporter does, and much faster. */
+  A2PACK_PACK_DURABLE = 2
 };
 
 /* Index entry `flags`: how the payload is stored. */
@@ -1040,7 +1059,18 @@ typedef struct a2pack_bag_reader_options {
   a2pack_bag_cache_policy cache_policy;         /* default SYSTEM */
   a2pack_bag_sharding sharding;                 /* default CONCATENATED */
   uint32_t max_parallelism;                     /* threads per batch read, 0 = all cores */
+  /* Appended: */
+  uint64_t max_record_bytes; /* largest decoded size of a compressed record, checked from its
+                                frame header before anything is allocated; larger records fail
+                                with A2PACK_E_UNSUPPORTED naming file, record and limit.
+                                Default A2PACK_BAG_DEFAULT_MAX_RECORD_BYTES; 0 = the default */
+  uint32_t strict;           /* non-zero: bytes of a separate-limits records file after its
+                                last limit fail the open (A2PACK_E_CORRUPT) instead of being
+                                a note (a2pack_bag_reader_notes). Default 0 */
 } a2pack_bag_reader_options;
+
+/* Default of a2pack_bag_reader_options.max_record_bytes: 1 GiB. */
+#define A2PACK_BAG_DEFAULT_MAX_RECORD_BYTES (UINT64_C(1) << 30)
 
 A2PACK_API void a2pack_bag_reader_options_init(a2pack_bag_reader_options *opts);
 
@@ -1152,6 +1182,21 @@ A2PACK_API a2pack_status a2pack_bag_pending_fill(a2pack_bag_pending *p, uint8_t 
 /* Release a pending read. Accepts NULL. */
 A2PACK_API void a2pack_bag_pending_close(a2pack_bag_pending *p);
 
+/* Warnings found at open, one line each ending in '\n' ("" when none): a
+ * separate-limits records file that continues past its last limit (the
+ * records read are those the limits describe, as bagz reads them). A view
+ * owned by the reader. Never NULL for a valid reader; "" for NULL. */
+A2PACK_API const char *a2pack_bag_reader_notes(const a2pack_bag_reader *r);
+
+/* Decoded size of records indices[0..n) into sizes[0..n), without decoding
+ * them: zstd sizes come from the frame headers (frames without a content size
+ * are decompressed into a small scratch buffer and counted, failing past
+ * max_record_bytes). Only the stored bytes are read; nothing is allocated per
+ * record. A2PACK_E_OUT_OF_RANGE for an index >= count. */
+A2PACK_API a2pack_status a2pack_bag_reader_sizes(const a2pack_bag_reader *r,
+                                                 const uint64_t *indices, size_t n,
+                                                 uint32_t workers, uint64_t *sizes);
+
 /* ---- reverse index ------------------------------------------------------ */
 
 /* Positions of every distinct record: bagz's Index (first position) and
@@ -1225,6 +1270,9 @@ typedef struct a2pack_bag_api {
                                   a2pack_bag_pending **, const uint64_t **);
   a2pack_status (*pending_fill)(a2pack_bag_pending *, uint8_t *const *);
   void (*pending_close)(a2pack_bag_pending *);
+  const char *(*reader_notes)(const a2pack_bag_reader *);
+  a2pack_status (*reader_sizes)(const a2pack_bag_reader *, const uint64_t *, size_t, uint32_t,
+                                uint64_t *);
 } a2pack_bag_api;
 
 /* (end of section bag) */
@@ -1375,7 +1423,16 @@ typedef struct a2pack_logger_data a2pack_logger_data;
 typedef struct a2pack_logger_decode_options {
   size_t size;      /* sizeof(a2pack_logger_decode_options) */
   uint32_t workers; /* threads for this call, 0 = all cores (default) */
-  uint32_t strict;  /* non-zero: the first problem fails the decode (default 0) */
+  uint32_t strict;  /* non-zero: the first problem (or note) fails the decode (default 0) */
+  /* Limits against decompression bombs, checked against verified frame
+   * headers before anything is allocated by them (docs/logger.md, "Limits").
+   * 0 = the default. A frame past a per-frame limit is skipped as a problem
+   * naming the segment, offset and limit; from the frame that would pass a
+   * per-decode limit on, nothing more is decoded (one problem). */
+  uint64_t max_frame_records; /* records per frame; default 2^24 */
+  uint64_t max_frame_bytes;   /* decompressed bytes per frame; default 2^28 (256 MiB) */
+  uint64_t max_records;       /* records per decode; default 2^30 */
+  uint64_t max_bytes;         /* decompressed frame bytes per decode; default 2^35 (32 GiB) */
 } a2pack_logger_decode_options;
 
 A2PACK_API void a2pack_logger_decode_options_init(a2pack_logger_decode_options *opts);
@@ -1417,6 +1474,7 @@ typedef struct a2pack_logger_summary {
   uint64_t values;
   uint64_t streams;    /* sidecars read */
   uint64_t problems;
+  uint64_t notes;      /* how many of the problems are notes (nothing lost) */
 } a2pack_logger_summary;
 
 A2PACK_API a2pack_status a2pack_logger_data_summary(const a2pack_logger_data *data,
@@ -1443,6 +1501,8 @@ typedef struct a2pack_logger_problem {
   uint64_t offset;     /* byte offset in the file */
   const char *path;    /* NUL-terminated views valid while the data lives */
   const char *message;
+  uint32_t note;       /* 1: a note, not damage: nothing was lost (e.g. an empty segment
+                          followed by others); status is then A2PACK_OK */
 } a2pack_logger_problem;
 
 A2PACK_API a2pack_status a2pack_logger_data_problem(const a2pack_logger_data *data, size_t i,
@@ -1477,6 +1537,182 @@ typedef struct a2pack_logger_api {
 /* (end of section logger) */
 
 /* ======================================================================
+ * Section: arrow — the Arrow C Data Interface (docs/arrow.md)
+ *
+ * Run batches, dataset rows, pack tables, bag records and decoded logs handed
+ * out as Arrow record batches: an ArrowSchema (a struct type, one child per
+ * column) plus an ArrowArray, or an ArrowArrayStream of them, as defined by
+ * https://arrow.apache.org/docs/format/CDataInterface.html - the structs
+ * below are the spec's, copied as the spec intends, so any Arrow consumer
+ * (pyarrow, Polars, DuckDB, nanoarrow, arrow-rs) imports them with no Arrow
+ * library in a2pack itself.
+ *
+ * Ownership follows the spec: the caller passes uninitialised structs; on
+ * A2PACK_OK they are filled and the caller (or whoever it moves them to)
+ * calls their `release` exactly once. On failure nothing is filled (release
+ * stays NULL). Each function says whether the array's buffers are views of
+ * the library's memory (zero-copy, kept alive by the export itself, so the
+ * source handle may be closed first) or one fresh copy. Release callbacks may
+ * run on any thread.
+ * ====================================================================== */
+#ifndef ARROW_C_DATA_INTERFACE
+#define ARROW_C_DATA_INTERFACE
+
+#define ARROW_FLAG_DICTIONARY_ORDERED 1
+#define ARROW_FLAG_NULLABLE 2
+#define ARROW_FLAG_MAP_KEYS_SORTED 4
+
+struct ArrowSchema {
+  /* Array type description */
+  const char *format;
+  const char *name;
+  const char *metadata;
+  int64_t flags;
+  int64_t n_children;
+  struct ArrowSchema **children;
+  struct ArrowSchema *dictionary;
+  /* Release callback */
+  void (*release)(struct ArrowSchema *);
+  /* Opaque producer-specific data */
+  void *private_data;
+};
+
+struct ArrowArray {
+  /* Array data description */
+  int64_t length;
+  int64_t null_count;
+  int64_t offset;
+  int64_t n_buffers;
+  int64_t n_children;
+  const void **buffers;
+  struct ArrowArray **children;
+  struct ArrowArray *dictionary;
+  /* Release callback */
+  void (*release)(struct ArrowArray *);
+  /* Opaque producer-specific data */
+  void *private_data;
+};
+
+#endif /* ARROW_C_DATA_INTERFACE */
+
+#ifndef ARROW_C_STREAM_INTERFACE
+#define ARROW_C_STREAM_INTERFACE
+
+struct ArrowArrayStream {
+  int (*get_schema)(struct ArrowArrayStream *, struct ArrowSchema *out);
+  int (*get_next)(struct ArrowArrayStream *, struct ArrowArray *out);
+  const char *(*get_last_error)(struct ArrowArrayStream *);
+  void (*release)(struct ArrowArrayStream *);
+  void *private_data;
+};
+
+#endif /* ARROW_C_STREAM_INTERFACE */
+
+/* Which rows a run-batch export has. */
+typedef enum a2pack_arrow_layout {
+  A2PACK_ARROW_STEPS = 0, /* one row per step */
+  A2PACK_ARROW_RUNS = 1   /* one row per run */
+} a2pack_arrow_layout;
+
+/* A run batch (a2pack_run_batch_decode, a2pack_pack_decode_batch,
+ * a2pack_pack_iter_next) as one record batch.
+ *
+ * A2PACK_ARROW_STEPS, n_steps rows: run uint32 (index of the run in the
+ * batch), step uint32 (index within its run), board uint64, exponents
+ * fixed_size_list<uint8>[16] (tile exponents, cell 0 = top-left), move uint8,
+ * legal_mask uint8, ev_values fixed_size_list<float32>[4] (UDLR), has_ev
+ * uint8. board, move, legal_mask, ev_values and has_ev are ZERO-COPY views of
+ * the batch; run, step and exponents are computed (one copy).
+ *
+ * A2PACK_ARROW_RUNS, n_runs rows: run uint32, first_step uint64, num_steps
+ * uint32 (meta.steps), final_board uint64, max_score uint64, highest_tile
+ * uint32, start_unix_s uint64, elapsed_s float32, source_kind uint8, engine
+ * large_utf8 (null when the run stores none). All ZERO-COPY but run and
+ * engine's validity bitmap.
+ *
+ * Zero-copy buffers keep the batch alive: a2pack_run_batch_close may be
+ * called while an export lives; the memory goes with the last release. */
+A2PACK_API a2pack_status a2pack_run_batch_export_arrow(const a2pack_run_batch *batch,
+                                                       a2pack_arrow_layout layout,
+                                                       struct ArrowSchema *out_schema,
+                                                       struct ArrowArray *out_array);
+
+/* Dataset rows idx[0..n) (every bounds check as a2pack_dataset_gather) as one
+ * record batch: board uint64, exponents fixed_size_list<uint8>[16], move
+ * uint8, legal_mask uint8, ev_values fixed_size_list<float32>[4], run_id
+ * uint32, step_index uint16. ONE COPY: the rows are stored row-wise (32 bytes
+ * each), so the columns are gathered into fresh buffers owned by the export,
+ * which does not refer to the dataset afterwards. */
+A2PACK_API a2pack_status a2pack_dataset_export_arrow(const a2pack_dataset *ds, const int64_t *idx,
+                                                     size_t n, uint32_t workers,
+                                                     struct ArrowSchema *out_schema,
+                                                     struct ArrowArray *out_array);
+
+/* A whole dataset, or rows idx[0..n) when idx is not NULL (idx is copied), as
+ * a stream of record batches of up to `chunk_rows` rows (0 = 65536), columns
+ * as a2pack_dataset_export_arrow. Each batch is ONE COPY made when the
+ * consumer asks for it. The stream holds the dataset's rows: the handle may be
+ * closed while the stream lives. Out-of-range indices fail here, before the
+ * stream is filled. A stream is used by one thread at a time. */
+A2PACK_API a2pack_status a2pack_dataset_export_arrow_stream(const a2pack_dataset *ds,
+                                                            const int64_t *idx, size_t n,
+                                                            size_t chunk_rows, uint32_t workers,
+                                                            struct ArrowArrayStream *out);
+
+/* The pack's index as one record batch of a2pack_pack_len rows: entry
+ * uint64, offset uint64, length uint32, kind uint16, flags uint16, crc32c
+ * uint32, raw_length uint32. ONE COPY (the on-disk index is not columnar). */
+A2PACK_API a2pack_status a2pack_pack_export_arrow_entries(const a2pack_pack *pack,
+                                                          struct ArrowSchema *out_schema,
+                                                          struct ArrowArray *out_array);
+
+/* a2pack_pack_stats_get as a one-row record batch (count, total_steps,
+ * min_len, max_len, mean_len float64, p50, p90, p99, from_block bool), plus
+ * the highest-tile histogram as a second export: highest_tile uint32, runs
+ * uint64 (out_hist_* may be NULL). ONE COPY. */
+A2PACK_API a2pack_status a2pack_pack_export_arrow_stats(a2pack_pack *pack, uint32_t workers,
+                                                        struct ArrowSchema *out_schema,
+                                                        struct ArrowArray *out_array,
+                                                        struct ArrowSchema *out_hist_schema,
+                                                        struct ArrowArray *out_hist_array);
+
+/* A bag batch (a2pack_bag_reader_read / _read_range) as one record batch with
+ * one column, record large_binary. ZERO-COPY, and the export TAKES the batch:
+ * on A2PACK_OK the handle belongs to the export (its release closes it) and
+ * the caller must not use or close it; on failure it is still the caller's. */
+A2PACK_API a2pack_status a2pack_bag_batch_export_arrow(a2pack_bag_batch *batch,
+                                                       struct ArrowSchema *out_schema,
+                                                       struct ArrowArray *out_array);
+
+/* Decoded log records (a2pack_logger_decode) as one record batch: stream_id
+ * uint32, epoch float64, indices large_list<uint32>, values
+ * large_list<float64>. ONE COPY: the export is independent of `data`. */
+A2PACK_API a2pack_status a2pack_logger_data_export_arrow(const a2pack_logger_data *data,
+                                                         struct ArrowSchema *out_schema,
+                                                         struct ArrowArray *out_array);
+
+/* Every function of this section, for a2pack_api_table.arrow. */
+typedef struct a2pack_arrow_api {
+  size_t size;
+  a2pack_status (*run_batch_export)(const a2pack_run_batch *, a2pack_arrow_layout,
+                                    struct ArrowSchema *, struct ArrowArray *);
+  a2pack_status (*dataset_export)(const a2pack_dataset *, const int64_t *, size_t, uint32_t,
+                                  struct ArrowSchema *, struct ArrowArray *);
+  a2pack_status (*dataset_export_stream)(const a2pack_dataset *, const int64_t *, size_t, size_t,
+                                         uint32_t, struct ArrowArrayStream *);
+  a2pack_status (*pack_export_entries)(const a2pack_pack *, struct ArrowSchema *,
+                                       struct ArrowArray *);
+  a2pack_status (*pack_export_stats)(a2pack_pack *, uint32_t, struct ArrowSchema *,
+                                     struct ArrowArray *, struct ArrowSchema *,
+                                     struct ArrowArray *);
+  a2pack_status (*bag_batch_export)(a2pack_bag_batch *, struct ArrowSchema *,
+                                    struct ArrowArray *);
+  a2pack_status (*logger_data_export)(const a2pack_logger_data *, struct ArrowSchema *,
+                                      struct ArrowArray *);
+} a2pack_arrow_api;
+/* (end of section arrow) */
+
+/* ======================================================================
  * Section: api table — every function, for hosts that dlopen() the library
  * ====================================================================== */
 
@@ -1486,6 +1722,7 @@ struct a2pack_pack_api;
 struct a2pack_dataset_api;
 struct a2pack_bag_api;
 struct a2pack_logger_api;
+struct a2pack_arrow_api;
 
 typedef struct a2pack_api_table {
   size_t size;          /* sizeof the table this library provides */
@@ -1539,6 +1776,10 @@ typedef struct a2pack_api_table {
   const struct a2pack_logger_api *logger;
   /* added after the capabilities: core */
   const char *(*zstd_version)(void);
+  /* added later: the Arrow C Data Interface (section arrow) */
+  const struct a2pack_arrow_api *arrow;
+  /* added later: core */
+  a2pack_status (*clean_temps)(const char *, a2pack_removed_fn, void *, uint64_t *);
 } a2pack_api_table;
 
 /* The table of every function, for `abi_version` == A2PACK_ABI_VERSION; NULL

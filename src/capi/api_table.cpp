@@ -10,6 +10,7 @@ __attribute__((weak)) const a2pack_pack_api* pack_api_table() { return nullptr; 
 __attribute__((weak)) const a2pack_dataset_api* dataset_api_table() { return nullptr; }
 __attribute__((weak)) const a2pack_bag_api* bag_api_table() { return nullptr; }
 __attribute__((weak)) const a2pack_logger_api* logger_api_table() { return nullptr; }
+__attribute__((weak)) const a2pack_arrow_api* arrow_api_table() { return nullptr; }
 }  // namespace a2pack::capi
 
 namespace {
@@ -54,6 +55,8 @@ const a2pack_api_table kTable = {
     a2pack::capi::bag_api_table(),
     a2pack::capi::logger_api_table(),
     a2pack_zstd_version,
+    a2pack::capi::arrow_api_table(),
+    a2pack_clean_temps,
 };
 
 }  // namespace

@@ -17,8 +17,14 @@ using a2pack::capi::guard;
 using a2pack::capi::require;
 
 struct a2pack_dataset {
-  std::unique_ptr<dataset::Dataset> ds;
+  // Shared so an Arrow stream over the rows (capi/arrow_dataset.cpp) keeps
+  // them alive after the handle is closed.
+  std::shared_ptr<dataset::Dataset> ds;
 };
+
+namespace a2pack::capi {
+std::shared_ptr<const dataset::Dataset> share_dataset(const a2pack_dataset* h) { return h->ds; }
+}  // namespace a2pack::capi
 
 struct a2pack_dataset_sampler {
   dataset::Sampler s;

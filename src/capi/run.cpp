@@ -11,6 +11,13 @@ using a2pack::capi::require;
 namespace a2pack::capi {
 void hand_out(run::Run&& r, a2pack_run** out) { *out = new a2pack_run{std::move(r)}; }
 void hand_out(run::Batch&& b, a2pack_run_batch** out) { *out = new a2pack_run_batch{std::move(b)}; }
+void retain(const a2pack_run_batch* b) {
+  const_cast<a2pack_run_batch*>(b)->refs.fetch_add(1, std::memory_order_relaxed);
+}
+void release(const a2pack_run_batch* b) {
+  auto* h = const_cast<a2pack_run_batch*>(b);
+  if (h && h->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) delete h;
+}
 }  // namespace a2pack::capi
 
 using a2pack::capi::reset_out;
@@ -246,4 +253,4 @@ A2PACK_EXPORT a2pack_status a2pack_run_batch_columns(const a2pack_run_batch* h,
   });
 }
 
-A2PACK_EXPORT void a2pack_run_batch_close(a2pack_run_batch* b) { delete b; }
+A2PACK_EXPORT void a2pack_run_batch_close(a2pack_run_batch* b) { a2pack::capi::release(b); }
