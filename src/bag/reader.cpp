@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <cstring>
+#include <future>
 
 #include "bag/shard_spec.hpp"
 #include "base/error.hpp"
 #include "base/worker_pool.hpp"
+#include "storage/object_store.hpp"
 
 namespace a2pack::bag {
 namespace {
@@ -14,6 +16,39 @@ constexpr uint64_t kMaxSpan = 4u << 20;       // largest single read: keeps big 
 constexpr uint64_t kSerialBytes = 256u << 10;  // below this a pread batch is not worth a thread hop
 constexpr uint64_t kSerialMappedBytes = 16u << 20;  // the same for copies out of a mapping
 constexpr uint64_t kFillGroupBytes = 256u << 10;  // decoded bytes a fill worker takes at a time
+
+// Spans of shards in object storage go out as one batch per object
+// (storage::ReadObject::read_many: ranged requests in parallel, neighbours
+// merged), the objects of several shards at once, instead of one blocking
+// read per span on the CPU workers. Returns which spans it read.
+template <typename Spans, typename Dest>
+std::vector<char> read_remote_spans(const std::vector<std::unique_ptr<Shard>>& shards,
+                                    const Spans& spans, Dest dest) {
+  std::vector<char> done(spans.size(), 0);
+  std::vector<std::vector<storage::ReadRange>> per(shards.size());
+  size_t objects = 0;
+  for (size_t i = 0; i < spans.size(); ++i) {
+    if (!shards[spans[i].shard]->records().object()) continue;
+    auto& v = per[spans[i].shard];
+    objects += v.empty();
+    v.push_back({spans[i].off, static_cast<size_t>(spans[i].len), dest(i)});
+    done[i] = 1;
+  }
+  if (objects == 0) return done;
+  std::vector<std::future<void>> running;
+  for (size_t s = 0; s < shards.size(); ++s) {
+    if (per[s].empty()) continue;
+    const storage::ReadObject* obj = shards[s]->records().object();
+    if (objects == 1) {
+      obj->read_many(per[s].data(), per[s].size());
+      break;
+    }
+    running.push_back(std::async(std::launch::async, [obj, &r = per[s]] { obj->read_many(r.data(), r.size()); }));
+  }
+  for (auto& f : running) f.wait();
+  for (auto& f : running) f.get();  // the first error
+  return done;
+}
 
 }  // namespace
 
@@ -156,8 +191,11 @@ Batch Reader::read(const uint64_t* indices, size_t n, uint32_t workers) const {
     // batches. Reads through pread are I/O-bound and overlap well.
     uint32_t w = at.all_mapped ? (out.bytes < kSerialMappedBytes ? 1 : cpu_workers)
                                : (out.bytes < kSerialBytes ? 1 : workers);
+    const std::vector<char> remote = read_remote_spans(
+        shards_, at.spans, [&](size_t i) { return out.data.get() + out.offsets[at.spans[i].k0]; });
     parallel_for(at.spans.size(), w, [&](size_t i) {
       const Span& sp = at.spans[i];
+      if (remote[i]) return;
       shards_[sp.shard]->records().read(sp.off, sp.len, out.data.get() + out.offsets[sp.k0]);
     });
     return out;
@@ -197,10 +235,12 @@ PendingRead Reader::prepare_located(Located at, uint32_t workers) const {
     std::vector<uint64_t> soff(n + 1, 0);
     for (size_t k = 0; k < n; ++k) soff[k + 1] = soff[k] + locs[k].len;
     p.scratch_ = PooledBuffer(at.stored_bytes);
+    const std::vector<char> remote = read_remote_spans(
+        shards_, at.spans, [&](size_t i) { return p.scratch_.get() + soff[at.spans[i].k0]; });
     parallel_for(at.spans.size(), at.stored_bytes < kSerialBytes ? 1 : workers, [&](size_t i) {
       const Span& sp = at.spans[i];
       const RecordFile& f = shards_[sp.shard]->records();
-      if (f.is_mapped()) return;  // mixed shards: mapped ones are viewed below
+      if (f.is_mapped() || remote[i]) return;  // mixed shards: mapped ones are viewed below
       f.read(sp.off, sp.len, p.scratch_.get() + soff[sp.k0]);
     });
     for (size_t k = 0; k < n; ++k) {

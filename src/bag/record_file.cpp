@@ -15,6 +15,9 @@
 namespace a2pack::bag {
 namespace {
 
+// Read-ahead window of a file in object storage read forward (iteration).
+constexpr size_t kRemoteReadAhead = 32u << 20;
+
 MappedFile::Advice map_advice(AccessPattern a) {
   switch (a) {
     case AccessPattern::random: return MappedFile::Advice::random;
@@ -71,6 +74,14 @@ struct AlignedBuffer {
 RecordFile::RecordFile(const std::string& path, AccessPattern access, CachePolicy cache,
                        bool refuse_direct_io)
     : path_(path), cache_(cache) {
+  if (storage::is_remote(path)) {
+    obj_ = storage::open_read(path);
+    cache_ = CachePolicy::drop_after_read;  // not mapped: every read is a copy
+    size_ = obj_->size();
+    if (access != AccessPattern::random) obj_->set_read_ahead(kRemoteReadAhead);
+    mode_ = "object storage";
+    return;
+  }
   if (cache == CachePolicy::system) {
     map_ = MappedFile(path, map_advice(access));
     size_ = map_.size();
@@ -147,6 +158,10 @@ void RecordFile::read(uint64_t offset, size_t len, uint8_t* dst) const {
     fail(A2PACK_E_CORRUPT, "{}: read of {} bytes at offset {} is past the end of the {}-byte file",
          path_, len, offset, size_);
   if (len == 0) return;
+  if (obj_) {
+    obj_->read(offset, len, dst);
+    return;
+  }
   if (cache_ == CachePolicy::system) {
     std::memcpy(dst, map_.data() + offset, len);
     return;

@@ -7,6 +7,9 @@
 //                    STATX_DIOALIGN, else probed from 512 bytes up to the
 //                    page size); where the filesystem refuses O_DIRECT the
 //                    file falls back to the DROP_AFTER_READ path.
+// A file in object storage (s3://, gs://; storage/object_store.hpp) is read
+// by ranged requests whatever the policy (mapping and page-cache hints are
+// local-only); forward-moving reads get a read-ahead window.
 // Every read is bounds-checked against the file size.
 #pragma once
 
@@ -17,6 +20,7 @@
 
 #include "bag/format.hpp"
 #include "base/file_io.hpp"
+#include "storage/object_store.hpp"
 
 namespace a2pack::bag {
 
@@ -40,6 +44,8 @@ class RecordFile {
   const std::string& mode() const { return mode_; }
   // Alignment used by O_DIRECT reads (0 when not in direct mode).
   size_t direct_alignment() const { return align_; }
+  // The object when the file is in object storage, else null.
+  const storage::ReadObject* object() const { return obj_.get(); }
 
  private:
   void read_direct(uint64_t offset, size_t len, uint8_t* dst) const;
@@ -50,6 +56,7 @@ class RecordFile {
   CachePolicy cache_;
   uint64_t size_ = 0;
   MappedFile map_;
+  std::unique_ptr<storage::ReadObject> obj_;  // object storage
   int fd_ = -1;          // pread paths
   size_t align_ = 0;     // O_DIRECT alignment; 0 = buffered
   bool fell_back_ = false;

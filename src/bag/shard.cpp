@@ -10,6 +10,10 @@ namespace a2pack::bag {
 Shard::Shard(const std::string& path, const ReaderOptions& o)
     : path_(path), compressed_(effective_compression(o.compression, path) == Compression::zstd) {
   records_ = std::make_unique<RecordFile>(path, o.access_pattern, o.cache_policy, o.refuse_direct_io);
+  if (records_->object()) {
+    load_remote_limits(o);
+    return;
+  }
   const uint64_t file_size = records_->size();
   if (o.limits_placement == LimitsPlacement::tail) {
     if (file_size == 0) return;  // bagz writes an empty file for zero records

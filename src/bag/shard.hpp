@@ -36,6 +36,9 @@ class Shard {
  private:
   uint64_t limit(uint64_t i) const;
   void validate_all() const;
+  // A records file in object storage: its limits fetched once into memory
+  // and checked (shard_remote.cpp).
+  void load_remote_limits(const ReaderOptions& o);
 
   std::string path_;
   bool compressed_;

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "base/error.hpp"
+#include "storage/object_store.hpp"
 
 namespace a2pack::bag {
 namespace {
@@ -31,7 +32,30 @@ std::string glob_escape(const std::string& s) {
   return out;
 }
 
+// `@*` over a bucket: the count from the names listed under "<base>-00000-of-".
+uint64_t count_from_listing(const std::string& spec, const std::string& base, const std::string& suffix) {
+  const std::string prefix = base + "-00000-of-";
+  uint64_t count = 0;
+  for (const auto& f : storage::list(prefix)) {
+    // list() spells the scheme canonically; compare from the "-00000-of-" on.
+    auto at = f.rfind("-00000-of-");
+    if (at == std::string::npos || f.size() < at + 10 + suffix.size() ||
+        f.compare(f.size() - suffix.size(), suffix.size(), suffix) != 0)
+      continue;
+    std::string mid = f.substr(at + 10, f.size() - at - 10 - suffix.size());
+    if (!all_digits(mid) || mid.size() > 12) continue;
+    uint64_t n = std::strtoull(mid.c_str(), nullptr, 10);
+    if (count && n != count)
+      fail(A2PACK_E_INVALID_ARGUMENT, "{}: shard 0 exists with two different counts ({} and {})",
+           spec, count, n);
+    count = n;
+  }
+  if (!count) fail(A2PACK_E_NOT_FOUND, "{}: no object matches {}*{}", spec, prefix, suffix);
+  return count;
+}
+
 uint64_t count_from_disk(const std::string& spec, const std::string& base, const std::string& suffix) {
+  if (storage::is_remote(base)) return count_from_listing(spec, base, suffix);
   std::string pattern = glob_escape(base) + "-00000-of-*" + glob_escape(suffix);
   glob_t g{};
   int rc = ::glob(pattern.c_str(), 0, nullptr, &g);

@@ -24,7 +24,11 @@ EntryBytes& EntryBytes::operator=(EntryBytes&& o) noexcept {
 
 // ------------------------------------------------------------------ source
 PackSource::PackSource(const std::string& path, bool use_mmap) : path_(path), mapped_(use_mmap) {
-  if (use_mmap) {
+  if (storage::is_remote(path)) {
+    obj_ = storage::open_read(path);
+    mapped_ = false;
+    size_ = obj_->size();
+  } else if (use_mmap) {
     map_ = MappedFile(path);
     size_ = map_.size();
   } else {
@@ -35,7 +39,9 @@ PackSource::PackSource(const std::string& path, bool use_mmap) : path_(path), ma
 
 void PackSource::read(void* buf, size_t len, uint64_t offset) const {
   if (len == 0) return;
-  if (mapped_)
+  if (obj_)
+    obj_->read(offset, len, static_cast<uint8_t*>(buf));
+  else if (mapped_)
     std::memcpy(buf, map_.data() + offset, len);
   else
     fd_->pread_exact(buf, len, offset);

@@ -23,6 +23,7 @@
 #include "base/error.hpp"
 #include "base/file_io.hpp"
 #include "pack/format.hpp"
+#include "storage/object_store.hpp"
 #include "pack/stats.hpp"
 #include "run/batch.hpp"
 #include "run/codec.hpp"
@@ -50,6 +51,9 @@ struct EntryBytes {
 using ProgressFn = std::function<bool(uint64_t, uint64_t)>;
 
 // What an open file offers: a mapping or a descriptor for positional reads.
+// A pack in object storage (s3://, gs://) is read by ranged requests: the
+// header, footer and index once at open, each entry when it is read (use_mmap
+// is a local-only hint there).
 class PackSource {
  public:
   PackSource(const std::string& path, bool use_mmap);
@@ -66,6 +70,7 @@ class PackSource {
   bool mapped_;
   MappedFile map_;
   std::unique_ptr<ReadFd> fd_;
+  std::unique_ptr<storage::ReadObject> obj_;  // s3:// / gs:// (never mapped)
   uint64_t size_ = 0;
 };
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <strings.h>
 #include <mutex>
 #include <random>
 #include <thread>
@@ -116,6 +117,12 @@ Attempt attempt(const HttpRequest& req, long timeout_ms, long connect_ms, long s
   curl_slist* hdrs = nullptr;
   for (const auto& s : req.headers) hdrs = curl_slist_append(hdrs, s.c_str());
   hdrs = curl_slist_append(hdrs, "Expect:");  // no 100-continue round trip
+  // curl would label a body form data, which servers may then parse as a form.
+  if (req.body_len || req.method == "PUT" || req.method == "POST") {
+    bool typed = false;
+    for (const auto& h : req.headers) typed |= h.size() > 13 && strncasecmp(h.c_str(), "content-type:", 13) == 0;
+    if (!typed) hdrs = curl_slist_append(hdrs, "Content-Type: application/octet-stream");
+  }
   curl_easy_setopt(h, CURLOPT_URL, req.url.c_str());
   curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
   curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);

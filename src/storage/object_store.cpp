@@ -31,10 +31,13 @@ void ReadObject::read(uint64_t offset, size_t len, uint8_t* dst) const {
          url_, len, offset, size_);
   if (len == 0) return;
   if (read_ahead_) {
-    if (from_window(offset, len, dst)) return;
+    if (from_window(offset, len, dst)) {
+      advance_window(offset, offset + len);
+      return;
+    }
     ReadRange r{offset, len, dst};
     fetch_parallel(&r, 1, 0);
-    advance_window(offset + len);
+    advance_window(offset, offset + len);
     return;
   }
   if (len > kMaxRequest) {
@@ -48,19 +51,20 @@ void ReadObject::read(uint64_t offset, size_t len, uint8_t* dst) const {
 void ReadObject::read_many(const ReadRange* ranges, size_t n, uint32_t parallelism) const {
   std::vector<ReadRange> todo;
   todo.reserve(n);
-  uint64_t end = 0;
+  uint64_t start = UINT64_MAX, end = 0;
   for (size_t i = 0; i < n; ++i) {
     const ReadRange& r = ranges[i];
     if (r.offset > size_ || r.len > size_ - r.offset)
       fail(A2PACK_E_CORRUPT, "{}: read of {} bytes at offset {} is past the end of the {}-byte object",
            url_, r.len, r.offset, size_);
     if (r.len == 0) continue;
+    start = std::min<uint64_t>(start, r.offset);
     end = std::max<uint64_t>(end, r.offset + r.len);
     if (read_ahead_ && from_window(r.offset, r.len, r.dst)) continue;
     todo.push_back(r);
   }
   if (!todo.empty()) fetch_parallel(todo.data(), todo.size(), parallelism);
-  if (read_ahead_ && end) advance_window(end);
+  if (read_ahead_ && end) advance_window(start, end);
 }
 
 // Sort, merge neighbours into requests, run the requests in parallel and
@@ -140,10 +144,16 @@ bool ReadObject::from_window(uint64_t offset, size_t len, uint8_t* dst) const {
   return true;
 }
 
-// Start fetching the window after `end` unless one covering it is under way.
-void ReadObject::advance_window(uint64_t end) const {
+// After a read of [start, end): when reads move forward (this one starts
+// where the last ended, or inside the window), start fetching the window
+// after `end` unless one covering it is under way. Random reads fetch nothing
+// ahead.
+void ReadObject::advance_window(uint64_t start, uint64_t end) const {
   std::lock_guard<std::mutex> l(ra_mu_);
-  if (end >= size_) return;
+  const bool forward = start == last_end_ ||
+                       (window_.data && start >= window_.offset && start <= window_.offset + window_.len);
+  last_end_ = end;
+  if (!forward || end >= size_) return;
   if (window_.data && end >= window_.offset && end < window_.offset + window_.len / 2) return;
   if (window_.data && end >= window_.offset + window_.len / 2 && end < window_.offset + window_.len) {
     // Past the middle of the current window: fetch the next one from its end.

@@ -52,7 +52,9 @@ class ReadObject {
   // less than 256 KiB apart merged into one request of up to 8 MiB, requests
   // run on up to `parallelism` threads (0 = Settings::parallelism).
   void read_many(const ReadRange* ranges, size_t n, uint32_t parallelism = 0) const;
-  // Serve forward-moving reads from a background window of `bytes` (0 = off).
+  // Serve forward-moving reads from a background window of `bytes` (0 = off):
+  // once a read starts where the previous one ended, the next `bytes` are
+  // fetched (in parallel parts) while the caller works on these.
   void set_read_ahead(size_t bytes);
   // Fetch [offset, offset+len) into a new buffer (in parallel parts when large).
   std::vector<uint8_t> read_all(uint64_t offset, size_t len) const;
@@ -76,11 +78,12 @@ class ReadObject {
     std::shared_future<void> ready;
   };
   bool from_window(uint64_t offset, size_t len, uint8_t* dst) const;
-  void advance_window(uint64_t end) const;
+  void advance_window(uint64_t start, uint64_t end) const;
   void fetch_parallel(const ReadRange* ranges, size_t n, uint32_t parallelism) const;
   size_t read_ahead_ = 0;
   mutable std::mutex ra_mu_;
   mutable Window window_;
+  mutable uint64_t last_end_ = UINT64_MAX;  // end of the last read (ra_mu_)
 };
 
 class WriteObject {
