@@ -32,3 +32,4 @@ from .dataset import STEP_DTYPE, Dataset, EpochSampler, build_dataset, append_da
 # capability: bag (the sackli-compatible API is the submodule a2pack.bag)
 from . import bag
 from .logger import DataLogger, LogData, LogStream, LogProblem, DecodeWarning  # capability: logger
+from . import arrow  # Arrow PyCapsule interface, to_arrow / to_parquet (docs/arrow.md)
