@@ -73,3 +73,58 @@ class EveryObject:
             "shard_first": int(self.shard.indices[0]),
             "pack_shard_len": len(self.pack_runs[0]),
         }
+
+
+def free_port() -> int:
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def ddp_worker(rank, world, port, ds_path, pack_path, seed, out_dir):
+    """One rank of a DDP job on gloo over 127.0.0.1: two epochs of its
+    batches through a DataLoader into a DistributedDataParallel model; writes
+    what it drew to out_dir/rank<r>.json."""
+    import datetime
+    import json
+
+    import torch
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel
+
+    from a2pack.torch_data import DistributedSampler, PackRuns, RankShard, StepBatches
+
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+                            world_size=world, timeout=datetime.timedelta(seconds=60))
+    try:
+        torch.manual_seed(0)
+        data = StepBatches(ds_path)
+        sampler = DistributedSampler(data, shuffle=True, seed=seed, batch_size=16)  # rank from dist
+        assert (sampler.rank, sampler.num_replicas) == (rank, world)
+        loader = torch.utils.data.DataLoader(data, sampler=sampler, batch_size=None)
+        model = DistributedDataParallel(torch.nn.Linear(16, 4))
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        epochs = []
+        for epoch in range(2):
+            sampler.set_epoch(epoch)
+            drawn = [b.tolist() for b in sampler]
+            steps = 0
+            for batch in loader:
+                loss = torch.nn.functional.cross_entropy(
+                    model(batch["exponents"].float()), batch["moves"])
+                opt.zero_grad()
+                loss.backward()  # all-reduces the gradients across the ranks
+                opt.step()
+                steps += 1
+            epochs.append({"indices": [i for b in drawn for i in b], "steps": steps})
+        shard = RankShard(ds_path)  # rank and world from torch.distributed
+        pack_runs = PackRuns(pack_path, rank_shard=True)
+        result = {"epochs": epochs, "shard": shard.indices.tolist(),
+                  "shard_batches": len(shard.sampler(batch_size=16)),
+                  "pack": [pack_runs.start, pack_runs.stop],
+                  "weights": [p.detach().flatten().tolist() for p in model.parameters()]}
+        with open(os.path.join(out_dir, f"rank{rank}.json"), "w") as f:
+            json.dump(result, f)
+    finally:
+        dist.destroy_process_group()

@@ -1,0 +1,164 @@
+"""a2pack.beam on Apache Beam's DirectRunner (multi_processing, 2 workers),
+in one run on one machine:
+
+  build      BuildDataset from a folder of run files (rows made by the
+             workers, folder assembled once) against `a2pack dataset build
+             --workers 2` on the same folder. The CLI is expected to win on
+             one machine: the figure is what the engine costs (process
+             start, pickling rows between stages, the single assembly).
+  bag read   ReadFromBag against bagz.beam.bagzio.ReadFromBagz on the same
+             .bagz file, each pipeline counting the records it read.
+  bag write  WriteToBag against WriteToBagz from the same records
+             (beam.Create) to <name>@2.bagz.
+
+Every cell is a whole pipeline (start-up included), timed --repeat times
+with the sides alternating, median reported; ratio = a2pack speed / other.
+
+Usage: python bench/beam_compare.py [--runs 3000] [--records 200000]
+       [--record-bytes 200] [--repeat 3] [--json FILE]
+Needs apache-beam, bagz and the a2pack CLI ($A2PACK_CLI or beside the library).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+import apache_beam as beam
+from apache_beam.options.pipeline_options import PipelineOptions
+
+import a2pack
+from a2pack import beam as a2beam
+
+
+def options():
+    return PipelineOptions(runner="DirectRunner", direct_running_mode="multi_processing",
+                           direct_num_workers=2)
+
+
+def timed(fn) -> float:
+    t = time.perf_counter()
+    fn()
+    return time.perf_counter() - t
+
+
+def cli() -> str:
+    env = os.environ.get("A2PACK_CLI")
+    p = pathlib.Path(env) if env else pathlib.Path(a2pack.library_path).resolve().parent / "a2pack"
+    if not p.exists():
+        sys.exit(f"no a2pack CLI at {p}: set A2PACK_CLI")
+    return str(p)
+
+
+def bench_build(root: pathlib.Path, n_runs: int, repeat: int) -> dict:
+    runs = root / "runs"
+    a2pack.generate_dir(runs, n_runs, seed=1, policy="random")
+    rows = len(a2pack.Dataset(_cli_build(runs, root / "probe")))
+    shutil.rmtree(root / "probe")
+    t_cli, t_beam = [], []
+    for k in range(repeat):
+        t_cli.append(timed(lambda: _cli_build(runs, root / f"cli{k}")))
+
+        def build():
+            with beam.Pipeline(options=options()) as p:
+                _ = (p | a2beam.ReadRunFiles(runs)
+                     | a2beam.BuildDataset(root / f"beam{k}", source_input=str(runs),
+                                           source_kind="dir"))
+        t_beam.append(timed(build))
+        for f in ("steps.npy", "metadata.db"):
+            assert (root / f"cli{k}" / f).read_bytes() == (root / f"beam{k}" / f).read_bytes(), f
+        shutil.rmtree(root / f"cli{k}")
+        shutil.rmtree(root / f"beam{k}")
+    shutil.rmtree(runs)
+    c, b = statistics.median(t_cli), statistics.median(t_beam)
+    return {"cell": "build", "runs": n_runs, "rows": rows, "cli_s": c, "beam_s": b,
+            "cli_runs_per_s": n_runs / c, "beam_runs_per_s": n_runs / b, "ratio": c / b}
+
+
+def _cli_build(runs, out):
+    subprocess.run([cli(), "dataset", "build", "--input", str(runs), "--out", str(out),
+                    "--workers", "2"], check=True, capture_output=True)
+    return out
+
+
+def bench_bag(root: pathlib.Path, n: int, size: int, repeat: int) -> list:
+    import bagz
+    from bagz.beam import bagzio
+    rng = np.random.default_rng(0)
+    recs = [rng.integers(0, 256, size=size, dtype=np.uint8).tobytes() for _ in range(n)]
+    path = root / "in.bagz"
+    with bagz.Writer(str(path)) as w:
+        for r in recs:
+            w.write(r)
+
+    def read(transform):
+        def go():
+            with beam.Pipeline(options=options()) as p:
+                _ = p | transform(str(path)) | beam.combiners.Count.Globally()
+        return go
+
+    def write(transform, k):
+        def go():
+            with beam.Pipeline(options=options()) as p:
+                _ = p | beam.Create(recs) | transform(str(root / f"w{k}" / "out@2.bagz"))
+        return go
+
+    out = []
+    for cell, ours, theirs in (("bag read", read(a2beam.ReadFromBag), read(bagzio.ReadFromBagz)),):
+        t_a, t_b = [], []
+        for _ in range(repeat):
+            t_a.append(timed(ours))
+            t_b.append(timed(theirs))
+        out.append(_cell(cell, n, t_a, t_b))
+    t_a, t_b = [], []
+    for k in range(repeat):
+        t_a.append(timed(write(a2beam.WriteToBag, f"a{k}")))
+        t_b.append(timed(write(bagzio.WriteToBagz, f"b{k}")))
+        assert sorted(a2pack.bag.Reader(str(root / f"wa{k}" / "out@2.bagz"))) == \
+            sorted(bagz.Reader(str(root / f"wb{k}" / "out@2.bagz")))
+    out.append(_cell("bag write", n, t_a, t_b))
+    return out
+
+
+def _cell(name, n, t_a, t_b):
+    a, b = statistics.median(t_a), statistics.median(t_b)
+    return {"cell": name, "records": n, "a2pack_s": a, "bagz_s": b,
+            "a2pack_records_per_s": n / a, "bagz_records_per_s": n / b, "ratio": b / a}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=3000)
+    ap.add_argument("--records", type=int, default=200_000)
+    ap.add_argument("--record-bytes", type=int, default=200)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--json")
+    a = ap.parse_args()
+    root = pathlib.Path(tempfile.mkdtemp(prefix="beam_compare-"))
+    try:
+        cells = [bench_build(root, a.runs, a.repeat)]
+        cells += bench_bag(root, a.records, a.record_bytes, a.repeat)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    b = cells[0]
+    print(f"build {b['runs']} runs ({b['rows']} rows): CLI --workers 2 {b['cli_s']:.2f} s, "
+          f"BuildDataset (DirectRunner, 2 workers) {b['beam_s']:.2f} s, "
+          f"beam/CLI speed {b['ratio']:.2f}x")
+    for c in cells[1:]:
+        print(f"{c['cell']:10s} {c['records']} records: a2pack {c['a2pack_records_per_s']:,.0f}/s, "
+              f"bagz {c['bagz_records_per_s']:,.0f}/s, ratio {c['ratio']:.2f}x")
+    if a.json:
+        pathlib.Path(a.json).write_text(json.dumps(cells, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,131 @@
+"""Multi-rank training with a2pack.torch_data: DistributedSampler against
+torch's own, a two-process DDP job on gloo over 127.0.0.1, per-rank shards
+of datasets and packs, and spawn-started DataLoader workers with every
+picklable a2pack object."""
+
+import json
+import os
+import pickle
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import a2pack  # noqa: E402
+from a2pack import torch_data  # noqa: E402
+from beam_ddp_helpers import (EveryObject, ddp_worker, free_port, make_run,  # noqa: E402
+                              write_run_folder)
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    root = tmp_path_factory.mktemp("ddp")
+    write_run_folder(root / "runs", 9)
+    a2pack.build_dataset(root / "runs", root / "ds")
+    a2pack.pack_dir(root / "runs", root / "runs.a2pack")
+    with a2pack.bag.Writer(str(root / "recs.bagz")) as w:
+        for i in range(8):
+            w.write(b"record %d" % i)
+    return root
+
+
+def test_sampler_is_a_torch_sampler_and_matches_torch(data):
+    DS = torch_data.DistributedSampler
+    assert issubclass(DS, torch.utils.data.Sampler)
+    n = len(a2pack.Dataset(data / "ds"))
+    for shuffle in (True, False):
+        for drop_last in (True, False):
+            for world in (2, 3):
+                for rank in range(world):
+                    ours = DS(n, num_replicas=world, rank=rank, shuffle=shuffle, seed=7,
+                              drop_last=drop_last)
+                    ref = torch.utils.data.DistributedSampler(
+                        range(n), num_replicas=world, rank=rank, shuffle=shuffle, seed=7,
+                        drop_last=drop_last)
+                    for epoch in (0, 3):
+                        ours.set_epoch(epoch)
+                        ref.set_epoch(epoch)
+                        assert list(ours) == list(ref)
+                        assert len(ours) == len(ref)
+    with pytest.raises(ValueError, match="invalid rank"):
+        DS(10, num_replicas=2, rank=2)
+    # Not initialised: one replica.
+    s = DS(10)
+    assert (s.rank, s.num_replicas) == (0, 1) and sorted(s) == list(range(10))
+    # Over a selection, in batches.
+    sel = np.arange(100, 130)
+    s = DS(sel, num_replicas=2, rank=1, batch_size=4, seed=1)
+    batches = list(s)
+    assert len(batches) == len(s) == 4 and all(b.dtype == np.int64 for b in batches)
+    assert set(np.concatenate(batches)) <= set(sel)
+    s2 = pickle.loads(pickle.dumps(s))
+    assert [b.tolist() for b in s2] == [b.tolist() for b in batches]
+
+
+def _run_job(data, out, seed):
+    out.mkdir()
+    torch.multiprocessing.spawn(ddp_worker, args=(2, free_port(), str(data / "ds"),
+                                                  str(data / "runs.a2pack"), seed, str(out)),
+                                nprocs=2, join=True)
+    return [json.loads((out / f"rank{r}.json").read_text()) for r in range(2)]
+
+
+def test_ddp_two_ranks_gloo(data, tmp_path):
+    ranks = _run_job(data, tmp_path / "a", seed=5)
+    again = _run_job(data, tmp_path / "b", seed=5)
+    n = len(a2pack.Dataset(data / "ds"))
+    per_epoch = []
+    for e in range(2):
+        a, b = (ranks[r]["epochs"][e]["indices"] for r in range(2))
+        assert len(a) == len(b) == -(-n // 2)                 # same count on every rank
+        assert ranks[0]["epochs"][e]["steps"] == ranks[1]["epochs"][e]["steps"]
+        assert set(a) | set(b) == set(range(n))               # complete
+        assert len(set(a) & set(b)) == 2 * len(a) - n          # disjoint but for padding
+        per_epoch.append(a + b)
+    assert per_epoch[0] != per_epoch[1]                       # reshuffled per epoch
+    assert ranks == again                                     # same seed, same draws
+    assert ranks[0]["weights"] == ranks[1]["weights"]         # DDP kept the replicas in step
+    # Per-rank shards: whole runs, disjoint, complete.
+    s0, s1 = ranks[0]["shard"], ranks[1]["shard"]
+    assert not set(s0) & set(s1) and sorted(s0 + s1) == list(range(n))
+    assert ranks[0]["shard_batches"] == ranks[1]["shard_batches"]
+    steps = a2pack.Dataset(data / "ds").steps
+    assert not set(steps["run_id"][s0]) & set(steps["run_id"][s1])
+    p0, p1 = ranks[0]["pack"], ranks[1]["pack"]
+    assert p0[0] == 0 and p0[1] == p1[0] and p1[1] == len(a2pack.PackReader(data / "runs.a2pack"))
+
+
+def test_rank_shard_reads_only_its_rows(data):
+    shard = torch_data.RankShard(data / "ds", rank=0, num_replicas=2)
+    assert shard.dataset.info["mapped"]
+    assert sum(shard.counts) == len(a2pack.Dataset(data / "ds"))
+    copy = pickle.loads(pickle.dumps(shard))
+    assert copy.indices.tolist() == shard.indices.tolist()
+    sampler = shard.sampler(batch_size=5, pad=True)
+    assert sum(len(b) for b in sampler) == max(shard.counts)
+
+
+def test_every_object_pickles(data):
+    objs = EveryObject(data / "ds", data / "runs.a2pack", str(data / "recs.bagz"))
+    copy = pickle.loads(pickle.dumps(objs))
+    for i in range(len(objs)):
+        a, b = objs[i], copy[i]
+        a.pop("pid"), b.pop("pid")
+        assert a == b
+    run = make_run(3, 5)
+    assert pickle.loads(pickle.dumps(run)) == run
+
+
+def test_spawned_dataloader_workers_use_every_object(data):
+    objs = EveryObject(data / "ds", data / "runs.a2pack", str(data / "recs.bagz"))
+    loader = torch.utils.data.DataLoader(objs, batch_size=None, num_workers=2,
+                                         multiprocessing_context="spawn")
+    got = list(loader)
+    assert {g["pid"] for g in got}.isdisjoint({os.getpid()})
+    for i, g in enumerate(got):
+        want = objs[i]
+        for k in want:
+            if k != "pid":
+                v = g[k].tolist() if isinstance(g[k], torch.Tensor) else g[k]
+                assert v == want[k], k
