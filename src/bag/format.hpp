@@ -41,6 +41,11 @@ struct WriterOptions {
   bool direct_io = true;
 };
 
+// Default largest decoded size of one compressed record (1 GiB): a frame
+// header claiming more is refused before anything is allocated, so a small
+// hostile file cannot make a reader allocate gigabytes. Raise it per reader.
+inline constexpr uint64_t kDefaultMaxRecordBytes = uint64_t{1} << 30;
+
 struct ReaderOptions {
   Compression compression = Compression::autodetect;
   ZstdSettings zstd;  // level unused when reading
@@ -50,6 +55,12 @@ struct ReaderOptions {
   CachePolicy cache_policy = CachePolicy::system;
   ShardingLayout sharding = ShardingLayout::concatenated;
   uint32_t max_parallelism = 0;  // threads for batch reads; 0 = all cores
+  // Largest decoded size of a compressed record (see kDefaultMaxRecordBytes).
+  uint64_t max_record_bytes = kDefaultMaxRecordBytes;
+  // A separate-limits records file that continues past its last limit is an
+  // error (CORRUPT) instead of a note (Shard::note()). The records read are
+  // the same either way: those the limits describe, as bagz reads them.
+  bool strict = false;
   // Tests only: act as if the filesystem refused O_DIRECT, to exercise the
   // buffered fallback of DIRECT_IO on filesystems that accept it.
   bool refuse_direct_io = false;

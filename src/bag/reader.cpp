@@ -84,6 +84,70 @@ Reader::Reader(const std::vector<std::string>& paths, const ReaderOptions& o) : 
   if (any_compressed) codec_ = std::make_unique<ZstdCodec>(o.zstd);
 }
 
+std::string Reader::notes() const {
+  std::string out;
+  for (const auto& s : shards_)
+    if (!s->note().empty()) out += s->note() + "\n";
+  return out;
+}
+
+namespace {
+// A buffer of `n` bytes for a batch, or NO_MEMORY naming what it was for.
+PooledBuffer batch_buffer(uint64_t n, const char* what, const Shard& first, size_t records) {
+  try {
+    return PooledBuffer(n);
+  } catch (const std::bad_alloc&) {
+    fail(A2PACK_E_NO_MEMORY, "{}: out of memory allocating {} bytes for the {} of {} records", first.path(),
+         n, what, records);
+  }
+}
+
+[[noreturn]] void too_large(const Shard& sh, uint64_t record, uint64_t size, uint64_t limit) {
+  fail(A2PACK_E_UNSUPPORTED,
+       "{}: record {}: decodes to {} bytes, more than the reader's limit of {} bytes "
+       "(max_record_bytes; raise it to read this record)",
+       sh.path(), record, size, limit);
+}
+}  // namespace
+
+void Reader::sizes(const uint64_t* indices, size_t n, uint64_t* out, uint32_t workers) const {
+  if (workers == 0) workers = options_.max_parallelism;
+  const uint32_t cpu_workers = std::min(resolve_workers(workers), hardware_threads());
+  for (size_t k = 0; k < n; ++k)
+    if (indices[k] >= total_)
+      fail(A2PACK_E_OUT_OF_RANGE, "indices[{}] = {} out of range [0, {})", k, indices[k], total_);
+  parallel_for(n, cpu_workers, [&](size_t k) {
+    size_t s;
+    uint64_t local, b, e;
+    locate(indices[k], s, local);
+    const Shard& sh = *shards_[s];
+    sh.range(local, b, e);
+    if (!sh.compressed() || e == b) {
+      out[k] = e - b;
+      return;
+    }
+    // The stored frame only (compressed bytes, bounded by the file).
+    thread_local std::vector<uint8_t> stored;
+    const uint8_t* src;
+    if (sh.records().is_mapped()) {
+      src = sh.records().mapped() + b;
+    } else {
+      try {
+        stored.resize(e - b);
+      } catch (const std::bad_alloc&) {
+        fail(A2PACK_E_NO_MEMORY, "{}: record {}: out of memory allocating {} bytes for its stored frame",
+             sh.path(), local, e - b);
+      }
+      sh.records().read(b, e - b, stored.data());
+      src = stored.data();
+    }
+    uint64_t size = ZstdCodec::content_size(src, e - b, sh.path(), local);
+    if (size == ZstdCodec::kUnknown)
+      size = codec_->decoded_length(src, e - b, sh.path(), local, options_.max_record_bytes);
+    out[k] = size;
+  });
+}
+
 std::unique_ptr<Reader> Reader::open(const std::string& spec, const ReaderOptions& o) {
   return std::make_unique<Reader>(expand_spec(spec), o);
 }
@@ -186,7 +250,7 @@ Batch Reader::read(const uint64_t* indices, size_t n, uint32_t workers) const {
     const uint32_t cpu_workers = std::min(resolve_workers(workers), hardware_threads());
     for (size_t k = 0; k < n; ++k) out.offsets[k + 1] = out.offsets[k] + at.locs[k].len;
     out.bytes = at.stored_bytes;
-    out.data = PooledBuffer(out.bytes);
+    out.data = batch_buffer(out.bytes, "batch", *shards_[at.locs[0].shard], n);
     // Copies out of a mapping are memory-bound: threads pay off only for big
     // batches. Reads through pread are I/O-bound and overlap well.
     uint32_t w = at.all_mapped ? (out.bytes < kSerialMappedBytes ? 1 : cpu_workers)
@@ -205,7 +269,7 @@ Batch Reader::read(const uint64_t* indices, size_t n, uint32_t workers) const {
   PendingRead p = prepare_located(std::move(at), workers);
   for (size_t k = 0; k < n; ++k) out.offsets[k + 1] = out.offsets[k] + p.sizes_[k];
   out.bytes = out.offsets[n];
-  out.data = PooledBuffer(out.bytes);
+  out.data = batch_buffer(out.bytes, "decoded batch", *shards_[p.locs_[0].shard], n);
   std::vector<uint8_t*> dests(n);
   for (size_t k = 0; k < n; ++k) dests[k] = out.data.get() + out.offsets[k];
   p.fill(dests.data());
@@ -234,7 +298,7 @@ PendingRead Reader::prepare_located(Located at, uint32_t workers) const {
   } else {
     std::vector<uint64_t> soff(n + 1, 0);
     for (size_t k = 0; k < n; ++k) soff[k + 1] = soff[k] + locs[k].len;
-    p.scratch_ = PooledBuffer(at.stored_bytes);
+    p.scratch_ = batch_buffer(at.stored_bytes, "stored bytes", *shards_[locs[0].shard], n);
     const std::vector<char> remote = read_remote_spans(
         shards_, at.spans, [&](size_t i) { return p.scratch_.get() + soff[at.spans[i].k0]; });
     parallel_for(at.spans.size(), at.stored_bytes < kSerialBytes ? 1 : workers, [&](size_t i) {
@@ -267,11 +331,14 @@ PendingRead Reader::prepare_located(Located at, uint32_t workers) const {
             p.sizes_[k] = l.len;
             return;
           }
+          const uint64_t limit = options_.max_record_bytes;
           uint64_t s = ZstdCodec::content_size(p.src_[k], l.len, sh.path(), l.local);
           if (s == ZstdCodec::kUnknown) {
             p.unsized_[k] = std::make_unique<std::string>(
-                codec_->decompress_unknown(p.src_[k], l.len, sh.path(), l.local));
+                codec_->decompress_unknown(p.src_[k], l.len, sh.path(), l.local, limit));
             s = p.unsized_[k]->size();
+          } else if (s > limit) {
+            too_large(sh, l.local, s, limit);  // before anything is allocated for it
           }
           p.sizes_[k] = s;
         },

@@ -87,6 +87,14 @@ class Reader {
   const ReaderOptions& options() const { return options_; }
   // Sum of the shards' records sections (compressed bytes for .bagz).
   uint64_t records_bytes() const { return records_bytes_; }
+  // Warnings found at open, one line each ("" when none); see Shard::note().
+  std::string notes() const;
+
+  // Decoded size of each record, without decoding: stored records as they
+  // are, zstd frames from their headers (frames without a content size are
+  // decompressed into a small scratch, counting, up to max_record_bytes).
+  // Reads only the stored bytes; allocates nothing per record.
+  void sizes(const uint64_t* indices, size_t n, uint64_t* out, uint32_t workers = 0) const;
 
   // Shard and index in it of global index g (< size()).
   void locate(uint64_t g, size_t& shard, uint64_t& local) const;

@@ -4,11 +4,14 @@
 
 #include "base/bytes.hpp"
 #include "base/error.hpp"
+#include "base/path_prefix.hpp"
 
 namespace a2pack::bag {
 
-Shard::Shard(const std::string& path, const ReaderOptions& o)
-    : path_(path), compressed_(effective_compression(o.compression, path) == Compression::zstd) {
+Shard::Shard(const std::string& spec, const ReaderOptions& o)
+    : path_(strip_local_prefix(spec)),
+      compressed_(effective_compression(o.compression, path_) == Compression::zstd) {
+  const std::string& path = path_;
   records_ = std::make_unique<RecordFile>(path, o.access_pattern, o.cache_policy, o.refuse_direct_io);
   if (records_->object()) {
     load_remote_limits(o);
@@ -59,6 +62,16 @@ Shard::Shard(const std::string& path, const ReaderOptions& o)
       fail(A2PACK_E_CORRUPT,
            "{}: record {}: limit {} is past the records section ({} bytes in {})", lpath,
            count_ - 1, records_end_, file_size, path);
+    if (records_end_ < file_size) {
+      // bagz reads such a pair as the shorter bag it describes; a limits
+      // file cut at an 8-byte boundary looks exactly like that, so say it.
+      std::string msg = fmt::format(
+          "{}: {} bytes after the last limit ({} of the file's {} bytes) belong to no record: "
+          "is {} ({} limits) truncated?",
+          path, file_size - records_end_, records_end_, file_size, lpath, count_);
+      if (o.strict) fail(A2PACK_E_CORRUPT, "{} (strict mode)", msg);
+      note_ = std::move(msg);
+    }
   }
   if (o.limits_storage == LimitsStorage::in_memory && count_) {
     limits_mem_.resize(count_);

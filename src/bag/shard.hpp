@@ -28,6 +28,9 @@ class Shard {
   uint64_t records_bytes() const { return records_end_; }
   bool compressed() const { return compressed_; }
   const RecordFile& records() const { return *records_; }
+  // A warning found at open ("" when none): bytes of the records file that no
+  // limit covers (separate placement; strict mode makes it an error).
+  const std::string& note() const { return note_; }
 
   // Byte range [begin, end) of record i (i < count()) in the records
   // section. CORRUPT naming the file and record when the limits are wrong.
@@ -48,6 +51,7 @@ class Shard {
   std::vector<uint64_t> limits_mem_;
   uint64_t count_ = 0;
   uint64_t records_end_ = 0;
+  std::string note_;
 };
 
 }  // namespace a2pack::bag

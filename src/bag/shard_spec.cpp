@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "base/error.hpp"
+#include "base/path_prefix.hpp"
 #include "storage/object_store.hpp"
 
 namespace a2pack::bag {
@@ -80,8 +81,7 @@ uint64_t count_from_disk(const std::string& spec, const std::string& base, const
 }
 
 void expand_one(const std::string& spec, std::vector<std::string>& out) {
-  std::string path = spec;
-  if (path.rfind("fs:", 0) == 0) path = path.substr(3);
+  std::string path = strip_local_prefix(spec);  // "posix:/x", "/posix:/x" (base/path_prefix.hpp)
   if (path.empty()) fail(A2PACK_E_INVALID_ARGUMENT, "empty file name in spec");
   auto slash = path.find_last_of('/');
   auto at = path.find_last_of('@');

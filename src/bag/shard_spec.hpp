@@ -3,7 +3,8 @@
 //   "dir/name@4.bagz"                    name-00000-of-00004.bagz ... 00003
 //   "dir/name@*.bagz"                    the same, N found from shard 0 on disk
 //   "a@2.bag,b.bag"                      several specs, in order
-// A leading "fs:" (bagz's local-filesystem prefix) is accepted and dropped.
+// A leading "posix:" (bagz's local-filesystem prefix, also "/posix:") is
+// accepted and dropped per element (base/path_prefix.hpp).
 #pragma once
 
 #include <string>

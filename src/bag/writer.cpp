@@ -9,6 +9,8 @@
 
 #include "base/error.hpp"
 #include "base/file_io.hpp"
+#include "base/path_prefix.hpp"
+#include "base/stale_temps.hpp"
 #include "base/worker_pool.hpp"
 
 namespace a2pack::bag {
@@ -20,7 +22,9 @@ constexpr uint64_t kWritebackEvery = 8u << 20; // start writeback after this man
 
 }  // namespace
 
-Writer::Writer(const std::string& path, const WriterOptions& o) : path_(path), options_(o) {
+Writer::Writer(const std::string& spec, const WriterOptions& o)
+    : path_(strip_local_prefix(spec)), options_(o) {
+  const std::string& path = path_;  // "posix:" and the like dropped
   if (path.empty()) fail(A2PACK_E_INVALID_ARGUMENT, "empty path");
   if (effective_compression(o.compression, path) == Compression::zstd) {
     codec_ = std::make_unique<ZstdCodec>(o.zstd);
@@ -30,6 +34,9 @@ Writer::Writer(const std::string& path, const WriterOptions& o) : path_(path), o
   // records about as fast as the kernel copies them into the page cache,
   // so the two overlap; with direct_io whole blocks skip the page cache
   // (base/background_writer.hpp).
+  // Temporaries of earlier writers of this output that were killed.
+  remove_stale_temps(path);
+  if (o.limits_placement == LimitsPlacement::separate) remove_stale_temps(limits_path(path));
   records_ = std::make_unique<AtomicFile>(path, /*background=*/true, o.direct_io);
   if (o.limits_placement == LimitsPlacement::separate)
     limits_ = std::make_unique<AtomicFile>(limits_path(path));

@@ -1,6 +1,7 @@
 #include "bag/zstd_codec.hpp"
 
 #include <new>
+#include <vector>
 
 #include "base/error.hpp"
 
@@ -97,24 +98,58 @@ void ZstdCodec::decompress_exact(const uint8_t* src, size_t n, uint8_t* dst, siz
     fail(A2PACK_E_CORRUPT, "{}: record {}: zstd frame decompressed to {} bytes, its header says {}", file, record, r, dn);
 }
 
-std::string ZstdCodec::decompress_unknown(const uint8_t* src, size_t n, const std::string& file, uint64_t record) const {
+std::string ZstdCodec::decompress_unknown(const uint8_t* src, size_t n, const std::string& file,
+                                          uint64_t record, uint64_t max_bytes) const {
+  std::string out;
+  stream(src, n, file, record, max_bytes, [&](size_t grow) -> uint8_t* {
+    try {
+      out.resize(out.size() + grow);
+    } catch (const std::bad_alloc&) {
+      fail(A2PACK_E_NO_MEMORY, "{}: record {}: out of memory growing its decoded bytes past {}",
+           file, record, out.size());
+    }
+    return reinterpret_cast<uint8_t*>(out.data()) + out.size() - grow;
+  }, [&](size_t unused) { out.resize(out.size() - unused); });
+  return out;
+}
+
+uint64_t ZstdCodec::decoded_length(const uint8_t* src, size_t n, const std::string& file,
+                                   uint64_t record, uint64_t max_bytes) const {
+  thread_local std::vector<uint8_t> scratch(ZSTD_DStreamOutSize());
+  uint64_t total = 0;
+  stream(src, n, file, record, max_bytes, [&](size_t grow) {
+    total += grow;
+    return scratch.data();
+  }, [&](size_t unused) { total -= unused; });
+  return total;
+}
+
+template <typename Grow, typename Shrink>
+void ZstdCodec::stream(const uint8_t* src, size_t n, const std::string& file, uint64_t record,
+                       uint64_t max_bytes, Grow grow_by, Shrink give_back) const {
   ZSTD_DCtx* d = thread_dctx();
   ZSTD_DCtx_reset(d, ZSTD_reset_session_and_parameters);
   if (ddict_) ZSTD_DCtx_refDDict(d, ddict_);
-  std::string out;
   ZSTD_inBuffer in{src, n, 0};
   const uint64_t limit = static_cast<uint64_t>(n) * kMaxExpansion;
+  uint64_t produced = 0;
   size_t r = 1;
   while (in.pos < in.size || r != 0) {
-    size_t old = out.size();
     size_t grow = ZSTD_DStreamOutSize();
-    if (old + grow > limit + grow)
+    if (produced + grow > limit + grow)
       fail(A2PACK_E_CORRUPT, "{}: record {}: zstd frame of {} bytes expands past {} bytes", file, record, n, limit);
-    out.resize(old + grow);
-    ZSTD_outBuffer o{out.data() + old, grow, 0};
+    if (produced > max_bytes) {
+      ZSTD_DCtx_reset(d, ZSTD_reset_session_and_parameters);
+      fail(A2PACK_E_UNSUPPORTED,
+           "{}: record {}: decodes to more than the reader's limit of {} bytes "
+           "(max_record_bytes; raise it to read this record)",
+           file, record, max_bytes);
+    }
+    ZSTD_outBuffer o{grow_by(grow), grow, 0};
     size_t in_before = in.pos;
     r = ZSTD_decompressStream(d, &o, &in);
-    out.resize(old + o.pos);
+    give_back(grow - o.pos);
+    produced += o.pos;
     if (ZSTD_isError(r)) {
       ZSTD_DCtx_reset(d, ZSTD_reset_session_and_parameters);
       fail(A2PACK_E_CORRUPT, "{}: record {}: corrupt zstd frame: {}", file, record, ZSTD_getErrorName(r));
@@ -125,7 +160,11 @@ std::string ZstdCodec::decompress_unknown(const uint8_t* src, size_t n, const st
     }
   }
   ZSTD_DCtx_reset(d, ZSTD_reset_session_and_parameters);
-  return out;
+  if (produced > max_bytes)
+    fail(A2PACK_E_UNSUPPORTED,
+         "{}: record {}: decodes to {} bytes, more than the reader's limit of {} bytes "
+         "(max_record_bytes; raise it to read this record)",
+         file, record, produced, max_bytes);
 }
 
 }  // namespace a2pack::bag

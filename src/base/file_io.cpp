@@ -1,6 +1,7 @@
 #include "base/file_io.hpp"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -128,6 +129,10 @@ AtomicFile::AtomicFile(std::string path, bool background, bool direct) : path_(s
   tmp_ = fmt::format("{}.tmp-{}-{}", path_, ::getpid(), g_tmp_counter.fetch_add(1));
   fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd_ < 0) fail_errno("create", tmp_, errno);
+  // Held until the descriptor closes (or the process dies): tells cleaners
+  // (base/stale_temps.hpp) that a live writer still owns this temporary.
+  // A filesystem without flock just leaves the pid check.
+  (void)::flock(fd_, LOCK_EX | LOCK_NB);
   try {
     if (background) bg_ = std::make_unique<BackgroundWriter>(fd_, tmp_, direct);
     else buf_.reserve(kWriteBuffer);

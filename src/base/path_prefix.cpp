@@ -50,8 +50,12 @@ bool is_remote_path(std::string_view path) {
 }
 
 std::string strip_local_prefix(std::string_view path) {
-  if (path.substr(0, 6) == "posix:") path.remove_prefix(6);
-  else if (path.substr(0, 3) == "fs:") path.remove_prefix(3);
+  // "/posix:/tmp/x" is what pathlib.Path("/posix:/tmp") / "x" gives; bagz
+  // accepts it as "posix:/tmp/x".
+  std::string_view p = path;
+  if (!p.empty() && p.front() == '/') p.remove_prefix(1);
+  if (p.substr(0, 6) == "posix:") return std::string(p.substr(6));
+  if (p.substr(0, 3) == "fs:") return std::string(p.substr(3));
   return std::string(path);
 }
 

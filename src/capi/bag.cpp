@@ -16,6 +16,7 @@ struct a2pack_bag_writer {
 };
 struct a2pack_bag_reader {
   std::shared_ptr<const bag::Reader> r;
+  std::string notes;  // Reader::notes(), kept for a2pack_bag_reader_notes
 };
 struct a2pack_bag_batch {
   bag::Batch b;
@@ -56,6 +57,8 @@ bag::ReaderOptions reader_options(const a2pack_bag_reader_options* user) {
   r.cache_policy = checked_enum<bag::CachePolicy>(o.cache_policy, 2, "cache_policy");
   r.sharding = checked_enum<bag::ShardingLayout>(o.sharding, 1, "sharding");
   r.max_parallelism = o.max_parallelism;
+  r.max_record_bytes = o.max_record_bytes ? o.max_record_bytes : bag::kDefaultMaxRecordBytes;
+  r.strict = o.strict != 0;
   return r;
 }
 
@@ -145,6 +148,7 @@ A2PACK_EXPORT void a2pack_bag_reader_options_init(a2pack_bag_reader_options* o) 
   if (!o) return;
   std::memset(static_cast<void*>(o), 0, sizeof *o);
   o->size = sizeof *o;
+  o->max_record_bytes = A2PACK_BAG_DEFAULT_MAX_RECORD_BYTES;
   o->compression = A2PACK_BAG_COMPRESSION_AUTO;
   o->limits_placement = A2PACK_BAG_LIMITS_TAIL;
   o->limits_storage = A2PACK_BAG_LIMITS_ON_DISK;
@@ -161,7 +165,8 @@ A2PACK_EXPORT a2pack_status a2pack_bag_reader_open(const char* spec,
     require(out, "out");
     require(spec, "spec");
     std::shared_ptr<const bag::Reader> r = bag::Reader::open(spec, reader_options(opts));
-    *out = new a2pack_bag_reader{std::move(r)};
+    std::string notes = r->notes();
+    *out = new a2pack_bag_reader{std::move(r), std::move(notes)};
   });
 }
 
@@ -177,7 +182,9 @@ A2PACK_EXPORT a2pack_status a2pack_bag_reader_open_paths(const char* const* path
       if (!paths[i]) fail(A2PACK_E_INVALID_ARGUMENT, "paths[{}] must not be NULL", i);
       v.emplace_back(paths[i]);
     }
-    *out = new a2pack_bag_reader{std::make_shared<const bag::Reader>(v, reader_options(opts))};
+    auto r = std::make_shared<const bag::Reader>(v, reader_options(opts));
+    std::string notes = r->notes();
+    *out = new a2pack_bag_reader{std::move(r), std::move(notes)};
   });
 }
 
@@ -361,6 +368,24 @@ A2PACK_EXPORT uint64_t a2pack_bag_index_unique(const a2pack_bag_index* idx) {
 
 A2PACK_EXPORT void a2pack_bag_index_close(a2pack_bag_index* idx) { delete idx; }
 
+// ---------------------------------------------------------------- notes, sizes
+
+A2PACK_EXPORT const char* a2pack_bag_reader_notes(const a2pack_bag_reader* r) {
+  return r ? r->notes.c_str() : "";
+}
+
+A2PACK_EXPORT a2pack_status a2pack_bag_reader_sizes(const a2pack_bag_reader* r,
+                                                    const uint64_t* indices, size_t n,
+                                                    uint32_t workers, uint64_t* sizes) {
+  return guard([&] {
+    const bag::Reader& rd = reader_of(r);
+    if (!n) return;
+    require(indices, "indices");
+    require(sizes, "sizes");
+    rd.sizes(indices, n, sizes, workers);
+  });
+}
+
 // ---------------------------------------------------------------- table
 
 namespace a2pack::capi {
@@ -397,6 +422,8 @@ const a2pack_bag_api* bag_api_table() {
       a2pack_bag_reader_prepare,
       a2pack_bag_pending_fill,
       a2pack_bag_pending_close,
+      a2pack_bag_reader_notes,
+      a2pack_bag_reader_sizes,
   };
   return &table;
 }

@@ -379,7 +379,9 @@ A2PACK_EXPORT a2pack_status a2pack_pack_to_jsonl(a2pack_pack* p, const char* pat
       fail(A2PACK_E_INVALID_ARGUMENT, "unknown JSONL mode {}", m);
     pack::JsonlSummary s =
         pack::export_jsonl(r, path, static_cast<pack::JsonlMode>(m), workers,
-                           verify_for(r, flags), progress_fn(progress, user));
+                           verify_for(r, flags & ~uint32_t{A2PACK_PACK_DURABLE}),
+                           progress_fn(progress, user),
+                           (flags & A2PACK_PACK_DURABLE) != 0);
     if (out_bytes) *out_bytes = s.bytes;
   });
 }

@@ -50,19 +50,25 @@ struct BagFlags {
   int level = 0;
   std::string cache = "system";
   uint32_t jobs = 0;
+  bool strict = false;
+  uint64_t max_record_bytes = 0;  // 0 = the library's default
 };
 
 void add_bag_flags(CLI::App* c, BagFlags& f, bool writer) {
   c->add_flag("--separate", f.separate, "Limits in a separate limits.<name> file");
   c->add_option("--compression", f.compression, "auto (by extension), none or zstd")
       ->check(CLI::IsMember({"auto", "none", "zstd"}));
-  c->add_option("--jobs,-j", f.jobs, "Threads (0 = all cores)");
+  c->add_option("--workers,-j", f.jobs, "Threads (0 = all cores)");
   if (writer) {
     c->add_option("--level", f.level, "zstd level (0 = default 3)");
   } else {
     c->add_flag("--interleaved", f.interleaved, "Interleaved sharding layout");
     c->add_option("--cache", f.cache, "Cache policy")
         ->check(CLI::IsMember({"system", "drop", "direct"}));
+    c->add_flag("--strict", f.strict,
+                "Fail on bytes no limit covers (separate limits) instead of warning");
+    c->add_option("--max-record-bytes", f.max_record_bytes,
+                  "Largest decoded record accepted (default 1 GiB)");
   }
 }
 
@@ -82,8 +88,13 @@ ReaderPtr open_reader(const std::string& spec, const BagFlags& f) {
                    : f.cache == "direct" ? A2PACK_BAG_CACHE_DIRECT_IO
                                          : A2PACK_BAG_CACHE_SYSTEM;
   o.max_parallelism = f.jobs;
+  o.strict = f.strict ? 1 : 0;
+  if (f.max_record_bytes) o.max_record_bytes = f.max_record_bytes;
   a2pack_bag_reader* r = nullptr;
   check(a2pack_bag_reader_open(spec.c_str(), &o, &r));
+  // Warnings go to stderr: what is printed on stdout stays the records.
+  if (const char* notes = a2pack_bag_reader_notes(r); *notes)
+    fmt::print(stderr, "warning: {}", notes);
   return ReaderPtr(r);
 }
 
@@ -224,10 +235,15 @@ void run_info(const InfoArgs& a) {
   if (shards > 20) fmt::print("  ... {} more shards\n", shards - 20);
   if (n) {
     // Decompressed size from a sample of up to 1000 records.
+    // (from the frame headers: nothing is decompressed).
     uint64_t k = std::min<uint64_t>(n, 1000);
-    BatchView v = read_range(r.get(), 0, k, a.flags.jobs);
+    std::vector<uint64_t> idx(k), sizes(k);
+    for (uint64_t i = 0; i < k; ++i) idx[i] = i;
+    check(a2pack_bag_reader_sizes(r.get(), idx.data(), k, a.flags.jobs, sizes.data()));
+    double total = 0;
+    for (uint64_t s : sizes) total += static_cast<double>(s);
     fmt::print("record bytes    {:.1f} on average over the first {} records\n",
-               static_cast<double>(v.offsets[v.n]) / static_cast<double>(k), k);
+               total / static_cast<double>(k), k);
   }
 }
 
@@ -256,6 +272,15 @@ void print_record(const CatArgs& a, uint64_t index, const uint8_t* p, size_t n) 
   }
 }
 
+// --lengths: sizes from the frame headers, nothing decompressed.
+void print_lengths(const a2pack_bag_reader* r, const std::vector<uint64_t>& idx, uint32_t jobs) {
+  std::vector<uint64_t> sizes(idx.size());
+  check(a2pack_bag_reader_sizes(r, idx.data(), idx.size(), jobs, sizes.data()));
+  std::string out;
+  for (size_t k = 0; k < idx.size(); ++k) out += fmt::format("{}\t{}\n", idx[k], sizes[k]);
+  std::fwrite(out.data(), 1, out.size(), stdout);
+}
+
 void run_cat(const CatArgs& a) {
   ReaderPtr r = open_reader(a.spec, a.flags);
   uint64_t n = a2pack_bag_reader_count(r.get());
@@ -267,6 +292,7 @@ void run_cat(const CatArgs& a) {
         throw CliError(fmt::format("index {} out of range [-{}, {})", i, n, n));
       idx.push_back(static_cast<uint64_t>(j));
     }
+    if (a.lengths) return print_lengths(r.get(), idx, a.flags.jobs);
     a2pack_bag_batch* b = nullptr;
     check(a2pack_bag_reader_read(r.get(), idx.data(), idx.size(), a.flags.jobs, &b));
     BatchView v = view(b);
@@ -277,6 +303,12 @@ void run_cat(const CatArgs& a) {
   uint64_t start = static_cast<uint64_t>(std::max<int64_t>(0, a.start));
   uint64_t end = a.count < 0 ? n : std::min<uint64_t>(n, start + static_cast<uint64_t>(a.count));
   for (uint64_t s = start; s < end; s += 4096) {
+    if (a.lengths) {
+      std::vector<uint64_t> idx(std::min<uint64_t>(4096, end - s));
+      for (size_t k = 0; k < idx.size(); ++k) idx[k] = s + k;
+      print_lengths(r.get(), idx, a.flags.jobs);
+      continue;
+    }
     BatchView v = read_range(r.get(), s, std::min<uint64_t>(4096, end - s), a.flags.jobs);
     for (size_t k = 0; k < v.n; ++k)
       print_record(a, s + k, v.data + v.offsets[k], v.offsets[k + 1] - v.offsets[k]);
@@ -444,7 +476,7 @@ Registrar reg("bag", [](CLI::App& app) {
       ->check(CLI::IsMember({"auto", "none", "zstd"}));
   conv->add_option("--level", va->out_flags.level, "Output bag zstd level (0 = default 3)");
   conv->add_flag("--pack-zstd", va->pack_zstd, "Output packfile entries compressed with zstd");
-  conv->add_option("--jobs,-j", va->out_flags.jobs, "Threads (0 = all cores)");
+  conv->add_option("--workers,-j", va->out_flags.jobs, "Threads (0 = all cores)");
   conv->callback([va] {
     va->in_flags.jobs = va->out_flags.jobs;
     run_convert(*va);

@@ -13,6 +13,7 @@ struct PackArgs {
   std::string compress = "none";
   int32_t zstd_level = 3;
   bool no_crc = false;
+  bool entry_crc = true;  // upstream's --entry-crc (its default); --entry-crc=false = --no-crc
   uint32_t workers = 0;
   bool skip_bad = false;
 };
@@ -22,10 +23,14 @@ void report_bad(void* /*user*/, const char* path, a2pack_status status, const ch
 }
 
 void run_pack(const PackArgs& a) {
+  if (a.compress == "lz4")
+    throw CliError(
+        "pack: --compress lz4 is not supported: entries can be stored (--compress none, "
+        "upstream's only layout) or compressed with zstd (--compress zstd)");
   a2pack_pack_writer_options o;
   a2pack_pack_writer_options_init(&o);
   o.align = a.align;
-  o.entry_crc = !a.no_crc;
+  o.entry_crc = !a.no_crc && a.entry_crc;
   o.compression = a.compress == "zstd" ? A2PACK_PACK_COMPRESS_ZSTD : A2PACK_PACK_COMPRESS_NONE;
   o.zstd_level = a.zstd_level;
   o.workers = a.workers;
@@ -51,16 +56,18 @@ void run_pack(const PackArgs& a) {
 Registrar reg("pack", [](CLI::App& app) {
   auto a = std::make_shared<PackArgs>();
   auto* c = app.add_subcommand("pack", "Pack every .a2run2 file under a folder into a packfile");
-  c->add_option("--input", a->input, "Folder to walk recursively for *.a2run2")->required();
-  c->add_option("--output", a->output, "Packfile to write (atomically)")->required();
+  c->add_option("--input,-i", a->input, "Folder to walk recursively for *.a2run2")->required();
+  c->add_option("--output,-o", a->output, "Packfile to write (atomically)")->required();
   c->add_option("--align", a->align, "Payload alignment in bytes (power of two)");
-  c->add_option("--compress", a->compress, "Per-entry compression")
-      ->check(CLI::IsMember({"none", "zstd"}));
+  c->add_option("--compress", a->compress, "Per-entry compression: none or zstd")
+      ->check(CLI::IsMember({"none", "zstd", "lz4"}));  // lz4: refused with a message
   c->add_option("--zstd-level", a->zstd_level, "zstd level for --compress zstd");
   c->add_flag("--no-crc", a->no_crc, "Do not store per-entry CRC32C");
+  c->add_flag("--entry-crc", a->entry_crc,
+              "Store per-entry CRC32C (the default; upstream's flag, --entry-crc=false = --no-crc)");
   c->add_option("--workers,-j", a->workers, "Threads reading and checking runs (0 = all cores)");
   c->add_flag("--skip-bad", a->skip_bad, "Skip unreadable or corrupt runs instead of failing");
-  c->add_flag("-q,--quiet", globals().quiet, "Print no progress bar");
+  c->add_flag("-q,--quiet,--no-progress", globals().quiet, "Print no progress bar");
   c->callback([a] { run_pack(*a); });
 });
 

@@ -13,6 +13,8 @@ struct JsonlArgs {
   bool runs = false;
   uint32_t workers = 0;
   bool no_verify = false;
+  bool parallel = true;
+  bool durable = false;
 };
 
 void run_jsonl(const JsonlArgs& a) {
@@ -22,8 +24,11 @@ void run_jsonl(const JsonlArgs& a) {
   uint64_t bytes = 0;
   double t0 = now_seconds();
   check(a2pack_pack_to_jsonl(p.get(), a.output.c_str(),
-                             a.steps ? A2PACK_PACK_JSONL_STEPS : A2PACK_PACK_JSONL_RUNS, a.workers,
-                             a.no_verify ? A2PACK_PACK_NO_VERIFY : 0, &Progress::callback, &bar,
+                             a.steps ? A2PACK_PACK_JSONL_STEPS : A2PACK_PACK_JSONL_RUNS,
+                             a.parallel ? a.workers : 1,
+                             (a.no_verify ? A2PACK_PACK_NO_VERIFY : 0) |
+                                 (a.durable ? A2PACK_PACK_DURABLE : 0),
+                             &Progress::callback, &bar,
                              &bytes));
   bar.finish();
   double dt = now_seconds() - t0;
@@ -36,12 +41,18 @@ Registrar reg("to-jsonl", [](CLI::App& app) {
   auto a = std::make_shared<JsonlArgs>();
   auto* c = app.add_subcommand("to-jsonl", "Export a packfile as JSONL (upstream's schema)");
   c->add_option("--packfile", a->packfile, "Packfile")->required();
-  c->add_option("--output", a->output, "JSONL file to write (atomically)")->required();
-  c->add_flag("--steps", a->steps, "One line per step");
+  c->add_option("--output,-o", a->output, "JSONL file to write (atomically)")->required();
+  c->add_flag("--steps,--by-step", a->steps, "One line per step (--by-step: upstream's name)");
   c->add_flag("--runs", a->runs, "One line per run (the default)");
   c->add_option("--workers,-j", a->workers, "Threads (0 = all cores); output is the same for any");
+  // Upstream's --parallel (on by default there too): work is always parallel
+  // here unless --workers 1; --parallel=false means one worker.
+  c->add_flag("--parallel", a->parallel,
+              "Decode in parallel (the default; upstream's flag, --parallel=false = --workers 1)");
   c->add_flag("--no-verify", a->no_verify, "Skip entry CRC checks (trusted packs)");
-  c->add_flag("-q,--quiet", globals().quiet, "Print no progress bar");
+  c->add_flag("--durable", a->durable,
+              "fsync the output before it is renamed into place (survives a power cut)");
+  c->add_flag("-q,--quiet,--no-progress", globals().quiet, "Print no progress bar");
   c->callback([a] { run_jsonl(*a); });
 });
 

@@ -29,7 +29,7 @@ Registrar reg("validate", [](CLI::App& app) {
   c->add_option("--packfile", a->packfile, "Packfile")->required();
   c->add_flag("--full", a->full, "Check every entry's CRC and decode it, and all padding");
   c->add_option("--workers,-j", a->workers, "Threads (0 = all cores)");
-  c->add_flag("-q,--quiet", globals().quiet, "Print no progress bar");
+  c->add_flag("-q,--quiet,--no-progress", globals().quiet, "Print no progress bar");
   c->callback([a] { run_validate(*a); });
 });
 

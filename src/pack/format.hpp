@@ -15,6 +15,14 @@ namespace a2pack::pack {
 
 inline constexpr uint8_t kMagic[8] = {'A', '2', 'P', 'A', 'C', 'K', 0, 0};
 inline constexpr uint32_t kVersion = 1;
+// Header version 2: the same layout as version 1, written when at least one
+// entry is compressed. Upstream's reader (ai-2048) checks only the header
+// version at open and ignores entry flags, so it would hand a zstd payload to
+// its run decoder; version 2 makes it refuse the pack at open ("unsupported
+// version") instead. Packs of stored entries stay version 1, byte-identical
+// to upstream's. Readers here accept both, and zstd entries under version 1
+// (what a2pack wrote before version 2 existed).
+inline constexpr uint32_t kVersionCompressed = 2;
 inline constexpr size_t kHeaderSize = 28;
 inline constexpr size_t kEntrySize = 32;
 inline constexpr size_t kFooterSize = 32;

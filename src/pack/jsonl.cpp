@@ -162,7 +162,8 @@ void append_steps_json(JsonBuf& out, uint64_t run_idx, uint32_t payload_crc, con
 }
 
 JsonlSummary export_jsonl(const Reader& reader, const std::string& output, JsonlMode mode,
-                          uint32_t workers, bool verify, const ProgressFn& progress) {
+                          uint32_t workers, bool verify, const ProgressFn& progress,
+                          bool durable) {
   const uint64_t n = reader.size();
   // Shards are fixed in size (never derived from the worker count); steps
   // mode writes ~20x more per run, so its shards are smaller.
@@ -233,7 +234,7 @@ JsonlSummary export_jsonl(const Reader& reader, const std::string& output, Jsonl
     if (writer.joinable()) writer.join();
     throw;
   }
-  out.commit();
+  out.commit(durable);
   sum.runs = n;
   return sum;
 }

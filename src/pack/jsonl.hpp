@@ -54,9 +54,11 @@ struct JsonlSummary {
   uint64_t bytes = 0;
 };
 
-// Export every entry to `output` (written atomically). Entry CRCs are checked
-// when `verify`.
+// Export every entry to `output` (temporary name, then rename: never a
+// partial file under the final name). Entry CRCs are checked when `verify`;
+// the output is fsync'ed before the rename only when `durable`.
 JsonlSummary export_jsonl(const Reader& reader, const std::string& output, JsonlMode mode,
-                          uint32_t workers, bool verify, const ProgressFn& progress);
+                          uint32_t workers, bool verify, const ProgressFn& progress,
+                          bool durable = false);
 
 }  // namespace a2pack::pack

@@ -75,9 +75,10 @@ void Reader::open() {
   header_.version = le::load<uint32_t>(hb + 8);
   header_.flags = le::load<uint32_t>(hb + 12);
   header_.count = le::load<uint64_t>(hb + 16);
-  if (header_.version != kVersion)
-    fail(A2PACK_E_UNSUPPORTED, "offset 8: unsupported packfile version {} (this build reads {})",
-         header_.version, kVersion);
+  if (header_.version != kVersion && header_.version != kVersionCompressed)
+    fail(A2PACK_E_UNSUPPORTED,
+         "offset 8: unsupported packfile version {} (this build reads {} and {})", header_.version,
+         kVersion, kVersionCompressed);
   if (header_.flags != 0)
     fail(A2PACK_E_UNSUPPORTED, "offset 12: unknown header flags {:#x}", header_.flags);
   const uint64_t room = (size - kHeaderSize - kFooterSize) / kEntrySize;

@@ -10,6 +10,7 @@
 
 #include "base/crc32c.hpp"
 #include "base/file_io.hpp"
+#include "base/stale_temps.hpp"
 #include "base/worker_pool.hpp"
 #include "pack/zstd_entry.hpp"
 #include "run/codec.hpp"
@@ -141,6 +142,7 @@ Prepared prepare_file(const std::string& path, const WriterOptions& opts) {
 // ------------------------------------------------------------------ writer
 Writer::Writer(std::string path, WriterOptions opts) : path_(std::move(path)), opts_(opts) {
   check_options(opts_);
+  remove_stale_temps(path_);  // left by earlier writers of this pack that were killed
   if (opts_.expected_count) {
     out_ = std::make_unique<AtomicFile>(path_);
     data_start_ = align_up(kHeaderSize + kEntrySize * opts_.expected_count, opts_.align);
@@ -267,7 +269,9 @@ BuildSummary Writer::finish() {
   out.write(fb, kFooterSize);
 
   uint8_t hb[kHeaderSize];
-  encode_header(Header{kVersion, 0, count}, hb);
+  // Version 2 marks compressed entries so that upstream readers, which
+  // ignore entry flags, refuse the pack at open (format.hpp).
+  encode_header(Header{summary_.compressed_entries ? kVersionCompressed : kVersion, 0, count}, hb);
   out.pwrite(hb, kHeaderSize, 0);
   if (!index.empty()) out.pwrite(index.data(), index.size(), kHeaderSize);
   summary_.file_bytes = out.bytes_written();

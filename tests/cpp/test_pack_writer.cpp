@@ -3,7 +3,9 @@
 
 #include <filesystem>
 
+#include "base/crc32c.hpp"
 #include "base/error.hpp"
+#include "base/file_io.hpp"
 #include "pack/reader.hpp"
 #include "pack/writer.hpp"
 #include "test_pack_util.hpp"
@@ -192,4 +194,36 @@ TEST(PackWriter, CompressionIsTransparentAndSkippedWhenUseless) {
   EXPECT_EQ(s.input_bytes, big.size() + tiny.size());
   EntryBytes b = r.payload(0, true);
   EXPECT_EQ(std::string(reinterpret_cast<const char*>(b.data), b.size), big);
+}
+
+// A pack with a compressed entry says so in its header version (2), which
+// upstream's reader refuses at open; a pack of stored entries stays version 1
+// (upstream's bytes). Both read here, and so does a zstd entry under version 1
+// (what earlier a2pack wrote).
+TEST(PackWriter, CompressedPacksAreVersion2StoredPacksVersion1) {
+  a2test::TempDir dir;
+  std::string big = a2test::encode_like_fixture_v1(500);
+  for (bool zstd : {false, true}) {
+    WriterOptions o;
+    o.compression = zstd ? Compression::zstd : Compression::none;
+    std::string path = dir / (zstd ? "z.a2pack" : "s.a2pack");
+    Writer w(path, o);
+    w.add(reinterpret_cast<const uint8_t*>(big.data()), big.size());
+    w.finish();
+    Reader r(path);
+    EXPECT_EQ(r.header().version, zstd ? kVersionCompressed : kVersion);
+    EXPECT_EQ(r.entry(0).flags, zstd ? kEntryZstd : kEntryStored);
+    r.validate(true, 1, {});
+    if (zstd) {
+      // Rewrite the header as version 1 (CRC recomputed): still read.
+      std::vector<uint8_t> bytes = a2pack::read_file(path);
+      bytes[8] = 1;
+      uint32_t c = crc32c::compute(bytes.data(), 24);
+      std::memcpy(bytes.data() + 24, &c, 4);
+      a2test::write_bytes(dir / "z1.a2pack", bytes.data(), bytes.size());
+      Reader r1(dir / "z1.a2pack");
+      EntryBytes b = r1.payload(0, true);
+      EXPECT_EQ(std::string(reinterpret_cast<const char*>(b.data), b.size), big);
+    }
+  }
 }

@@ -32,6 +32,7 @@ import itertools
 import operator
 import os
 import threading
+import warnings
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, List, Optional, Union
 
@@ -53,6 +54,7 @@ __all__ = [
     "Reader",
     "ReaderIterator",
     "ShardingLayout",
+    "UnreferencedBytesWarning",
     "Writer",
 ]
 
@@ -159,6 +161,13 @@ def _enum(value, cls):
         raise TypeError(f"expected a {cls.__name__}, got {value!r}") from None
 
 
+def _default_max_record_bytes() -> int:
+    """The library's default (A2PACK_BAG_DEFAULT_MAX_RECORD_BYTES, 1 GiB)."""
+    o = ffi.new("a2pack_bag_reader_options *")
+    lib.a2pack_bag_reader_options_init(o)
+    return int(o.max_record_bytes)
+
+
 class _ReaderOptions:
     """Options for creating a Reader (see the module docstring of sackli)."""
 
@@ -171,6 +180,8 @@ class _ReaderOptions:
         max_parallelism: Optional[int] = None,
         access_pattern: AccessPattern = AccessPattern.SYSTEM,
         cache_policy: CachePolicy = CachePolicy.SYSTEM,
+        max_record_bytes: Optional[int] = None,
+        strict: bool = False,
     ):
         self.sharding_layout = _enum(sharding_layout, ShardingLayout)
         self.limits_placement = _enum(limits_placement, LimitsPlacement)
@@ -182,6 +193,15 @@ class _ReaderOptions:
             raise ValueError("max_parallelism must be at least 1")
         self.access_pattern = _enum(access_pattern, AccessPattern)
         self.cache_policy = _enum(cache_policy, CachePolicy)
+        # a2pack extensions: the largest decoded size of a compressed record
+        # (default 1 GiB, checked before anything is allocated), and whether
+        # unreferenced bytes after the last limit of a separate-limits file
+        # are an error (strict) or a warning.
+        self.max_record_bytes = (_default_max_record_bytes()
+                                 if max_record_bytes is None else int(max_record_bytes))
+        if self.max_record_bytes < 1:
+            raise ValueError("max_record_bytes must be at least 1")
+        self.strict = bool(strict)
 
     def _c_struct(self):
         o = ffi.new("a2pack_bag_reader_options *")
@@ -199,6 +219,9 @@ class _ReaderOptions:
         o.cache_policy = _enum(self.cache_policy, CachePolicy).value
         o.sharding = _enum(self.sharding_layout, ShardingLayout).value
         o.max_parallelism = int(self.max_parallelism)
+        # getattr: options pickled by an older a2pack lack these.
+        o.max_record_bytes = int(getattr(self, "max_record_bytes", 0) or 0)
+        o.strict = 1 if getattr(self, "strict", False) else 0
         return o, keep
 
     def __eq__(self, other):
@@ -307,6 +330,13 @@ def _records_filled(handle_ptr, idx: np.ndarray, workers: int) -> List[bytes]:
         lib.a2pack_bag_pending_close(pending)
 
 
+class UnreferencedBytesWarning(UserWarning):
+    """A records file holds bytes no limit covers (separate placement: the
+    limits file may have been cut short). The reader reads the records the
+    limits describe, as bagz does; Reader.Options(strict=True) refuses the
+    file instead."""
+
+
 class _Handle:
     """Owns one C reader; shared by a Reader and all its slices."""
 
@@ -322,6 +352,9 @@ class _Handle:
         else:
             check(lib.a2pack_bag_reader_open(fspath(spec), o, out))
         self.ptr = out[0]
+        notes = ffi.string(lib.a2pack_bag_reader_notes(self.ptr)).decode("utf-8", "replace")
+        for line in notes.splitlines():
+            warnings.warn(line, UnreferencedBytesWarning, stacklevel=4)
         self.count = int(lib.a2pack_bag_reader_count(self.ptr))
         self.stored_bytes = int(lib.a2pack_bag_reader_stored_bytes(self.ptr))
         self.maps = self._maps()
@@ -374,6 +407,24 @@ class _Handle:
         check(lib.a2pack_bag_reader_read_range(self.ptr, start, n, workers, out))
         return _records_of(out[0])
 
+    def read_picks(self, indices: np.ndarray, workers: int) -> List[bytes]:
+        """read_global for indices a caller chose (read_indices and
+        read_indices_iter), where repeats may occur."""
+        idx = np.ascontiguousarray(indices, dtype=np.uint64)
+        if len(idx) > 1:
+            # A repeated index gives the same object each time, as bagz
+            # does (`a is b`): read each distinct record once, then fan out.
+            uniq, first, inverse = np.unique(idx, return_index=True, return_inverse=True)
+            if len(uniq) < len(idx):
+                # Read in order of first appearance (keeps runs of
+                # neighbouring records together, as the caller gave them).
+                order = np.argsort(first, kind="stable")
+                records = self.read_global(uniq[order], workers)
+                rank = np.empty(len(order), dtype=np.intp)
+                rank[order] = np.arange(len(order))
+                return list(map(records.__getitem__, rank[inverse.reshape(-1)].tolist()))
+        return self.read_global(idx, workers)
+
     def read_global(self, indices: np.ndarray, workers: int) -> List[bytes]:
         idx = np.ascontiguousarray(indices, dtype=np.uint64)
         n = len(idx)
@@ -418,6 +469,10 @@ def _read_now(jobs: Iterator, handle: "_Handle", workers: int) -> Iterator[List[
     for job in jobs:
         if job[0] == "range":
             yield handle.read_range(job[1], job[2], workers)
+        elif job[0] == "raise":
+            raise job[1]
+        elif job[0] == "picks":
+            yield handle.read_picks(job[1], workers)
         else:
             yield handle.read_global(job[1], workers)
 
@@ -438,6 +493,12 @@ def _read_ahead(jobs: Iterator, handle: "_Handle", workers: int) -> Iterator[Lis
             return False
         if job[0] == "range":
             pending.append(pool.submit(handle.read_range, job[1], job[2], workers))
+        elif job[0] == "raise":
+            # Raised only once every batch before it has been yielded.
+            pending.append(_Raise(job[1]))
+            return False
+        elif job[0] == "picks":
+            pending.append(pool.submit(handle.read_picks, job[1], workers))
         else:
             pending.append(pool.submit(handle.read_global, job[1], workers))
         return True
@@ -448,11 +509,23 @@ def _read_ahead(jobs: Iterator, handle: "_Handle", workers: int) -> Iterator[Lis
     try:
         while pending:
             fut = pending.popleft()
+            if isinstance(fut, _Raise):
+                raise fut.error
             submit()
             yield fut.result()
     finally:
         for f in pending:
-            f.cancel()
+            if not isinstance(f, _Raise):
+                f.cancel()
+
+
+class _Raise:
+    """A read-ahead slot holding the error of the index source at that point."""
+
+    __slots__ = ("error",)
+
+    def __init__(self, error: BaseException):
+        self.error = error
 
 
 class ReaderIterator(itertools.chain):
@@ -496,9 +569,8 @@ class Reader(Sequence):
             spec = os.fspath(file_spec)
             if isinstance(spec, bytes):
                 spec = os.fsdecode(spec)
-            # bagz accepts a leading "/" before its "fs:"-style prefixes (pathlib).
-            if spec.startswith("/fs:"):
-                spec = spec[1:]
+            # "posix:/x" and "/posix:/x" (pathlib's join) are resolved by the
+            # library, as every other path it opens.
         self._spec = spec
         self._options = options if options is not None else _ReaderOptions()
         self._h = _Handle(spec, self._options)
@@ -594,10 +666,12 @@ class Reader(Sequence):
     # -- Sequence
     def __getitem__(self, index):
         if isinstance(index, slice):
-            start, stop, step = index.indices(self._len)
+            start, stop, step = _slice_indices(index, self._len)
             length = len(range(start, stop, step))
+            # A view of at most one record needs no step (a huge one, e.g.
+            # r[::10**20], would not fit the int64 index arithmetic).
             return Reader._view(self, self._start + start * self._step if length else self._start,
-                                self._step * step, length)
+                                self._step * step if length > 1 else 1, length)
         try:
             i = operator.index(index)
         except TypeError:
@@ -683,7 +757,7 @@ class Reader(Sequence):
         arr = _index_array(indices)
         if arr.size == 0:
             return []
-        return self._h.read_global(self._global_indices(arr), self._workers())
+        return self._h.read_picks(self._global_indices(arr), self._workers())
 
     def read_indices_iter(self, indices: Iterable[int], read_ahead: Optional[int] = None) -> ReaderIterator:
         """Records at the positions produced by `indices` (any iterable, even an
@@ -693,21 +767,76 @@ class Reader(Sequence):
         source = iter(indices)
 
         def jobs():
+            # As bagz: every record before a bad position is yielded, then
+            # the error of that position is raised (the source's own error,
+            # TypeError for a non-integer, OverflowError past 64 bits).
             while True:
-                chunk = list(itertools.islice(source, size))
-                if not chunk:
+                chunk: list = []
+                error = None
+                try:
+                    # list.extend keeps the items taken before a raise.
+                    chunk.extend(itertools.islice(source, size))
+                except Exception as e:  # the source's error, at its position
+                    error = e
+                arr, bad = _checked_chunk(chunk)
+                if bad is not None:
+                    chunk, error = chunk[:bad[0]], bad[1]
+                    arr = arr[:bad[0]]
+                if len(arr):
+                    try:
+                        picks = self._global_indices(arr)
+                    except errors.OutOfRangeError as e:
+                        # As bagz: an index out of range fails its whole
+                        # read_ahead batch (the batches before it are yielded).
+                        yield ("raise", e)
+                        return
+                    yield ("picks", picks)
+                if error is not None:
+                    yield ("raise", error)
                     return
-                yield ("indices", self._global_indices(_index_array(chunk)))
                 if len(chunk) < size:
                     return
 
         return ReaderIterator._over(jobs(), self._h, self._workers())
 
 
+class InvalidSliceError(errors.OutOfRangeError, ValueError):
+    """A slice with step 0: an IndexError ("Invalid slice", as sackli) that is
+    also the ValueError bagz and Python lists raise."""
+
+
+def _slice_indices(index: slice, length: int) -> tuple:
+    """slice.indices(length), with step 0 an InvalidSliceError."""
+    try:
+        return index.indices(length)
+    except ValueError as e:
+        raise InvalidSliceError(f"Invalid slice {index!r}: {e}", lib.A2PACK_E_OUT_OF_RANGE) from None
+
+
 def _restore_reader(state) -> Reader:
     r = Reader.__new__(Reader)
     r.__setstate__(state)
     return r
+
+
+def _checked_chunk(chunk: list) -> tuple:
+    """(int64 array of the leading valid items, None or (position, error) of
+    the first item that is not an integer or does not fit 64 bits)."""
+    arr = np.asarray(chunk) if chunk else np.empty(0, dtype=np.int64)
+    if arr.dtype.kind in "iu" and arr.ndim == 1 and arr.dtype != np.uint64:
+        return arr.astype(np.int64, copy=False), None
+    good = []
+    for k, item in enumerate(chunk):
+        try:
+            i = operator.index(item)
+            if not -(1 << 63) <= i < (1 << 64):
+                raise OverflowError(f"index {i} does not fit in 64 bits")
+            if i >= (1 << 63):
+                raise errors.OutOfRangeError(f"index {i} out of range", lib.A2PACK_E_OUT_OF_RANGE)
+        except Exception as e:
+            return np.array(good, dtype=np.int64), (k, e)
+        good.append(i)
+    return np.array(good, dtype=np.int64), None
 
 
 def _index_array(indices) -> np.ndarray:

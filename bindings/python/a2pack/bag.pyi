@@ -48,6 +48,9 @@ class CompressionZstd:
 
 _Compression = Union[CompressionAutoDetect, CompressionNone, CompressionZstd]
 
+class UnreferencedBytesWarning(UserWarning): ...
+class InvalidSliceError(IndexError, ValueError): ...
+
 class ReaderIterator(itertools.chain[bytes]):
     def __iter__(self) -> ReaderIterator: ...
     def __next__(self) -> bytes: ...
@@ -61,6 +64,8 @@ class Reader(Sequence[bytes]):
         max_parallelism: int
         access_pattern: AccessPattern
         cache_policy: CachePolicy
+        max_record_bytes: int
+        strict: bool
         def __init__(
             self,
             sharding_layout: ShardingLayout = ...,
@@ -70,6 +75,8 @@ class Reader(Sequence[bytes]):
             max_parallelism: Optional[int] = ...,
             access_pattern: AccessPattern = ...,
             cache_policy: CachePolicy = ...,
+            max_record_bytes: Optional[int] = ...,
+            strict: bool = ...,
         ) -> None: ...
 
     def __init__(self, file_spec: Union[_Path, Sequence[_Path]], options: Optional[Reader.Options] = ...) -> None: ...

@@ -265,6 +265,10 @@ class PackReader:
     def __iter__(self) -> Iterator[RunV2]:
         return self.iter_indices(range(len(self)))
 
+    def iter(self) -> Iterator[RunV2]:
+        """Every run in pack order (upstream's name for iter(reader))."""
+        return iter(self)
+
     def iter_indices(self, indices: Iterable[int], workers: Optional[int] = None,
                      chunk: int = 64) -> Iterator[RunV2]:
         """Decode the given entries in order, `chunk` at a time in parallel."""
@@ -311,17 +315,19 @@ class PackReader:
     # -- whole-pack operations -------------------------------------------------
     def to_jsonl(self, path: PathLike, parallel: bool = True, workers: Optional[int] = None,
                  mode: str = "runs", verify: Optional[bool] = None,
-                 progress: Progress = None) -> int:
+                 progress: Progress = None, durable: bool = False) -> int:
         """Export every run as JSONL (upstream's schema; mode 'runs' or
         'steps'), written atomically; returns the bytes written. The output is
-        the same whatever `workers` is."""
+        the same whatever `workers` is. `durable` fsyncs it before the rename
+        (off by default, as upstream: the file still appears only complete)."""
         if mode not in _JSONL_MODES:
             raise ValueError(f"mode must be 'runs' or 'steps', not {mode!r}")
         w = (workers or 0) if parallel else 1
         cb = _Callbacks(progress)
         nbytes = ffi.new("uint64_t *")
         cb.check(lib.a2pack_pack_to_jsonl(self._handle, fspath(path), _JSONL_MODES[mode], w,
-                                          self._flags(verify), cb.progress, ffi.NULL, nbytes))
+                                          self._flags(verify) | (lib.A2PACK_PACK_DURABLE if durable else 0),
+                                          cb.progress, ffi.NULL, nbytes))
         return int(nbytes[0])
 
     def validate(self, full: bool = False, workers: int = 0, progress: Progress = None) -> None:
