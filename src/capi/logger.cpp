@@ -170,6 +170,10 @@ A2PACK_EXPORT a2pack_status a2pack_logger_decode(const char* dir,
     logger::DecodeOptions d;
     d.workers = o.workers;
     d.strict = o.strict != 0;
+    if (o.max_frame_records) d.max_frame_records = o.max_frame_records;
+    if (o.max_frame_bytes) d.max_frame_bytes = o.max_frame_bytes;
+    if (o.max_records) d.max_records = o.max_records;
+    if (o.max_bytes) d.max_bytes = o.max_bytes;
     *out = new a2pack_logger_data{logger::decode_dir(dir, d)};
   });
 }
@@ -210,6 +214,7 @@ A2PACK_EXPORT a2pack_status a2pack_logger_data_summary(const a2pack_logger_data*
     s.values = d.indices.size();
     s.streams = d.streams.size();
     s.problems = d.problems.size();
+    for (const auto& p : d.problems) s.notes += p.note;
     capi::write_out(out, s);
   });
 }
@@ -248,6 +253,7 @@ A2PACK_EXPORT a2pack_status a2pack_logger_data_problem(const a2pack_logger_data*
     s.offset = p.offset;
     s.path = p.path.c_str();
     s.message = p.message.c_str();
+    s.note = p.note;
     capi::write_out(out, s);
   });
 }

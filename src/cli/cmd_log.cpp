@@ -86,7 +86,7 @@ void add_common(CLI::App* c, CommonArgs& a) {
   c->add_flag("--strict", a.strict,
               "Fail on the first problem (damaged frame, missing segment, sidecar checksum) or "
               "note instead of skipping it");
-  c->add_option("--jobs,-j", a.jobs, "Decode threads (0 = all cores)");
+  c->add_option("--workers,-j", a.jobs, "Decode threads (0 = all cores)");
   c->add_option("--max-frame-records", a.limits.frame_records,
                 "Skip frames of more records (default 2^24)");
   c->add_option("--max-frame-bytes", a.limits.frame_bytes,

@@ -5,6 +5,11 @@
 #include <cstring>
 #include <mutex>
 #include <type_traits>
+#include <algorithm>
+#include <new>
+#include <stdexcept>
+
+#include <unistd.h>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -19,6 +24,7 @@
 #include "logger/encoder.hpp"  // FrameState: the bulk parser's predictor arena
 #include "base/varint.hpp"
 #include "base/worker_pool.hpp"
+#include "logger/seed_layout.hpp"
 #include "logger/segment.hpp"
 
 namespace a2pack::logger {
@@ -268,6 +274,72 @@ void decode_records(uint8_t version, const uint8_t* raw, size_t len, uint32_t n_
   out.first_unknown = c.first_unknown;
 }
 
+double scale_epoch(const StreamInfo& s, int64_t tick) {
+  return generic::Scaling::of(s).epoch(static_cast<uint64_t>(tick));
+}
+
+void scale_values(const StreamInfo& s, const int64_t* q, size_t n, double* out) {
+  const generic::Scaling sc = generic::Scaling::of(s);
+  for (size_t k = 0; k < n; ++k) out[k] = sc.value(static_cast<double>(q[k]));
+}
+
+void check_numbering(const std::string& seg_dir, const std::vector<uint32_t>& ids,
+                     const std::vector<uint64_t>& sizes, std::vector<Problem>& problems) {
+  for (size_t i = 0; i < ids.size(); ++i) {
+    uint32_t expected = i == 0 ? 0 : ids[i - 1] + 1;
+    if (ids[i] > expected) {
+      uint32_t last = ids[i] - 1;
+      std::string missing =
+          last == expected ? fmt::format("segment {} is missing", segment_name(expected))
+                           : fmt::format("segments {} to {} ({}) are missing",
+                                         segment_name(expected), segment_name(last),
+                                         last - expected + 1);
+      problems.push_back(
+          {seg_dir + "/" + segment_name(expected), 0, A2PACK_E_NOT_FOUND,
+           fmt::format("{} while {} follows: the records written to it are lost (segments are "
+                       "numbered from {} without gaps)",
+                       missing, segment_name(ids[i]), segment_name(0))});
+    }
+    if (sizes[i] == 0 && i + 1 < ids.size())
+      problems.push_back({seg_dir + "/" + segment_name(ids[i]), 0, A2PACK_OK,
+                          fmt::format("empty segment followed by {} (a logger stopped before "
+                                      "writing to it, then the folder was reopened); nothing "
+                                      "lost",
+                                      segment_name(ids[i + 1])),
+                          true});
+  }
+}
+
+namespace {
+
+// Bytes of output columns `records` records with `values` non-zeros take.
+uint64_t column_bytes(uint64_t records, uint64_t values) {
+  return records * (sizeof(uint32_t) + sizeof(double) + sizeof(uint64_t)) +
+         values * (sizeof(uint32_t) + sizeof(double));
+}
+
+// Physical memory: what the columns may reserve up front on the strength of
+// verified headers (address space only; untouched pages cost nothing).
+uint64_t physical_bytes() {
+  long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page)
+                               : uint64_t{1} << 32;
+}
+
+template <typename Col>
+void grow(Col& c, size_t n, const std::string& dir, const char* what) {
+  try {
+    c.resize(n);
+  } catch (const std::bad_alloc&) {
+    fail(A2PACK_E_NO_MEMORY, "{}: out of memory growing the {} column to {} entries ({} bytes)",
+         dir, what, n, static_cast<uint64_t>(n) * sizeof(typename Col::value_type));
+  } catch (const std::length_error&) {
+    fail(A2PACK_E_NO_MEMORY, "{}: the {} column cannot hold {} entries", dir, what, n);
+  }
+}
+
+}  // namespace
+
 Decoded decode_dir(const std::string& dir_in, const DecodeOptions& opts) {
   std::string dir = dir_in;
   while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
@@ -290,8 +362,22 @@ Decoded decode_dir(const std::string& dir_in, const DecodeOptions& opts) {
     if (m.id >= scales.size()) scales.resize(m.id + 1, nullptr);
     scales[m.id] = &m.info;
   }
+  auto strict_check = [&] {
+    if (opts.strict && !d.problems.empty()) {
+      const Problem& p = d.problems.front();
+      fail(p.note ? A2PACK_E_CORRUPT : p.status, "{}: offset {}: {}{}", p.path, p.offset,
+           p.note ? "note: " : "", p.message);
+    }
+  };
   auto seg_ids = list_segments(seg_dir);
   if (seg_ids.empty()) {
+    // The seed's layout: segments directly in the folder, one zstd frame per
+    // record (seed_layout.cpp).
+    if (seed_layout_dir(dir)) {
+      decode_seed_dir(dir, scales, opts, d);
+      strict_check();
+      return d;
+    }
     ReadFd probe(seg_dir);  // a missing segments folder is an error, an empty one is not
   }
   std::vector<std::string> paths;
@@ -310,6 +396,9 @@ Decoded decode_dir(const std::string& dir_in, const DecodeOptions& opts) {
       seg_problems[i].push_back({paths[i], 0, e.status(), e.what()});
     }
   });
+  std::vector<uint64_t> sizes(paths.size());
+  for (size_t i = 0; i < paths.size(); ++i) sizes[i] = files[i].size();
+  check_numbering(seg_dir, seg_ids, sizes, d.problems);
   std::vector<FrameRef> frames;
   for (size_t i = 0; i < paths.size(); ++i) {
     d.file_bytes += files[i].size();
@@ -318,115 +407,212 @@ Decoded decode_dir(const std::string& dir_in, const DecodeOptions& opts) {
     d.bad_frames += seg_problems[i].size();
   }
   d.segments = paths.size();
-  auto strict_check = [&] {
-    if (opts.strict && !d.problems.empty()) {
-      const Problem& p = d.problems.front();
-      fail(p.status, "{}: offset {}: {}", p.path, p.offset, p.message);
-    }
-  };
   strict_check();
 
-  // 2. Reserve each frame's place in the columns from its header's counts
-  //    (verified by the header CRC; bounded by its raw length).
+  // Problems found from here on, with their frame's place: listed in file
+  // order at the end.
+  std::vector<std::pair<size_t, Problem>> later;
+  auto frame_problem = [&](const FrameRef& f, a2pack_status st, std::string msg) {
+    return Problem{paths[f.file], f.offset, st, std::move(msg)};
+  };
+
+  // 2. Verify every frame before its counts size anything: payload CRC, the
+  //    zstd frame's own content size against the header's raw_len (so
+  //    raw_len and the counts it bounds are real), and the per-frame limits.
   const size_t nf = frames.size();
-  std::vector<uint64_t> rec_base(nf + 1, 0), val_base(nf + 1, 0);
-  for (size_t i = 0; i < nf; ++i) {
-    rec_base[i + 1] = rec_base[i] + frames[i].header.n_records;
-    val_base[i + 1] = val_base[i] + frames[i].header.n_values;
+  std::vector<uint8_t> bad(nf, 0);
+  std::vector<Problem> verify_problem(nf);
+  parallel_for(nf, opts.workers, [&](size_t i) {
+    const FrameRef& f = frames[i];
+    const uint8_t* payload = files[f.file].data() + f.offset + kHeaderSize;
+    const BlockHeader& h = f.header;
+    try {
+      uint32_t crc = crc32c::compute(payload, h.compressed_len);
+      if (crc != h.payload_crc)
+        fail(A2PACK_E_CHECKSUM, "payload CRC32C mismatch (stored {:#010x}, computed {:#010x})",
+             h.payload_crc, crc);
+      unsigned long long content = ZSTD_getFrameContentSize(payload, h.compressed_len);
+      if (content != h.raw_len)
+        fail(A2PACK_E_CORRUPT, "zstd frame content size {} differs from the header's {}",
+             static_cast<long long>(content), h.raw_len);
+      if (h.raw_len > opts.max_frame_bytes)
+        fail(A2PACK_E_OUT_OF_RANGE,
+             "the frame decompresses to {} bytes, over the limit of {} per frame "
+             "(max_frame_bytes; raise it with --max-frame-bytes)",
+             h.raw_len, opts.max_frame_bytes);
+      if (h.n_records > opts.max_frame_records)
+        fail(A2PACK_E_OUT_OF_RANGE,
+             "the frame holds {} records, over the limit of {} per frame "
+             "(max_frame_records; raise it with --max-frame-records)",
+             h.n_records, opts.max_frame_records);
+    } catch (const Error& e) {
+      bad[i] = 1;
+      verify_problem[i] = frame_problem(f, e.status(), fmt::format("{}; frame skipped", e.what()));
+    }
+  });
+  for (size_t i = 0; i < nf; ++i)
+    if (bad[i]) later.emplace_back(i, std::move(verify_problem[i]));
+  verify_problem.clear();
+
+  // 3. The per-decode limits, in file order over the verified frames: from
+  //    the frame that would pass one, nothing more is decoded.
+  std::vector<size_t> good;
+  good.reserve(nf);
+  {
+    uint64_t recs = 0, bytes = 0;
+    for (size_t i = 0; i < nf; ++i) {
+      if (bad[i]) continue;
+      const BlockHeader& h = frames[i].header;
+      const char* which = nullptr;
+      const char* unit = nullptr;
+      uint64_t limit = 0, have = 0;
+      if (recs + h.n_records > opts.max_records) {
+        which = "max_records; raise it with --max-records";
+        unit = "records";
+        limit = opts.max_records;
+        have = recs;
+      } else if (bytes + h.raw_len > opts.max_bytes) {
+        which = "max_bytes; raise it with --max-bytes";
+        unit = "decompressed bytes";
+        limit = opts.max_bytes;
+        have = bytes;
+      }
+      if (which) {
+        size_t skipped = 0;
+        uint64_t skipped_recs = 0;
+        for (size_t k = i; k < nf; ++k)
+          if (!bad[k]) {
+            bad[k] = 1;
+            ++skipped;
+            skipped_recs += frames[k].header.n_records;
+          }
+        later.emplace_back(
+            i, frame_problem(frames[i], A2PACK_E_OUT_OF_RANGE,
+                             fmt::format("decode limit reached: {} {} decoded before this frame "
+                                         "of {} records and {} bytes, the limit per decode is "
+                                         "{} ({}); this frame and the rest ({} frames, {} "
+                                         "records) are not decoded",
+                                         have, unit, h.n_records, h.raw_len, limit, which,
+                                         skipped, skipped_recs)));
+        break;
+      }
+      recs += h.n_records;
+      bytes += h.raw_len;
+      good.push_back(i);
+    }
+    // Reserve the columns for every verified frame when that fits in
+    // physical memory (address space only): honest folders then never copy.
+    uint64_t vals = 0;
+    for (size_t i : good) vals += frames[i].header.n_values;
+    if (column_bytes(recs, vals) <= physical_bytes() / 2) {
+      try {
+        d.stream_ids.reserve(recs);
+        d.epochs.reserve(recs);
+        d.offsets.reserve(recs + 1);
+        d.indices.reserve(vals);
+        d.values.reserve(vals);
+      } catch (const std::bad_alloc&) {
+        // Not fatal: the windows below grow the columns as they go.
+      }
+    }
   }
-  d.stream_ids.resize(rec_base[nf]);
-  d.epochs.resize(rec_base[nf]);
-  d.offsets.resize(rec_base[nf] + 1);
-  d.indices.resize(val_base[nf]);
-  d.values.resize(val_base[nf]);
   d.offsets[0] = 0;
 
-  // 3. Check, decompress and decode every frame straight into its place
-  //    (parallel across frames; one reused buffer per worker, so the bytes
-  //    are parsed while still in cache).
+  // 4. Decompress and decode the frames window by window (frames whose
+  //    counts lie fail the parse, and never hold more than one window's
+  //    worth of memory: their claims are given back after it), each
+  //    window's frames in parallel straight into their place (one reused
+  //    buffer per worker, so the bytes are parsed while still in cache).
   std::vector<FrameCount> counts(nf);
-  std::vector<Problem> frame_problem(nf);
-  std::vector<uint8_t> bad(nf, 0);
   unsigned nworkers = resolve_workers(opts.workers);
   std::vector<ZSTD_DCtx*> dctx(nworkers, nullptr);
   std::vector<std::unique_ptr<uint8_t[]>> scratch(nworkers);
   std::vector<size_t> scratch_size(nworkers, 0);
-  parallel_for_worker(
-      nf, opts.workers,
-      [&](unsigned w, size_t i) {
-        const FrameRef& f = frames[i];
-        const uint8_t* payload = files[f.file].data() + f.offset + kHeaderSize;
-        const BlockHeader& h = f.header;
-        try {
-          uint32_t crc = crc32c::compute(payload, h.compressed_len);
-          if (crc != h.payload_crc)
-            fail(A2PACK_E_CHECKSUM, "payload CRC32C mismatch (stored {:#010x}, computed {:#010x})",
-                 h.payload_crc, crc);
-          unsigned long long content = ZSTD_getFrameContentSize(payload, h.compressed_len);
-          if (content != h.raw_len)
-            fail(A2PACK_E_CORRUPT, "zstd frame content size {} differs from the header's {}",
-                 static_cast<long long>(content), h.raw_len);
-          if (!dctx[w] && !(dctx[w] = ZSTD_createDCtx()))
-            fail(A2PACK_E_NO_MEMORY, "cannot create a zstd context");
-          if (scratch_size[w] < h.raw_len) {
-            scratch[w].reset(new uint8_t[h.raw_len]);
-            scratch_size[w] = h.raw_len;
-          }
-          uint8_t* raw = scratch[w].get();
-          size_t r = ZSTD_decompressDCtx(dctx[w], raw, h.raw_len, payload, h.compressed_len);
-          if (ZSTD_isError(r)) fail(A2PACK_E_CORRUPT, "zstd: {}", ZSTD_getErrorName(r));
-          if (r != h.raw_len)
-            fail(A2PACK_E_CORRUPT, "decompressed {} bytes, the header says {}", r, h.raw_len);
-          FrameSink sink{d.stream_ids.data() + rec_base[i], d.epochs.data() + rec_base[i],
-                         d.offsets.data() + rec_base[i] + 1, d.indices.data() + val_base[i],
-                         d.values.data() + val_base[i], val_base[i], h.n_records, h.n_values};
-          counts[i] = decode_frame(h.version, raw, r, h.n_records, scales, sink);
-          if (counts[i].parsed_values != h.n_values)
-            fail(A2PACK_E_CORRUPT, "the frame holds {} non-zeros, its header says {}",
-                 counts[i].parsed_values, h.n_values);
-        } catch (const Error& e) {
-          bad[i] = 1;
-          frame_problem[i] = {paths[f.file], f.offset, e.status(),
-                              fmt::format("{}; frame skipped", e.what())};
-          counts[i] = FrameCount{};
-        }
-      },
-      1);
-  for (auto* c : dctx) ZSTD_freeDCtx(c);
-  scratch.clear();
-
-  // 5. Problems in file order, then close the gaps left by frames that
-  //    failed or skipped records (rare: only damaged or incomplete folders).
-  bool gaps = false;
-  for (size_t i = 0; i < nf; ++i) {
-    if (bad[i]) {
-      d.problems.push_back(std::move(frame_problem[i]));
-      ++d.bad_frames;
-    } else {
-      ++d.frames;
-      d.raw_bytes += frames[i].header.raw_len;
-      if (counts[i].skipped_unknown)
-        d.problems.push_back(
-            {paths[frames[i].file], frames[i].offset, A2PACK_E_NOT_FOUND,
-             fmt::format("{} records skipped: no sidecar for stream {}{}",
-                         counts[i].skipped_unknown, counts[i].first_unknown,
-                         counts[i].skipped_unknown > 1 ? " (and maybe others)" : "")});
+  std::vector<Problem> decode_problem(nf);
+  struct CtxFree {
+    std::vector<ZSTD_DCtx*>& v;
+    ~CtxFree() {
+      for (auto* c : v) ZSTD_freeDCtx(c);
     }
-    gaps |= counts[i].records != rec_base[i + 1] - rec_base[i] ||
-            counts[i].values != val_base[i + 1] - val_base[i];
-  }
-  strict_check();
-  if (gaps) {
-    size_t r_out = 0, v_out = 0;
-    for (size_t i = 0; i < nf; ++i) {
-      size_t nr = counts[i].records, nv = counts[i].values;
-      size_t rb = rec_base[i], vb = val_base[i];
-      if (nr) {
+  } ctx_free{dctx};
+  std::vector<uint64_t> rec_base, val_base;
+  size_t gi = 0;
+  while (gi < good.size()) {
+    size_t ge = gi;
+    uint64_t wr = 0, wv = 0;
+    rec_base.clear();
+    val_base.clear();
+    while (ge < good.size() && (ge == gi || column_bytes(wr, wv) < opts.window_bytes)) {
+      const BlockHeader& h = frames[good[ge]].header;
+      rec_base.push_back(wr);
+      val_base.push_back(wv);
+      wr += h.n_records;
+      wv += h.n_values;
+      ++ge;
+    }
+    const size_t rec0 = d.stream_ids.size(), val0 = d.indices.size();
+    grow(d.stream_ids, rec0 + wr, dir, "stream id");
+    grow(d.epochs, rec0 + wr, dir, "epoch");
+    grow(d.offsets, rec0 + wr + 1, dir, "offset");
+    grow(d.indices, val0 + wv, dir, "index");
+    grow(d.values, val0 + wv, dir, "value");
+    parallel_for_worker(
+        ge - gi, opts.workers,
+        [&](unsigned w, size_t k) {
+          const size_t i = good[gi + k];
+          const FrameRef& f = frames[i];
+          const uint8_t* payload = files[f.file].data() + f.offset + kHeaderSize;
+          const BlockHeader& h = f.header;
+          try {
+            if (!dctx[w] && !(dctx[w] = ZSTD_createDCtx()))
+              fail(A2PACK_E_NO_MEMORY, "out of memory creating a zstd context");
+            if (scratch_size[w] < h.raw_len) {
+              scratch[w].reset();
+              scratch_size[w] = 0;
+              try {
+                scratch[w].reset(new uint8_t[h.raw_len]);
+              } catch (const std::bad_alloc&) {
+                fail(A2PACK_E_NO_MEMORY, "out of memory allocating {} bytes to decompress the frame",
+                     h.raw_len);
+              }
+              scratch_size[w] = h.raw_len;
+            }
+            uint8_t* raw = scratch[w].get();
+            size_t r = ZSTD_decompressDCtx(dctx[w], raw, h.raw_len, payload, h.compressed_len);
+            if (ZSTD_isError(r)) fail(A2PACK_E_CORRUPT, "zstd: {}", ZSTD_getErrorName(r));
+            if (r != h.raw_len)
+              fail(A2PACK_E_CORRUPT, "decompressed {} bytes, the header says {}", r, h.raw_len);
+            const size_t rb = rec0 + rec_base[k], vb = val0 + val_base[k];
+            FrameSink sink{d.stream_ids.data() + rb, d.epochs.data() + rb,
+                           d.offsets.data() + rb + 1, d.indices.data() + vb,
+                           d.values.data() + vb,     vb,
+                           h.n_records,              h.n_values};
+            counts[i] = decode_frame(h.version, raw, r, h.n_records, scales, sink);
+            if (counts[i].parsed_values != h.n_values)
+              fail(A2PACK_E_CORRUPT, "the frame holds {} non-zeros, its header says {}",
+                   counts[i].parsed_values, h.n_values);
+          } catch (const Error& e) {
+            bad[i] = 1;
+            decode_problem[i] =
+                frame_problem(f, e.status(), fmt::format("{}; frame skipped", e.what()));
+            counts[i] = FrameCount{};
+          }
+        },
+        1);
+    // Close the gaps left by frames that failed or skipped records (rare:
+    // only damaged or incomplete folders), then shrink to what was decoded.
+    size_t r_out = rec0, v_out = val0;
+    for (size_t k = 0; k < ge - gi; ++k) {
+      const size_t i = good[gi + k];
+      const size_t nr = counts[i].records, nv = counts[i].values;
+      const size_t rb = rec0 + rec_base[k], vb = val0 + val_base[k];
+      if (nr && (rb != r_out || vb != v_out)) {
         std::memmove(d.stream_ids.data() + r_out, d.stream_ids.data() + rb, nr * sizeof(uint32_t));
         std::memmove(d.epochs.data() + r_out, d.epochs.data() + rb, nr * sizeof(double));
-        for (size_t k = 0; k < nr; ++k) d.offsets[r_out + k + 1] = d.offsets[rb + k + 1] - vb + v_out;
+        for (size_t q = 0; q < nr; ++q)
+          d.offsets[r_out + q + 1] = d.offsets[rb + q + 1] - vb + v_out;
       }
-      if (nv) {
+      if (nv && vb != v_out) {
         std::memmove(d.indices.data() + v_out, d.indices.data() + vb, nv * sizeof(uint32_t));
         std::memmove(d.values.data() + v_out, d.values.data() + vb, nv * sizeof(double));
       }
@@ -438,7 +624,30 @@ Decoded decode_dir(const std::string& dir_in, const DecodeOptions& opts) {
     d.offsets.resize(r_out + 1);
     d.indices.resize(v_out);
     d.values.resize(v_out);
+    gi = ge;
   }
+  scratch.clear();
+
+  // 5. Problems in file order.
+  for (size_t i = 0; i < nf; ++i) {
+    if (bad[i]) {
+      if (!decode_problem[i].message.empty()) later.emplace_back(i, std::move(decode_problem[i]));
+      ++d.bad_frames;
+    } else {
+      ++d.frames;
+      d.raw_bytes += frames[i].header.raw_len;
+      if (counts[i].skipped_unknown)
+        later.emplace_back(
+            i, Problem{paths[frames[i].file], frames[i].offset, A2PACK_E_NOT_FOUND,
+                       fmt::format("{} records skipped: no sidecar for stream {}{}",
+                                   counts[i].skipped_unknown, counts[i].first_unknown,
+                                   counts[i].skipped_unknown > 1 ? " (and maybe others)" : "")});
+    }
+  }
+  std::stable_sort(later.begin(), later.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (auto& [i, p] : later) d.problems.push_back(std::move(p));
+  strict_check();
   return d;
 }
 

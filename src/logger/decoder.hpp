@@ -22,6 +22,10 @@ struct Problem {
   uint64_t offset = 0;
   a2pack_status status = A2PACK_E_CORRUPT;
   std::string message;
+  // A note: something unusual that loses nothing (an empty segment followed
+  // by others, left by a crash and a reopen). Listed with the problems;
+  // strict mode fails on it too.
+  bool note = false;
 };
 
 struct Decoded {
@@ -40,13 +44,43 @@ struct Decoded {
   size_t n_records() const { return stream_ids.size(); }
 };
 
+// Limits against decompression bombs (docs/logger.md, "Limits"), checked
+// against verified headers before anything is allocated by them. A frame
+// past a per-frame limit is skipped as a problem; the frames from the one
+// that would pass a per-decode limit onwards are skipped as one problem.
+inline constexpr uint64_t kDefaultMaxFrameRecords = uint64_t{1} << 24;  // 16 Mi
+inline constexpr uint64_t kDefaultMaxFrameBytes = uint64_t{1} << 28;    // 256 MiB decompressed
+inline constexpr uint64_t kDefaultMaxRecords = uint64_t{1} << 30;       // 1 Gi per decode
+inline constexpr uint64_t kDefaultMaxBytes = uint64_t{32} << 30;        // 32 GiB decompressed
+
 struct DecodeOptions {
   uint32_t workers = 0;  // 0 = all cores
-  bool strict = false;   // first problem fails the whole decode
+  bool strict = false;   // first problem (or note) fails the whole decode
+  uint64_t max_frame_records = kDefaultMaxFrameRecords;
+  uint64_t max_frame_bytes = kDefaultMaxFrameBytes;
+  uint64_t max_records = kDefaultMaxRecords;
+  uint64_t max_bytes = kDefaultMaxBytes;
+  // Output (claimed by frame headers) decoded per window: each window's
+  // columns are grown by its frames' header counts and shrunk to what the
+  // frames really held. Tests make it small to cross many windows.
+  uint64_t window_bytes = uint64_t{512} << 20;
 };
 
 // Decode <dir>/segments/*.seg.zst with the scales of <dir>/streams/*.json.
+// A folder without segments/ whose own NNNNN.seg.zst files begin with a
+// plain zstd frame is read in the seed's layout (seed_layout.hpp).
 Decoded decode_dir(const std::string& dir, const DecodeOptions& opts);
+
+// Gaps in a folder's segment numbering (from 00000) become problems naming
+// the missing segments; an empty segment followed by others becomes a note.
+// `sizes` are the segments' byte sizes, parallel to `ids`.
+void check_numbering(const std::string& seg_dir, const std::vector<uint32_t>& ids,
+                     const std::vector<uint64_t>& sizes, std::vector<Problem>& problems);
+
+// A stream's tick and quantised values as the frame parsers scale them (the
+// double nearest the recorded decimal for scales 1/k): for other layouts.
+double scale_epoch(const StreamInfo& s, int64_t tick);
+void scale_values(const StreamInfo& s, const int64_t* q, size_t n, double* out);
 
 // ---- lower level, used by decode_dir and by the tests and benchmarks
 

@@ -5,10 +5,13 @@
 #include <cerrno>
 #include <cmath>
 #include <algorithm>
+#include <bit>
 #include <cstdlib>
 
 #include <nlohmann/json.hpp>
 
+#include "base/bytes.hpp"
+#include "base/crc32c.hpp"
 #include "base/error.hpp"
 #include "base/file_io.hpp"
 
@@ -18,6 +21,15 @@ using nlohmann::json;
 
 std::string sidecar_path(const std::string& dir, uint32_t id) {
   return fmt::format("{}/streams/{}.json", dir, id);
+}
+
+uint32_t scales_crc(uint32_t id, const StreamInfo& info) {
+  uint8_t b[21];
+  le::store<uint32_t>(b, id);
+  le::store<uint64_t>(b + 4, std::bit_cast<uint64_t>(info.epoch_scale));
+  le::store<uint64_t>(b + 12, std::bit_cast<uint64_t>(info.value_scale));
+  b[20] = (info.flags & kStreamSort) != 0;
+  return crc32c::compute(b, sizeof b);
 }
 
 std::string write_sidecar(const std::string& dir, uint32_t id, const StreamInfo& info,
@@ -36,6 +48,7 @@ std::string write_sidecar(const std::string& dir, uint32_t id, const StreamInfo&
               {"epoch_scale", info.epoch_scale},
               {"value_scale", info.value_scale},
               {"sort", (info.flags & kStreamSort) != 0},
+              {"scales_crc32c", scales_crc(id, info)},
               {"labels", labels}};
   std::string text;
   try {
@@ -64,7 +77,17 @@ StreamMeta read_sidecar(const std::string& path, uint32_t expected_id) {
   const json& id = need("stream_id");
   const json& es = need("epoch_scale");
   const json& vs = need("value_scale");
-  const json& labels = need("labels");
+  json labels;
+  if (doc.contains("labels")) {
+    labels = doc["labels"];
+  } else {
+    // The seed's writer may keep labels beside the scales.
+    labels = json::object();
+    for (auto& [k, v] : doc.items())
+      if (k != "stream_id" && k != "epoch_scale" && k != "value_scale" && k != "sort" &&
+          k != "format" && k != "version" && k != "scales_crc32c")
+        labels[k] = v;
+  }
   if (!id.is_number_unsigned() || id.get<uint64_t>() != expected_id)
     fail(A2PACK_E_CORRUPT, "{}: stream_id {} does not match the file name", path, id.dump());
   if (!es.is_number() || !vs.is_number())
@@ -81,6 +104,19 @@ StreamMeta read_sidecar(const std::string& path, uint32_t expected_id) {
   if (doc.contains("sort")) {
     if (!doc["sort"].is_boolean()) fail(A2PACK_E_CORRUPT, "{}: sort must be a boolean", path);
     if (doc["sort"].get<bool>()) m.info.flags |= kStreamSort;
+  }
+  if (doc.contains("scales_crc32c")) {
+    const json& c = doc["scales_crc32c"];
+    if (!c.is_number_unsigned() || c.get<uint64_t>() > UINT32_MAX)
+      fail(A2PACK_E_CORRUPT, "{}: scales_crc32c must be an unsigned 32-bit integer", path);
+    uint32_t want = scales_crc(m.id, m.info);
+    if (c.get<uint64_t>() != want)
+      fail(A2PACK_E_CHECKSUM,
+           "{}: scales_crc32c mismatch (stored {}, computed {} over stream_id {}, epoch_scale {}, "
+           "value_scale {}, sort {}): the sidecar was damaged, its stream's records are skipped "
+           "rather than decoded at a wrong scale",
+           path, c.get<uint64_t>(), want, m.id, m.info.epoch_scale, m.info.value_scale,
+           (m.info.flags & kStreamSort) != 0);
   }
   m.labels_json = labels.dump();
   return m;

@@ -30,8 +30,18 @@ std::string sidecar_path(const std::string& dir, uint32_t id);
 std::string write_sidecar(const std::string& dir, uint32_t id, const StreamInfo& info,
                           const std::string& labels_json);
 
+// CRC32C of what steers decoding, in canonical bytes: stream id (u32), epoch
+// and value scale (the IEEE-754 bits, u64 each), sort (u8), little-endian.
+// Sidecars store it as "scales_crc32c" so one flipped bit in a scale
+// ("1e-06" -> "1e-07") is detected instead of silently rescaling a stream.
+uint32_t scales_crc(uint32_t id, const StreamInfo& info);
+
 // Parse one sidecar; throws CORRUPT naming the file on anything malformed
-// (missing field, bad scale, id not matching the file name).
+// (missing field, bad scale, id not matching the file name), CHECKSUM when
+// its "scales_crc32c" does not match its scales (sidecars written before the
+// check have none and are read unchecked). A sidecar without "labels" (the
+// seed's own writer may keep labels at the top level) takes its other keys
+// as labels.
 StreamMeta read_sidecar(const std::string& path, uint32_t expected_id);
 
 // Ids of the sidecars in <dir>/streams (names "<digits>.json" only; leftover

@@ -69,14 +69,18 @@ class LogStream:
 
 @dataclass(frozen=True)
 class LogProblem:
-    """Something the decoder skipped: the file, the byte offset and why."""
+    """Something the decoder skipped: the file, the byte offset and why.
+    ``note`` marks what loses nothing (an empty segment followed by others)."""
 
     path: str
     offset: int
     status: str
     message: str
+    note: bool = False
 
     def __str__(self) -> str:
+        if self.note:
+            return f"note: {self.path}: {self.message}"
         return f"{self.path}: offset {self.offset}: {self.message}"
 
 
@@ -300,11 +304,11 @@ class DataLogger:
             "queued_bytes", "max_queued_bytes", "flushes")}
 
     # -------------------------------------------------------------- reading
-    def decode(self, *, workers: int = 0, strict: bool = False) -> "LogData":
+    def decode(self, *, workers: int = 0, strict: bool = False, **limits) -> "LogData":
         """Flush (when open), then decode the whole folder into columns."""
         if not self.closed:
             self.flush()
-        return decode(self.dir, workers=workers, strict=strict)
+        return decode(self.dir, workers=workers, strict=strict, **limits)
 
     def decode_all_segments(self) -> Iterator[Tuple[int, float, np.ndarray, np.ndarray]]:
         """The seed's decoder: ``(stream_id, epoch, indices, values)`` for
@@ -345,7 +349,7 @@ class LogData:
         self.values = view_array(self, c.values, nv, np.float64)
         self.summary = {k: int(getattr(s, k)) for k in (
             "segments", "frames", "bad_frames", "file_bytes", "raw_bytes", "records", "values",
-            "streams", "problems")}
+            "streams", "problems", "notes")}
         streams = {}
         info = ffi.new("a2pack_logger_stream_info *")
         for i in range(int(s.streams)):
@@ -363,7 +367,7 @@ class LogData:
             problems.append(LogProblem(
                 os.fsdecode(ffi.string(p.path)), int(p.offset),
                 ffi.string(lib.a2pack_status_name(p.status)).decode(),
-                ffi.string(p.message).decode("utf-8", "replace")))
+                ffi.string(p.message).decode("utf-8", "replace"), bool(p.note)))
         self.problems: List[LogProblem] = problems
 
     def __len__(self) -> int:
@@ -433,14 +437,23 @@ def _pyarrow():
     return pyarrow
 
 
-def decode(segments_dir: PathLike, *, workers: int = 0, strict: bool = False) -> LogData:
+def decode(segments_dir: PathLike, *, workers: int = 0, strict: bool = False,
+           max_frame_records: int = 0, max_frame_bytes: int = 0, max_records: int = 0,
+           max_bytes: int = 0) -> LogData:
     """Decode a logger folder (in parallel across segments and frames).
-    Damaged frames are skipped, listed in ``.problems`` and reported with a
-    :class:`DecodeWarning`; ``strict=True`` raises on the first instead."""
+    Damaged frames, missing segments and sidecars whose checksum fails are
+    skipped, listed in ``.problems`` and reported with a
+    :class:`DecodeWarning`; ``strict=True`` raises on the first instead (notes
+    included). The ``max_*`` limits (0 = the library's default) bound what a
+    frame and the whole decode may expand to (docs/logger.md, "Limits")."""
     o = ffi.new("a2pack_logger_decode_options *")
     lib.a2pack_logger_decode_options_init(o)
     o.workers = int(workers)
     o.strict = 1 if strict else 0
+    o.max_frame_records = int(max_frame_records)
+    o.max_frame_bytes = int(max_frame_bytes)
+    o.max_records = int(max_records)
+    o.max_bytes = int(max_bytes)
     out = ffi.new("a2pack_logger_data **")
     check(lib.a2pack_logger_decode(fspath(segments_dir), o, out))
     data = LogData(ffi.gc(out[0], lib.a2pack_logger_data_close))
@@ -473,7 +486,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             warnings.simplefilter("ignore", DecodeWarning)
             data = decode(args.dir, strict=args.strict)
         for prob in data.problems:
-            print(f"a2pack: warning: {prob}", file=sys.stderr)
+            print(f"a2pack: {'' if prob.note else 'warning: '}{prob}", file=sys.stderr)
         data.to_parquet(args.out)
     except (errors.Error, ImportError) as e:
         print(f"a2pack: error: {e}", file=sys.stderr)

@@ -1,0 +1,26 @@
+// Reading folders written in seed 004's own layout (issue 16): segments
+// `NNNNN.seg.zst` directly in the run folder beside `streams/`, each a plain
+// sequence of zstd frames, one record per frame (the seed's "current impl";
+// several records in a frame are read too), with no frame header of ours.
+// A record is the seed's §3.2 varints and its epoch delta is taken from the
+// same stream's previous record in the whole run (the seed's writer keeps
+// `last_tick_for_stream` across frames and segments), so these segments are
+// decoded in order on one thread.
+#pragma once
+
+#include <string>
+
+#include "logger/decoder.hpp"
+
+namespace a2pack::logger {
+
+// True when `dir` has no segments/ folder but holds NNNNN.seg.zst files.
+bool seed_layout_dir(const std::string& dir);
+
+// Decode the seed-layout segments of `dir` into `d` (whose streams and
+// problems the caller has filled from the sidecars): damage, gaps and limits
+// become problems naming the file and offset, as for the frame layout.
+void decode_seed_dir(const std::string& dir, const ScaleTable& scales, const DecodeOptions& opts,
+                     Decoded& d);
+
+}  // namespace a2pack::logger
