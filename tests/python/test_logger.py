@@ -479,3 +479,159 @@ def test_cli_log_info_decode_to_parquet(tmp_path):
                    env=env, check=True, capture_output=True)
     import pyarrow.parquet as pq
     assert pq.read_table(tmp_path / "o.parquet").num_rows == 100
+
+
+# ------------------------------------------------------------------ hardening (issue 23, 16)
+def _small_log(path, n=500, rotate=None):
+    kw = {"frame_bytes": 4096}
+    if rotate:
+        kw["rotate_bytes"] = rotate
+    with a2pack.DataLogger(path, **kw) as log:
+        a = log.register_stream({"s": "a"}, epoch_scale=1, value_scale=1e-6)
+        b = log.register_stream({"s": "b"}, epoch_scale=1, value_scale=0.5)
+        rng = np.random.default_rng(7)
+        for i in range(n):
+            log.record(a, i, [1, 5, 9], [0.25, 1.5, -2.0])
+            log.record(b, i, [i % 7, 20], [float(i), float(rng.integers(1 << 40))])
+
+
+def _run_cli(*args):
+    cli = cli_path()
+    if cli is None:
+        pytest.skip("a2pack CLI not found beside the library (set A2PACK_CLI)")
+    return subprocess.run([str(cli), *map(str, args)], capture_output=True, text=True)
+
+
+def test_sidecar_scale_bit_flip_is_reported_not_applied(tmp_path):
+    _small_log(tmp_path)
+    side = tmp_path / "streams" / "0.json"
+    text = side.read_text()
+    assert '"scales_crc32c"' in text and "1e-06" in text
+    side.write_text(text.replace("1e-06", "1e-07"))  # one flipped bit ('6' -> '7')
+    with pytest.warns(logger.DecodeWarning, match="scales_crc32c mismatch"):
+        data = logger.decode(tmp_path)
+    assert set(data.stream_ids.tolist()) == {1}  # nothing of stream 0 at a wrong scale
+    assert data.problems[0].path == str(side)
+    assert data.problems[0].status == "A2PACK_E_CHECKSUM"
+    with pytest.raises(errors.ChecksumError, match="0.json"):
+        logger.decode(tmp_path, strict=True)
+    r = _run_cli("log", "decode", "--strict", tmp_path)
+    assert r.returncode != 0 and "0.json" in r.stderr
+    r = _run_cli("log", "info", "--json", tmp_path)
+    info = json.loads(r.stdout)
+    assert info["problems"][0]["path"] == str(side)
+    assert info["problems"][0]["status"] == "A2PACK_E_CHECKSUM"
+
+
+def test_missing_segment_is_a_problem_and_an_empty_one_a_note(tmp_path):
+    _small_log(tmp_path, 3000, rotate=8 << 10)
+    segs = sorted((tmp_path / "segments").iterdir())
+    assert len(segs) >= 3
+    segs[0].unlink()
+    with pytest.warns(logger.DecodeWarning, match="00000.seg.zst is missing"):
+        data = logger.decode(tmp_path)
+    assert data.problems[0].path == str(segs[0]) and not data.problems[0].note
+    assert 0 < len(data) < 6000
+    r = _run_cli("log", "decode", "--strict", tmp_path)
+    assert r.returncode != 0 and "00000.seg.zst" in r.stderr
+    r = _run_cli("log", "info", tmp_path)
+    assert r.returncode == 0 and "00000.seg.zst is missing" in r.stderr
+    # Put back an empty segment 0: a note, not damage; strict still fails.
+    segs[0].write_bytes(b"")
+    with pytest.warns(logger.DecodeWarning, match="note: .*empty segment"):
+        data = logger.decode(tmp_path)
+    (p,) = data.problems
+    assert p.note and p.status == "A2PACK_OK" and data.summary["notes"] == 1
+    r = _run_cli("log", "info", tmp_path)
+    assert r.returncode == 0 and "a2pack: note:" in r.stderr and "notes      1" in r.stdout
+    assert _run_cli("log", "info", "--strict", tmp_path).returncode != 0
+
+
+def test_decode_limits_are_options_and_name_the_limit(tmp_path):
+    _small_log(tmp_path, 2000)
+    full = logger.decode(tmp_path)
+    with pytest.warns(logger.DecodeWarning, match="max_records"):
+        data = logger.decode(tmp_path, max_records=1000)
+    assert 0 < len(data) <= 1000
+    assert data.stream_ids.tolist() == full.stream_ids[:len(data)].tolist()
+    with pytest.warns(logger.DecodeWarning, match="max_frame_records"):
+        logger.decode(tmp_path, max_frame_records=2)
+    with pytest.raises(errors.Error, match="max_frame_bytes"):
+        logger.decode(tmp_path, max_frame_bytes=100, strict=True)
+    assert len(logger.decode(tmp_path, max_bytes=full.summary["raw_bytes"])) == len(full)
+    r = _run_cli("log", "decode", "--max-records", "10", "--strict", tmp_path)
+    assert r.returncode != 0 and "--max-records" in r.stderr
+    r = _run_cli("log", "info", "--json", "--max-records", "10", tmp_path)
+    assert json.loads(r.stdout)["records"] <= 10
+
+
+def _crc32c(data: bytes) -> int:
+    crc = 0xFFFFFFFF
+    for b in data:
+        crc ^= b
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82F63B78 & -(crc & 1))
+    return crc ^ 0xFFFFFFFF
+
+
+def test_forged_counts_with_good_crcs_skip_one_frame(tmp_path):
+    _small_log(tmp_path, 3000, rotate=32 << 10)
+    seg = tmp_path / "segments" / "00000.seg.zst"
+    blob = bytearray(seg.read_bytes())
+    # The second frame's header: raw_len 2 GiB, 715 M records, CRC recomputed.
+    first_len = int.from_bytes(blob[16:20], "little")
+    h = 40 + first_len
+    assert blob[h + 8:h + 12] == b"A2LG"
+    blob[h + 20:h + 24] = (1 << 31).to_bytes(4, "little")
+    blob[h + 24:h + 28] = (715_000_000).to_bytes(4, "little")
+    blob[h + 28:h + 32] = (1_000_000_000).to_bytes(4, "little")
+    blob[h + 36:h + 40] = _crc32c(bytes(blob[h:h + 36])).to_bytes(4, "little")
+    seg.write_bytes(bytes(blob))
+    with pytest.warns(logger.DecodeWarning, match="content size"):
+        data = logger.decode(tmp_path)
+    (p,) = data.problems
+    assert p.path == str(seg) and p.offset == h
+    assert len(data) > 5000
+    r = _run_cli("log", "info", tmp_path)
+    assert r.returncode == 0 and f"offset {h}" in r.stderr and "memory" not in r.stderr
+
+
+def test_seed_layout_segments_decode(tmp_path):
+    zstd = pytest.importorskip("zstandard")
+
+    def varint(v):
+        out = bytearray()
+        while v >= 0x80:
+            out.append((v & 0x7F) | 0x80)
+            v >>= 7
+        out.append(v)
+        return bytes(out)
+
+    def zz(v):
+        return (v << 1) ^ (v >> 63)
+
+    (tmp_path / "streams").mkdir()
+    (tmp_path / "streams" / "0.json").write_text(json.dumps(
+        {"stream_id": 0, "epoch_scale": 0.001, "value_scale": 0.01,
+         "labels": {"entity": "cell-0"}}))
+    cctx = zstd.ZstdCompressor(level=1)
+    last, expect = 0, []
+    for s in range(2):  # two segments; deltas run on across them
+        blob = b""
+        for i in range(s * 50, s * 50 + 50):
+            tick, idx = 7 * i + 3, [i % 4, i % 4 + 3]
+            q = [i, -i]
+            rec = varint(0) + varint(zz(tick - last)) + varint(len(idx)) + varint(idx[0])
+            rec += varint(idx[1] - idx[0] - 1) + b"".join(varint(zz(v)) for v in q)
+            last = tick
+            blob += cctx.compress(rec)
+            expect.append((tick / 1000, idx, [v / 100 for v in q]))
+        (tmp_path / f"{s:05}.seg.zst").write_bytes(blob)
+    data = logger.decode(tmp_path)
+    assert data.problems == [] and len(data) == 100
+    assert data.streams[0].labels == {"entity": "cell-0"}
+    got = [(e, i.tolist(), v.tolist()) for _, e, i, v in data]
+    assert got == expect
+    r = _run_cli("log", "decode", "-n", "1", tmp_path)
+    assert json.loads(r.stdout) == {"stream_id": 0, "epoch": 0.003, "indices": [0, 3],
+                                    "values": [0, 0]}
