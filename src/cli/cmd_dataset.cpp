@@ -152,7 +152,7 @@ Registrar reg("dataset", [](CLI::App& app) {
   auto b = std::make_shared<DatasetArgs>();
   auto* c = g->add_subcommand("build", "Build a dataset from run files");
   c->add_option("--input,-i", b->input, "Folder of .a2run2 files, or a .a2pack packfile")->required();
-  c->add_option("--out,-o", b->out, "Dataset folder to create")->required();
+  c->add_option("--output,-o", b->out, "Dataset folder to create")->required();
   c->add_option("--workers,-j", b->workers, "Decode threads (0 = all cores)");
   c->add_flag("--allow-missing-branches", b->allow_missing_branches,
               "Accept runs without branch values: only the chosen move is legal, at 1.0");

@@ -40,13 +40,13 @@ Registrar reg("gen", [](CLI::App& app) {
   auto a = std::make_shared<GenArgs>();
   auto* c = app.add_subcommand("gen", "Play 2048 games and write them as .a2run2 files");
   c->add_option("--runs,-n", a->runs, "Number of games")->required();
-  c->add_option("--out,-o", a->out, "Output folder (created if missing)")->required();
+  c->add_option("--output,-o", a->out, "Output folder (created if missing)")->required();
   c->add_option("--seed,-s", a->seed, "Master seed; same arguments give the same bytes");
   c->add_option("--format", a->format, "Run file format")->check(CLI::IsMember({"v1", "v2"}));
   c->add_option("--policy", a->policy, "Move policy")
       ->check(CLI::IsMember({"expectimax", "greedy", "random"}));
   c->add_option("--depth", a->depth, "Expectimax search depth in moves")->check(CLI::Range(1, 6));
-  c->add_option("--jobs,-j", a->jobs, "Worker threads (0 = all cores)");
+  c->add_option("--workers,-j", a->jobs, "Worker threads (0 = all cores)");
   c->add_option("--max-steps", a->max_steps, "Stop each game after this many moves (0 = never)");
   c->callback([a] { run_gen(*a); });
 });

@@ -1,8 +1,12 @@
 // Entry point of the a2pack command-line tool.
+#include <algorithm>
 #include <cstdio>
+#include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
+#include "cli_tree.hpp"
 #include "command.hpp"
 
 int main(int argc, char** argv) {
@@ -10,13 +14,20 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("a2pack ") + a2pack_version());
   app.add_flag("-q,--quiet", a2cli::globals().quiet, "Print no progress bars");
   app.require_subcommand(1);
+  // --help shows each option's default; options of the top level (-q) are
+  // accepted after a subcommand too.
+  app.option_defaults()->always_capture_default();
+  app.fallthrough();
   for (auto& reg : a2cli::registry()) reg.setup(app);
   app.footer(
       "Exit status: 0 success; 1 a data problem (damaged input, or a check found problems);\n"
-      "2 usage error (unknown flag, missing or invalid value); 3 system error (file not found,\n"
-      "I/O, out of memory, network); 4 internal error (a bug in a2pack, please report it).");
+      "2 usage error (unknown flag, missing or invalid value, a named file that does not exist);\n"
+      "3 system error (I/O, out of memory, network); 4 internal error (a bug in a2pack, please report it).");
   try {
-    app.parse(argc, argv);
+    std::vector<std::string> args(argv + 1, argv + argc);
+    a2cli::normalize_option_aliases(app, args);
+    std::reverse(args.begin(), args.end());  // CLI11 takes the vector reversed
+    app.parse(args);
   } catch (const CLI::ParseError& e) {
     // --help and --version are "errors" with status 0 in CLI11; every other
     // parse error is a usage error, whatever CLI11's own number for it.
