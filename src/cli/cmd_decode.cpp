@@ -120,7 +120,7 @@ Registrar reg("decode", [](CLI::App& app) {
   auto* c = app.add_subcommand("decode",
                                "Decode every .a2run2 under a folder and print a summary with throughput");
   c->add_option("--input,-i", a->input, "Folder of .a2run2 files (searched recursively)")->required();
-  c->add_option("--workers,-w", a->workers, "Decode threads (0 = all cores)");
+  c->add_option("--workers,-j", a->workers, "Decode threads (0 = all cores)");
   c->add_flag("--json", a->json, "Print JSON");
   c->callback([a] { run_decode(*a); });
 });

@@ -38,7 +38,7 @@ Registrar reg("extract", [](CLI::App& app) {
   auto* c = app.add_subcommand("extract", "Write entries back as their original .a2run2 files");
   c->add_option("--packfile", a->packfile, "Packfile")->required();
   c->add_option("--indices", a->indices, "Entries, e.g. 0,5,42 or 10-19")->required();
-  c->add_option("--output", a->output, "Folder for run-NNNNNN.a2run2 files")->required();
+  c->add_option("--output,-o", a->output, "Folder for run-NNNNNN.a2run2 files")->required();
   c->callback([a] { run_extract(*a); });
 });
 
