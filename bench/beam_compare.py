@@ -61,7 +61,7 @@ def cli() -> str:
 
 def bench_build(root: pathlib.Path, n_runs: int, repeat: int) -> dict:
     runs = root / "runs"
-    a2pack.generate_dir(runs, n_runs, seed=1, policy="random")
+    a2pack.generate_dir(runs, n_runs, seed=1, policy="greedy")  # greedy records branch values
     rows = len(a2pack.Dataset(_cli_build(runs, root / "probe")))
     shutil.rmtree(root / "probe")
     t_cli, t_beam = [], []

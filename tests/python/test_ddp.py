@@ -6,6 +6,7 @@ picklable a2pack object."""
 import json
 import os
 import pickle
+import pathlib
 
 import numpy as np
 import pytest
@@ -129,3 +130,25 @@ def test_spawned_dataloader_workers_use_every_object(data):
             if k != "pid":
                 v = g[k].tolist() if isinstance(g[k], torch.Tensor) else g[k]
                 assert v == want[k], k
+
+
+def test_readme_examples_run_as_written(tmp_path):
+    """The two examples of README.md's "Beam and multi-GPU training": the
+    Beam pipeline with python, then train.py with torchrun on 2 processes."""
+    import re
+    import subprocess
+    import sys
+    readme = (pathlib.Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme.split("## Beam and multi-GPU training", 1)[1].split("\n## ", 1)[0]
+    beam_code, train_code = re.findall(r"```python\n(.*?)```", section, re.S)
+    (tmp_path / "beam_example.py").write_text(beam_code)
+    (tmp_path / "train.py").write_text(train_code)
+    out = subprocess.run([sys.executable, "beam_example.py"], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    n = len(a2pack.Dataset(tmp_path / "ds"))
+    assert f"{n} steps in ds/, 20 records" in out.stdout
+    out = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
+                          "--nproc_per_node=2", "train.py"], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]

@@ -120,7 +120,8 @@ def _assemble(_, made, bad, out_dir, overwrite, source):
             raise ValueError(f"BuildDataset: two runs have the order key {_label(a[0])}")
     if not made:
         raise ValueError(f"BuildDataset: no runs to build {out_dir} from"
-                         + (f" ({len(bad)} bad runs skipped)" if bad else ""))
+                         + (f" ({len(bad)} bad runs skipped; the first: {min(bad)[1]})"
+                            if bad else ""))
     result = write_dataset(out_dir, [(m[1], m[2]) for m in made], overwrite=overwrite,
                            source_input=source[0], source_kind=source[1])
     result["bad_runs"] = sorted(bad)
