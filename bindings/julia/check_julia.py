@@ -6,7 +6,9 @@
            symbol with the header's number of arguments.
   layout   a C program compiled against a2pack.h prints sizeof, alignment and
            every field's offset and size of each public struct, the size and
-           signedness of each enum and integer typedef, and the value of each
+           signedness of each enum and integer typedef, each field's class
+           (integer, real, pointer, record: __builtin_classify_type) and
+           signedness, and the value of each
            constant; the same figures are computed here from the Julia
            definitions in LibA2Pack.jl (read as Julia text, not from the
            generator's model) by Julia's rules for isbits structs, which are
@@ -58,6 +60,11 @@ JULIA_PRIMS = {
 }
 
 failures: list = []
+
+# GCC's type classes (typeclass.h), as __builtin_classify_type reports them;
+# an enum is an integer to Julia.
+C_CLASSES = {1: "integer", 2: "integer", 3: "integer", 4: "integer", 5: "pointer",
+             6: "pointer", 8: "real", 12: "record", 13: "union"}
 
 
 def fail(msg: str) -> None:
@@ -192,6 +199,22 @@ class JuliaLayout:
             raise ValueError(f"{t} is opaque and cannot be held by value")
         raise ValueError(f"unknown Julia type {t!r}")
 
+    def type_class(self, t: str) -> str:
+        """integer, real, pointer, record or array (what __builtin_classify_type
+        would say of the C field, arrays being compared by their size)."""
+        t = self.resolve(t)
+        if t.startswith("Ptr{") or t == "Cstring":
+            return "pointer"
+        if t.startswith("NTuple{"):
+            return "pointer"  # a C array field decays to a pointer when classified
+        if t in ("Float32", "Float64", "Cfloat", "Cdouble"):
+            return "real"
+        if t in JULIA_PRIMS:
+            return "integer"
+        if t in self.jf.structs:
+            return "record"
+        return "unknown"
+
     def struct(self, name: str):
         off, align, fields = 0, 1, []
         for fname, ftype in self.jf.structs[name]:
@@ -227,8 +250,11 @@ def c_figures(header: pathlib.Path, model: hm.Header, tmp: pathlib.Path) -> list
             # UInt32 has the right size and the wrong values).
             sign = f'(int)((__typeof__((({t} *)0)->{f.name}))-1 < 0)' \
                 if _scalar(f.type, model) else "-1"
-            out.append(f'  printf("F {s.name} {f.name} %zu %zu %d\\n", offsetof({t}, {f.name}), '
-                       f'sizeof((({t} *)0)->{f.name}), {sign});')
+            # The compiler's own class of the field (GCC/clang): integer,
+            # enum, real, pointer (arrays decay to it), record.
+            out.append(f'  printf("F {s.name} {f.name} %zu %zu %d %d\\n", offsetof({t}, {f.name}), '
+                       f'sizeof((({t} *)0)->{f.name}), {sign}, '
+                       f'__builtin_classify_type((({t} *)0)->{f.name}));')
     for e in model.enums:
         if e.c_type:
             out.append(f'  printf("E {e.name} %zu %d\\n", sizeof({e.c_type}), '
@@ -266,7 +292,8 @@ def check_layout(header, model, jf: JuliaFile, tmp) -> int:
             c_structs[parts[1]] = (int(parts[2]), int(parts[3]))
             c_fields[parts[1]] = []
         elif kind == "F":
-            c_fields[parts[1]].append((parts[2], int(parts[3]), int(parts[4]), int(parts[5])))
+            c_fields[parts[1]].append((parts[2], int(parts[3]), int(parts[4]), int(parts[5]),
+                                       int(parts[6])))
         elif kind == "E" or kind == "T":
             name, size, sign = parts[1], int(parts[2]), parts[3]
             if name not in jf.consts:
@@ -306,7 +333,11 @@ def check_layout(header, model, jf: JuliaFile, tmp) -> int:
                  f"Julia {[f[0] for f in jfields]}")
             continue
         jtypes = dict(jf.structs[name])
-        for (fname, coff, csz, csign), (_, joff, jsz) in zip(c_fields[name], jfields):
+        for (fname, coff, csz, csign, cclass), (_, joff, jsz) in zip(c_fields[name], jfields):
+            jclass = lay.type_class(jtypes[fname])
+            if C_CLASSES.get(cclass, "other") != jclass:
+                fail(f"struct {name}.{fname}: the C field is of class {C_CLASSES.get(cclass, cclass)}, "
+                     f"Julia's {jtypes[fname]} of class {jclass}")
             if (coff, csz) != (joff, jsz):
                 fail(f"struct {name}.{fname}: C offset {coff} size {csz}, "
                      f"Julia offset {joff} size {jsz}")
