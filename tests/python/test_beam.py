@@ -9,7 +9,6 @@ checks share one pipeline each to keep the suite fast (each pipeline starts
 worker processes)."""
 
 import filecmp
-import json
 import os
 import pathlib
 import re

@@ -17,7 +17,7 @@ import os
 import shutil
 import sqlite3
 import time
-from typing import List, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import NamedTuple, Optional, Sequence, Tuple, Union
 
 import numpy as np
 

@@ -258,11 +258,12 @@ class RankShard:
     run-aligned. The manifest CRC covers all rows, so it is not checked here
     (``verify_dataset`` checks a folder completely).
 
-    ``indices``: this rank's step indices; ``counts``: every rank's row
-    count; ``sampler(...)``: an :class:`EpochBatchSampler` over this rank's
-    rows with as many batches on every rank (``pad=True`` repeats rows of
-    this rank up to the largest shard; ``False`` truncates to the smallest).
-    Pickles by path.
+    ``indices``: this rank's step indices (a contiguous range); ``counts``:
+    every rank's row count; ``sampler(...)``: an :class:`EpochBatchSampler`
+    over this rank's rows with as many batches on every rank (``pad=True``
+    repeats rows of this rank up to the largest shard; ``False`` truncates
+    to the smallest). A dataset with fewer runs than ranks leaves some
+    shards empty. Pickles by path.
     """
 
     def __init__(self, path: Union[str, os.PathLike], rank: Optional[int] = None,
@@ -270,14 +271,26 @@ class RankShard:
         self.rank, self.num_replicas = rank_and_world(rank, num_replicas)
         self.path = os.fspath(path)
         self.dataset = Dataset(self.path, mmap=True, verify=False)
-        n = len(self.dataset)
-        w = self.num_replicas
-        # Rank of a run: which of the w equal row slices holds its first row.
-        where = "first_step_idx * ? / ? = ?"
-        self.indices = self.dataset.filter_sql(where, (w, max(n, 1), self.rank))
-        self.counts = [int(self.indices.size) if r == self.rank else
-                       int(self.dataset.filter_sql(where, (w, max(n, 1), r)).size)
-                       for r in range(w)] if w <= 64 else None
+        n, w = len(self.dataset), self.num_replicas
+        # Rank r owns the runs that start in [ceil(r*n/w), ceil((r+1)*n/w)),
+        # so its rows are [bounds[r], bounds[r+1]). A run starts where
+        # step_index is 0; finding the first start at or after a point reads
+        # at most one run's step_index column (a few pages of the mapping),
+        # so no rank touches the others' rows.
+        step_index = self.dataset.steps["step_index"]
+        bounds = []
+        for r in range(w + 1):
+            x = -(-r * n // w)
+            while x < n:
+                hit = np.flatnonzero(step_index[x:x + 4096] == 0)
+                if hit.size:
+                    x += int(hit[0])
+                    break
+                x += 4096
+            bounds.append(min(x, n))
+        self.bounds = bounds
+        self.indices = np.arange(bounds[self.rank], bounds[self.rank + 1], dtype=np.int64)
+        self.counts = [bounds[r + 1] - bounds[r] for r in range(w)]
 
     def __len__(self) -> int:
         return int(self.indices.size)
@@ -285,7 +298,7 @@ class RankShard:
     def sampler(self, *, batch_size: int = 4096, seed: int = 0, pad: bool = True
                 ) -> EpochBatchSampler:
         idx = self.indices
-        if self.counts is not None and idx.size:
+        if idx.size:
             target = max(self.counts) if pad else min(self.counts)
             idx = np.resize(idx, target) if target != idx.size else idx
         return EpochBatchSampler(idx, batch_size=batch_size, seed=seed + self.rank)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Optional
 
 import apache_beam as beam
 from apache_beam import pvalue, transforms
