@@ -3,7 +3,10 @@
   drift    LibA2Pack.jl is exactly what gen_julia.py makes of the header now.
   symbols  every symbol liba2pack.so exports (nm -D --defined-only) has exactly
            one wrapper in LibA2Pack.jl, and every wrapper @ccalls an exported
-           symbol with the header's number of arguments.
+           symbol with the header's number of arguments; each argument and
+           result type has the size, class (integer, real, pointer, void) and
+           signedness the C compiler gives the header's prototype (which it
+           first proves equal to the model's spelling).
   layout   a C program compiled against a2pack.h prints sizeof, alignment and
            every field's offset and size of each public struct, the size and
            signedness of each enum and integer typedef, each field's class
@@ -269,12 +272,42 @@ def c_figures(header: pathlib.Path, model: hm.Header, tmp: pathlib.Path) -> list
         else:
             out.append(f'  printf("T {td.name} %zu %d\\n", sizeof({td.name}), '
                        f'(int)(({td.name})-1 < 0));')
+    # Functions: each one's prototype as the model spells it must be the
+    # header's (checked by the compiler), then the size, class and signedness
+    # of each parameter and of the result, from probe functions taking
+    # exactly those parameters (array parameters decay as in the real call).
+    probes = []
+    for k, f in enumerate(model.functions.values()):
+        fptr = hm.CType("pointer", target=hm.CType("function", target=f.result, params=f.params)).c("")
+        probes.append(f'_Static_assert(__builtin_types_compatible_p(__typeof__(&{f.name}), {fptr}), '
+                      f'"the model spells {f.name} differently from a2pack.h");')
+        params = [hm.Param(f"a{i}", p.type) for i, p in enumerate(f.params)]
+        sig = ", ".join(p.type.c(p.name) for p in params) or "void"
+        probes.append(f"static void probe{k}({sig}) {{")
+        for i, prm in enumerate(params):
+            sign = f"(int)((__typeof__(a{i}))-1 < 0)" if _scalar(prm.type, model) else "-1"
+            probes.append(f'  printf("P {f.name} {i} %zu %d %d\\n", sizeof(a{i}), '
+                          f'__builtin_classify_type(a{i}), {sign});')
+        r = f.result
+        if r.kind == "name" and r.name == "void":
+            probes.append(f'  printf("R {f.name} 0 0 -1\\n");')
+        else:
+            rt = r.c("")
+            sign = f"(int)(({rt})-1 < 0)" if _scalar(r, model) else "-1"
+            probes.append(f'  printf("R {f.name} %zu %d %d\\n", sizeof({rt}), '
+                          f'__builtin_classify_type(({rt})0), {sign});')
+        probes.append("}")
+        out.append(f"  probe{k}(" + ", ".join("0" for _ in params) + ");")
     out += ["  return 0;", "}", ""]
+    out[4:4] = probes
     src = tmp / "layout.c"
     src.write_text("\n".join(out))
     exe = tmp / "layout"
-    subprocess.run([hm.find_cc(), "-std=gnu11", "-Wall", "-Werror", "-I", str(header.parent),
-                    "-o", str(exe), str(src)], check=True)
+    cc = subprocess.run([hm.find_cc(), "-std=gnu11", "-Wall", "-Werror",
+                         "-Wno-sizeof-array-argument", "-I", str(header.parent),
+                         "-o", str(exe), str(src)], capture_output=True, text=True)
+    if cc.returncode != 0:
+        raise SystemExit(f"check_julia: the layout program does not compile:\n{cc.stderr[-3000:]}")
     return subprocess.run([str(exe)], check=True, capture_output=True, text=True).stdout.splitlines()
 
 
@@ -283,7 +316,7 @@ def c_figures(header: pathlib.Path, model: hm.Header, tmp: pathlib.Path) -> list
 def check_layout(header, model, jf: JuliaFile, tmp) -> int:
     lay = JuliaLayout(jf)
     c_structs, c_fields = {}, {}
-    n = 0
+    n = n_sig = 0
     for line in c_figures(header, model, tmp):
         parts = line.split()
         kind = parts[0]
@@ -305,6 +338,31 @@ def check_layout(header, model, jf: JuliaFile, tmp) -> int:
             elif p[0] != size or (sign != "p" and p[2] != (sign == "1")):
                 fail(f"{name}: C has {size} bytes, {'pointer' if sign == 'p' else 'signed' if sign == '1' else 'unsigned'}; "
                      f"Julia {jf.consts[name]} has {p[0]} bytes, {'signed' if p[2] else 'unsigned'}")
+        elif kind in ("P", "R"):
+            fname = parts[1]
+            w = jf.wrappers.get(fname)
+            if w is None:
+                continue  # check_symbols reports missing wrappers
+            if kind == "P":
+                i, size, cls, sign = int(parts[2]), int(parts[3]), int(parts[4]), int(parts[5])
+                if i >= len(w[1]):
+                    continue  # check_symbols reports the count
+                jt, what = w[1][i], f"argument {i + 1}"
+            else:
+                size, cls, sign = int(parts[2]), int(parts[3]), int(parts[4])
+                jt, what = w[2], "result"
+            n_sig += 1
+            if cls == 0:
+                if lay.resolve(jt) != "Cvoid":
+                    fail(f"{fname}: C result is void, Julia's {jt}")
+                continue
+            jclass = lay.type_class(jt)
+            p = lay.prim(jt)
+            if C_CLASSES.get(cls, "other") != jclass or p is None or p[0] != size:
+                fail(f"{fname} {what}: C is {size} bytes of class {C_CLASSES.get(cls, cls)}, "
+                     f"Julia's {jt} is {p[0] if p else '?'} bytes of class {jclass}")
+            elif sign >= 0 and p[2] != bool(sign):
+                fail(f"{fname} {what}: C {'signed' if sign else 'unsigned'}, Julia's {jt}")
         elif kind == "K":
             name, value = parts[1], int(parts[2])
             rhs = jf.consts.get(name)
@@ -351,7 +409,7 @@ def check_layout(header, model, jf: JuliaFile, tmp) -> int:
     for name in jf.structs:
         if name not in c_structs:
             fail(f"struct {name}: in LibA2Pack.jl but not a struct of the header")
-    return len(c_structs)
+    return len(c_structs), n_sig
 
 
 def check_symbols(lib: pathlib.Path, model: hm.Header, jf: JuliaFile) -> int:
@@ -517,7 +575,7 @@ def main() -> None:
              f"run `python bindings/julia/gen_julia.py` and commit it")
     jf = JuliaFile(current)
     with tempfile.TemporaryDirectory(prefix="a2pack-julia-") as tmp:
-        n_structs = check_layout(header, model, jf, pathlib.Path(tmp))
+        n_structs, n_sig = check_layout(header, model, jf, pathlib.Path(tmp))
     n_syms = check_symbols(lib, model, jf)
     n_used = check_ccalls(jf)
     n_parsed = check_syntax()
@@ -526,7 +584,8 @@ def main() -> None:
             print(f"FAIL {f}")
         sys.exit(f"check_julia: {len(failures)} problem(s)")
     print(f"julia checks: LibA2Pack.jl matches a2pack.h; {n_syms} exported symbols, "
-          f"{len(jf.wrappers)} wrappers with the header's argument counts; "
+          f"{len(jf.wrappers)} wrappers with the header's argument counts and "
+          f"the compiler's sizes, classes and signedness of their {n_sig} arguments and results; "
           f"{n_structs} structs laid out as C does; high-level layer: "
           f"{n_used} uses of LibA2Pack, no ccall of its own"
           + (f"; {n_parsed} .jl files parse" if n_parsed >= 0 else ""))
