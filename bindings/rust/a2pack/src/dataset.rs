@@ -1,0 +1,588 @@
+//! Step datasets: a folder of `steps.npy` (32-byte rows), `metadata.db`
+//! (SQLite, one row per run) and `manifest.json`.
+
+use std::ffi::c_void;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use a2pack_sys as sys;
+
+use crate::error::{check, Error, Result, Status};
+use crate::ffi::{path_cstr, take_owned, text_cstr, unsafe_send, unsafe_sync, view, Progress};
+
+/// One dataset row, exactly the 32-byte numpy dtype
+/// `[('board','<u8'),('move','u1'),('ev_legal','u1'),('ev_values','<f4',(4,)),('run_id','<u4'),('step_index','<u2')]`
+/// (little-endian, packed). Read fields by value (`{ row.board }`): a
+/// packed struct's fields cannot be borrowed.
+///
+/// ```
+/// assert_eq!(std::mem::size_of::<a2pack::StepRow>(), 32);
+/// let row = a2pack::StepRow::default();
+/// assert_eq!({ row.run_id }, 0);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+#[repr(C, packed)]
+pub struct StepRow {
+    /// Board before the step.
+    pub board: u64,
+    /// Chosen move 0..3.
+    pub mv: u8,
+    /// Bit i = move i legal.
+    pub ev_legal: u8,
+    /// The chosen move 1.0, illegal 0.0, others their normalised values.
+    pub ev_values: [f32; 4],
+    /// Run id.
+    pub run_id: u32,
+    /// Step index within the run.
+    pub step_index: u16,
+}
+
+const _: () = assert!(std::mem::size_of::<StepRow>() == sys::A2PACK_DATASET_ROW_BYTES as usize);
+
+/// Options of [`build`] and [`append`], as a typed builder (the progress
+/// closure is a separate argument).
+#[derive(Debug, Clone, Copy)]
+pub struct BuildOptions {
+    raw: sys::a2pack_dataset_build_options,
+}
+
+impl Default for BuildOptions {
+    fn default() -> Self {
+        BuildOptions::new()
+    }
+}
+
+impl BuildOptions {
+    /// Defaults: all cores, branches required, no overwrite.
+    pub fn new() -> BuildOptions {
+        let mut raw = sys::a2pack_dataset_build_options::default();
+        // SAFETY: fills the struct.
+        unsafe { sys::a2pack_dataset_build_options_init(&mut raw) };
+        BuildOptions { raw }
+    }
+
+    /// Decode threads (0 = all cores).
+    pub fn workers(mut self, n: u32) -> Self {
+        self.raw.workers = n;
+        self
+    }
+
+    /// Accept runs without branch values (only the chosen move is legal).
+    pub fn allow_missing_branches(mut self, on: bool) -> Self {
+        self.raw.allow_missing_branches = i32::from(on);
+        self
+    }
+
+    /// Replace an existing output folder ([`build`] only).
+    pub fn overwrite(mut self, on: bool) -> Self {
+        self.raw.overwrite = i32::from(on);
+        self
+    }
+}
+
+/// What a build or append did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct BuildResult {
+    /// Runs added by the call.
+    pub runs_added: u64,
+    /// Rows added by the call.
+    pub rows_added: u64,
+    /// Runs of the dataset after the call.
+    pub total_runs: u64,
+    /// Rows of the dataset after the call.
+    pub total_rows: u64,
+}
+
+type BuildFn = unsafe extern "C" fn(
+    *const std::ffi::c_char,
+    *const std::ffi::c_char,
+    *const sys::a2pack_dataset_build_options,
+    *mut sys::a2pack_dataset_build_result,
+) -> sys::a2pack_status;
+
+fn run_build(
+    f: BuildFn,
+    a: &Path,
+    b: &Path,
+    opts: &BuildOptions,
+    progress: Option<&mut dyn FnMut(u64, u64) -> bool>,
+) -> Result<BuildResult> {
+    let (a, b) = (path_cstr(a)?, path_cstr(b)?);
+    let mut state = Progress::new(progress);
+    let mut raw = opts.raw;
+    let (cb, user) = state.raw();
+    raw.progress = cb;
+    raw.progress_user = user as *mut c_void;
+    let mut r = sys::a2pack_dataset_build_result {
+        size: std::mem::size_of::<sys::a2pack_dataset_build_result>(),
+        ..Default::default()
+    };
+    // SAFETY: valid paths and options; the progress state outlives the call.
+    let result = check(unsafe { f(a.as_ptr(), b.as_ptr(), &raw, &mut r) });
+    state.finish(result.map(|()| BuildResult {
+        runs_added: r.runs_added,
+        rows_added: r.rows_added,
+        total_runs: r.total_runs,
+        total_rows: r.total_rows,
+    }))
+}
+
+/// Build a dataset in `out_dir` from a folder of run files or a packfile.
+/// `progress(runs done, total)` returns `false` to stop.
+///
+/// ```
+/// let dir = tempfile::tempdir().unwrap();
+/// a2pack::GenOptions::new().policy(a2pack::Policy::Greedy).max_steps(20).write_dir(dir.path().join("runs"), 3, 1)?;
+/// let r = a2pack::dataset::build(dir.path().join("runs"), dir.path().join("ds"), &a2pack::BuildOptions::new(), None)?;
+/// assert_eq!(r.total_runs, 3);
+/// # Ok::<(), a2pack::Error>(())
+/// ```
+pub fn build(
+    input: impl AsRef<Path>,
+    out_dir: impl AsRef<Path>,
+    opts: &BuildOptions,
+    progress: Option<&mut dyn FnMut(u64, u64) -> bool>,
+) -> Result<BuildResult> {
+    run_build(sys::a2pack_dataset_build, input.as_ref(), out_dir.as_ref(), opts, progress)
+}
+
+/// Append the runs of `input` to the dataset in `dataset_dir`, atomically.
+pub fn append(
+    dataset_dir: impl AsRef<Path>,
+    input: impl AsRef<Path>,
+    opts: &BuildOptions,
+    progress: Option<&mut dyn FnMut(u64, u64) -> bool>,
+) -> Result<BuildResult> {
+    run_build(sys::a2pack_dataset_append, dataset_dir.as_ref(), input.as_ref(), opts, progress)
+}
+
+/// Check a dataset completely (with `repair`, first bring an interrupted
+/// append back to the committed state). Returns the JSON report; a problem
+/// is an `Err` whose message lists them.
+pub fn verify(dataset_dir: impl AsRef<Path>, repair: bool, workers: u32) -> Result<String> {
+    let c = path_cstr(dataset_dir.as_ref())?;
+    let mut report = std::ptr::null_mut();
+    let flags = if repair { sys::A2PACK_DATASET_VERIFY_REPAIR } else { 0 };
+    // SAFETY: valid path; report receives an owned string.
+    let status = unsafe { sys::a2pack_dataset_verify(c.as_ptr(), flags, workers, &mut report) };
+    let err = (status != 0).then(|| Error::last(status));
+    // SAFETY: NULL or an owned NUL-terminated string.
+    let text = unsafe { owned_string(report) };
+    match err {
+        Some(e) => Err(e),
+        None => Ok(text),
+    }
+}
+
+/// # Safety
+/// `p` is NULL or an owned NUL-terminated string from the library.
+unsafe fn owned_string(p: *mut std::ffi::c_char) -> String {
+    if p.is_null() {
+        return String::new();
+    }
+    let s = std::ffi::CStr::from_ptr(p).to_string_lossy().into_owned();
+    sys::a2pack_free(p.cast());
+    s
+}
+
+/// Options of [`Dataset::open_with`].
+#[derive(Debug, Clone, Copy)]
+pub struct OpenOptions {
+    raw: sys::a2pack_dataset_open_options,
+}
+
+impl Default for OpenOptions {
+    fn default() -> Self {
+        OpenOptions::new()
+    }
+}
+
+impl OpenOptions {
+    /// Defaults: rows read into RAM, CRC checked, huge pages.
+    pub fn new() -> OpenOptions {
+        let mut raw = sys::a2pack_dataset_open_options::default();
+        // SAFETY: fills the struct.
+        unsafe { sys::a2pack_dataset_open_options_init(&mut raw) };
+        OpenOptions { raw }
+    }
+
+    /// Map steps.npy instead of reading it.
+    pub fn mmap(mut self, on: bool) -> Self {
+        self.raw.mmap = i32::from(on);
+        self
+    }
+
+    /// Check the rows against the manifest's CRC32C.
+    pub fn verify_crc(mut self, on: bool) -> Self {
+        self.raw.verify_crc = i32::from(on);
+        self
+    }
+
+    /// Back RAM rows with transparent huge pages.
+    pub fn huge_pages(mut self, on: bool) -> Self {
+        self.raw.huge_pages = i32::from(on);
+        self
+    }
+
+    /// Threads for loading and checking (0 = all cores).
+    pub fn workers(mut self, n: u32) -> Self {
+        self.raw.workers = n;
+        self
+    }
+
+    /// Accept files a dataset does not hold.
+    pub fn allow_extra_files(mut self, on: bool) -> Self {
+        self.raw.allow_extra_files = i32::from(on);
+        self
+    }
+}
+
+/// Facts about an open dataset.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DatasetInfo {
+    /// Committed rows.
+    pub rows: u64,
+    /// Committed runs.
+    pub runs: u64,
+    /// The id the next appended run gets.
+    pub next_run_id: u64,
+    /// Rows are a mapping of steps.npy.
+    pub mapped: bool,
+    /// The kernel accepted the huge-page hint.
+    pub huge_pages: bool,
+    /// Written by a2pack (false for the upstream tool's datasets).
+    pub has_manifest: bool,
+    /// CRC32C from the manifest (0 without one).
+    pub steps_crc32c: u32,
+    /// Rows past the committed ones (an interrupted append), ignored.
+    pub uncommitted_rows: u64,
+}
+
+/// A value bound to a `?` of an SQL filter.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum SqlParam<'a> {
+    /// NULL.
+    Null,
+    /// An integer.
+    Integer(i64),
+    /// A real.
+    Real(f64),
+    /// UTF-8 text.
+    Text(&'a str),
+}
+
+fn raw_params(params: &[SqlParam<'_>]) -> Vec<sys::a2pack_sql_param> {
+    params
+        .iter()
+        .map(|p| {
+            let mut r = sys::a2pack_sql_param { text: std::ptr::null(), ..Default::default() };
+            match *p {
+                SqlParam::Null => r.type_ = sys::A2PACK_SQL_NULL,
+                SqlParam::Integer(i) => (r.type_, r.integer) = (sys::A2PACK_SQL_INTEGER, i),
+                SqlParam::Real(x) => (r.type_, r.real) = (sys::A2PACK_SQL_REAL, x),
+                SqlParam::Text(t) => {
+                    (r.type_, r.text, r.text_len) = (sys::A2PACK_SQL_TEXT, t.as_ptr().cast(), t.len())
+                }
+            }
+            r
+        })
+        .collect()
+}
+
+fn where_cstr(w: Option<&str>) -> Result<Option<std::ffi::CString>> {
+    w.map(|w| text_cstr("the SQL filter", w)).transpose()
+}
+
+/// Column destinations of [`Dataset::gather_columns`]; `None` members are
+/// skipped. Each slice holds n entries per row (16 for exponents, 4 for
+/// legal and values, 1 otherwise).
+#[derive(Debug, Default)]
+pub struct ColumnsMut<'a> {
+    /// n × 16 tile exponents, cell 0 first.
+    pub exponents: Option<&'a mut [u8]>,
+    /// n boards.
+    pub boards: Option<&'a mut [u64]>,
+    /// n chosen moves.
+    pub moves: Option<&'a mut [u8]>,
+    /// n × 4: 1 where the move is legal.
+    pub legal: Option<&'a mut [u8]>,
+    /// n ev_legal bitmasks.
+    pub legal_mask: Option<&'a mut [u8]>,
+    /// n × 4 values.
+    pub ev_values: Option<&'a mut [f32]>,
+    /// n run ids.
+    pub run_ids: Option<&'a mut [u32]>,
+    /// n step indices.
+    pub step_indices: Option<&'a mut [u16]>,
+}
+
+/// An open step dataset: read-only and thread-safe (`Send + Sync`), as the
+/// header documents.
+///
+/// ```
+/// # let dir = tempfile::tempdir().unwrap();
+/// # a2pack::GenOptions::new().policy(a2pack::Policy::Greedy).max_steps(20).write_dir(dir.path().join("runs"), 3, 1)?;
+/// # a2pack::dataset::build(dir.path().join("runs"), dir.path().join("ds"), &a2pack::BuildOptions::new(), None)?;
+/// let ds = a2pack::Dataset::open(dir.path().join("ds"))?;
+/// let rows = ds.gather_vec(&[0, 2, 1], 0)?;
+/// assert_eq!(rows[1], ds.rows()[2]);
+/// let train_and_val = ds.split(None, &[], 0.2, 7, None, &[])?;
+/// assert_eq!(train_and_val.0.len() + train_and_val.1.len(), ds.rows().len());
+/// # Ok::<(), a2pack::Error>(())
+/// ```
+pub struct Dataset {
+    raw: *mut sys::a2pack_dataset,
+    dir: PathBuf,
+}
+
+unsafe_send!(Dataset);
+unsafe_sync!(Dataset);
+
+impl Drop for Dataset {
+    fn drop(&mut self) {
+        // SAFETY: owned handle, released once.
+        unsafe { sys::a2pack_dataset_close(self.raw) }
+    }
+}
+
+impl fmt::Debug for Dataset {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Dataset").field("dir", &self.dir).field("info", &self.info()).finish()
+    }
+}
+
+impl Dataset {
+    /// Open a dataset with the default options.
+    pub fn open(dir: impl AsRef<Path>) -> Result<Dataset> {
+        Dataset::open_with(dir, &OpenOptions::new())
+    }
+
+    /// Open a dataset and load its committed rows.
+    pub fn open_with(dir: impl AsRef<Path>, opts: &OpenOptions) -> Result<Dataset> {
+        let c = path_cstr(dir.as_ref())?;
+        let mut out = std::ptr::null_mut();
+        // SAFETY: valid path and options.
+        check(unsafe { sys::a2pack_dataset_open(c.as_ptr(), &opts.raw, &mut out) })?;
+        Ok(Dataset { raw: out, dir: dir.as_ref().to_path_buf() })
+    }
+
+    fn raw_info(&self) -> sys::a2pack_dataset_info {
+        let mut i = sys::a2pack_dataset_info { size: std::mem::size_of::<sys::a2pack_dataset_info>(), ..Default::default() };
+        // SAFETY: size set; cannot fail on an open dataset.
+        let status = unsafe { sys::a2pack_dataset_get_info(self.raw, &mut i) };
+        assert_eq!(status, 0, "a2pack_dataset_get_info failed on an open dataset");
+        i
+    }
+
+    /// Rows, runs and how they are held.
+    pub fn info(&self) -> DatasetInfo {
+        let i = self.raw_info();
+        DatasetInfo {
+            rows: i.rows,
+            runs: i.runs,
+            next_run_id: i.next_run_id,
+            mapped: i.mapped != 0,
+            huge_pages: i.huge_pages != 0,
+            has_manifest: i.has_manifest != 0,
+            steps_crc32c: i.steps_crc32c,
+            uncommitted_rows: i.uncommitted_rows,
+        }
+    }
+
+    /// Every committed row, borrowed from the dataset.
+    pub fn rows(&self) -> &[StepRow] {
+        let i = self.raw_info();
+        // SAFETY: rows × 32 bytes valid while the dataset lives; StepRow is
+        // the packed 32-byte row (alignment 1).
+        unsafe { view(i.data.cast::<StepRow>(), i.rows as usize) }
+    }
+
+    /// Copy rows `idx` into `out` (same length), in index order, on up to
+    /// `workers` threads (0 = all cores). An index out of range fails before
+    /// anything is written.
+    pub fn gather(&self, idx: &[i64], out: &mut [StepRow], workers: u32) -> Result<()> {
+        if out.len() != idx.len() {
+            return Err(Error::new(
+                Status::InvalidArgument,
+                format!("gather: {} indices but room for {} rows", idx.len(), out.len()),
+            ));
+        }
+        // SAFETY: out holds idx.len() rows.
+        check(unsafe { sys::a2pack_dataset_gather(self.raw, idx.as_ptr(), idx.len(), out.as_mut_ptr().cast(), workers) })
+    }
+
+    /// Gather rows `idx` into a new vector.
+    pub fn gather_vec(&self, idx: &[i64], workers: u32) -> Result<Vec<StepRow>> {
+        let mut out = vec![StepRow::default(); idx.len()];
+        self.gather(idx, &mut out, workers)?;
+        Ok(out)
+    }
+
+    /// Gather rows `idx` straight into training arrays.
+    pub fn gather_columns(&self, idx: &[i64], out: &mut ColumnsMut<'_>, workers: u32) -> Result<()> {
+        let n = idx.len();
+        fn ptr<T>(what: &str, s: &mut Option<&mut [T]>, want: usize) -> Result<*mut T> {
+            match s {
+                None => Ok(std::ptr::null_mut()),
+                Some(s) if s.len() == want => Ok(s.as_mut_ptr()),
+                Some(s) => Err(Error::new(
+                    Status::InvalidArgument,
+                    format!("gather_columns: {what} holds {} values, {want} needed", s.len()),
+                )),
+            }
+        }
+        let raw = sys::a2pack_dataset_columns {
+            size: std::mem::size_of::<sys::a2pack_dataset_columns>(),
+            exponents: ptr("exponents", &mut out.exponents, n * 16)?,
+            boards: ptr("boards", &mut out.boards, n)?,
+            moves: ptr("moves", &mut out.moves, n)?,
+            legal: ptr("legal", &mut out.legal, n * 4)?,
+            legal_mask: ptr("legal_mask", &mut out.legal_mask, n)?,
+            ev_values: ptr("ev_values", &mut out.ev_values, n * 4)?,
+            run_ids: ptr("run_ids", &mut out.run_ids, n)?,
+            step_indices: ptr("step_indices", &mut out.step_indices, n)?,
+        };
+        // SAFETY: every non-NULL destination has the checked length.
+        check(unsafe { sys::a2pack_dataset_gather_columns(self.raw, idx.as_ptr(), n, &raw, workers) })
+    }
+
+    fn select_fn(
+        &self,
+        f: unsafe extern "C" fn(*const sys::a2pack_dataset, *const std::ffi::c_char, *const sys::a2pack_sql_param, usize, *mut *mut i64, *mut usize) -> sys::a2pack_status,
+        where_: Option<&str>,
+        params: &[SqlParam<'_>],
+    ) -> Result<Vec<i64>> {
+        let w = where_cstr(where_)?;
+        let p = raw_params(params);
+        let (mut out, mut n) = (std::ptr::null_mut(), 0usize);
+        // SAFETY: valid filter and parameters; out receives an owned array.
+        check(unsafe { f(self.raw, w.as_ref().map_or(std::ptr::null(), |w| w.as_ptr()), p.as_ptr(), p.len(), &mut out, &mut n) })?;
+        // SAFETY: owned array of n values.
+        Ok(unsafe { take_owned(out, n) })
+    }
+
+    /// Step indices (ascending) of the runs matching an SQL expression over
+    /// metadata.db's `runs` columns (`None` = every run), `?` bound to `params`.
+    pub fn select(&self, where_: Option<&str>, params: &[SqlParam<'_>]) -> Result<Vec<i64>> {
+        self.select_fn(sys::a2pack_dataset_select, where_, params)
+    }
+
+    /// Ids (ascending) of the runs matching the filter.
+    pub fn select_runs(&self, where_: Option<&str>, params: &[SqlParam<'_>]) -> Result<Vec<i64>> {
+        self.select_fn(sys::a2pack_dataset_select_runs, where_, params)
+    }
+
+    /// Run-disjoint (train, validation) step indices of the runs matching
+    /// `where_`: the runs matching `val_where`, or each with probability
+    /// `val_fraction` by a hash of (seed, run id).
+    pub fn split(
+        &self,
+        where_: Option<&str>,
+        params: &[SqlParam<'_>],
+        val_fraction: f64,
+        seed: u64,
+        val_where: Option<&str>,
+        val_params: &[SqlParam<'_>],
+    ) -> Result<(Vec<i64>, Vec<i64>)> {
+        let (w, vw) = (where_cstr(where_)?, where_cstr(val_where)?);
+        let (p, vp) = (raw_params(params), raw_params(val_params));
+        let (mut tr, mut ntr, mut va, mut nva) = (std::ptr::null_mut(), 0usize, std::ptr::null_mut(), 0usize);
+        // SAFETY: valid filters and parameters; outputs are owned arrays.
+        check(unsafe {
+            sys::a2pack_dataset_split(
+                self.raw,
+                w.as_ref().map_or(std::ptr::null(), |w| w.as_ptr()),
+                p.as_ptr(),
+                p.len(),
+                val_fraction,
+                seed,
+                vw.as_ref().map_or(std::ptr::null(), |w| w.as_ptr()),
+                vp.as_ptr(),
+                vp.len(),
+                &mut tr,
+                &mut ntr,
+                &mut va,
+                &mut nva,
+            )
+        })?;
+        // SAFETY: owned arrays of the given lengths.
+        Ok(unsafe { (take_owned(tr, ntr), take_owned(va, nva)) })
+    }
+
+    /// Statistics as a JSON object.
+    pub fn stats_json(&self, workers: u32) -> Result<String> {
+        let mut out = std::ptr::null_mut();
+        // SAFETY: out receives an owned string.
+        check(unsafe { sys::a2pack_dataset_stats_json(self.raw, workers, &mut out) })?;
+        // SAFETY: owned NUL-terminated string.
+        Ok(unsafe { owned_string(out) })
+    }
+}
+
+/// Epoch sampler: batches of a permutation that depends only on
+/// (seed, epoch).
+///
+/// ```
+/// let mut s = a2pack::Sampler::new(None, 10, 42, 4, false)?;
+/// assert_eq!(s.batch_count(), 3);
+/// let mut all: Vec<i64> = (0..3).flat_map(|b| s.batch(b).unwrap()).collect();
+/// all.sort();
+/// assert_eq!(all, (0..10).collect::<Vec<i64>>());
+/// s.set_epoch(1)?;
+/// # Ok::<(), a2pack::Error>(())
+/// ```
+pub struct Sampler {
+    raw: *mut sys::a2pack_dataset_sampler,
+    batch_size: usize,
+}
+
+unsafe_send!(Sampler);
+
+impl Drop for Sampler {
+    fn drop(&mut self) {
+        // SAFETY: owned handle, released once.
+        unsafe { sys::a2pack_dataset_sampler_close(self.raw) }
+    }
+}
+
+impl fmt::Debug for Sampler {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Sampler").field("batch_size", &self.batch_size).field("batches", &self.batch_count()).finish()
+    }
+}
+
+impl Sampler {
+    /// A sampler over `indices` (copied), or over `0..n` when `None`.
+    pub fn new(indices: Option<&[i64]>, n: u64, seed: u64, batch_size: usize, drop_last: bool) -> Result<Sampler> {
+        let (ptr, n) = match indices {
+            Some(i) => (i.as_ptr(), i.len() as u64),
+            None => (std::ptr::null(), n),
+        };
+        let mut out = std::ptr::null_mut();
+        // SAFETY: n indices or NULL; copied.
+        check(unsafe { sys::a2pack_dataset_sampler_open(ptr, n, seed, batch_size, i32::from(drop_last), &mut out) })?;
+        Ok(Sampler { raw: out, batch_size })
+    }
+
+    /// Reshuffle for `epoch`.
+    pub fn set_epoch(&mut self, epoch: u64) -> Result<()> {
+        // SAFETY: owned sampler used through &mut.
+        check(unsafe { sys::a2pack_dataset_sampler_set_epoch(self.raw, epoch) })
+    }
+
+    /// Batches per epoch.
+    pub fn batch_count(&self) -> usize {
+        // SAFETY: valid handle.
+        unsafe { sys::a2pack_dataset_sampler_batch_count(self.raw) }
+    }
+
+    /// Batch `b` of the current epoch.
+    pub fn batch(&self, b: usize) -> Result<Vec<i64>> {
+        let mut out = vec![0i64; self.batch_size];
+        let mut n = 0usize;
+        // SAFETY: out has room for batch_size values.
+        check(unsafe { sys::a2pack_dataset_sampler_batch(self.raw, b, out.as_mut_ptr(), &mut n) })?;
+        out.truncate(n);
+        Ok(out)
+    }
+}

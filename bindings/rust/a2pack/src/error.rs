@@ -1,0 +1,167 @@
+//! Errors: the library's status as an enum plus the message it left for the
+//! calling thread (`a2pack_last_error`), which names the file, offset or
+//! index and what was wrong.
+
+use std::ffi::CStr;
+use std::fmt;
+
+use a2pack_sys as sys;
+
+/// The kind of failure, one per `A2PACK_E_*` status of the C API.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Status {
+    /// An operating-system I/O call failed.
+    Io,
+    /// A file, key or entry does not exist.
+    NotFound,
+    /// Malformed bytes: bad magic, bad length, bad varint...
+    Corrupt,
+    /// A stored CRC does not match the data.
+    Checksum,
+    /// A version, endianness or feature this build does not read.
+    Unsupported,
+    /// An index or value outside its valid range.
+    OutOfRange,
+    /// The caller passed something invalid.
+    InvalidArgument,
+    /// An allocation failed.
+    NoMemory,
+    /// The handle was already closed or finished.
+    Closed,
+    /// A callback asked the operation to stop.
+    Interrupted,
+    /// A bounded buffer is full (non-blocking mode).
+    Full,
+    /// A bug in a2pack.
+    Internal,
+    /// A status this version of the crate does not know.
+    Other(i32),
+}
+
+impl Status {
+    /// The status for a C status code (`None` for `A2PACK_OK`).
+    pub fn from_code(code: i32) -> Option<Status> {
+        Some(match code {
+            0 => return None,
+            -1 => Status::Io,
+            -2 => Status::NotFound,
+            -3 => Status::Corrupt,
+            -4 => Status::Checksum,
+            -5 => Status::Unsupported,
+            -6 => Status::OutOfRange,
+            -7 => Status::InvalidArgument,
+            -8 => Status::NoMemory,
+            -9 => Status::Closed,
+            -10 => Status::Interrupted,
+            -11 => Status::Full,
+            -12 => Status::Internal,
+            other => Status::Other(other),
+        })
+    }
+
+    /// The C status code.
+    pub fn code(self) -> i32 {
+        match self {
+            Status::Io => -1,
+            Status::NotFound => -2,
+            Status::Corrupt => -3,
+            Status::Checksum => -4,
+            Status::Unsupported => -5,
+            Status::OutOfRange => -6,
+            Status::InvalidArgument => -7,
+            Status::NoMemory => -8,
+            Status::Closed => -9,
+            Status::Interrupted => -10,
+            Status::Full => -11,
+            Status::Internal => -12,
+            Status::Other(code) => code,
+        }
+    }
+
+    /// The library's symbolic name, e.g. `"A2PACK_E_CORRUPT"`.
+    pub fn name(self) -> &'static str {
+        // SAFETY: a2pack_status_name never returns NULL; static storage.
+        unsafe { CStr::from_ptr(sys::a2pack_status_name(self.code())) }
+            .to_str()
+            .unwrap_or("A2PACK_E_UNKNOWN")
+    }
+}
+
+/// A failed a2pack call: its [`Status`] and the library's message.
+///
+/// ```
+/// let err = a2pack::Run::load("/no/such/run.a2run2").unwrap_err();
+/// assert_eq!(err.status(), a2pack::Status::NotFound);
+/// assert!(err.message().contains("/no/such/run.a2run2"));
+/// println!("{err}"); // "A2PACK_E_NOT_FOUND: ..."
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Error {
+    status: Status,
+    message: String,
+    accepted: Option<usize>,
+}
+
+impl Error {
+    /// An error made on the Rust side (e.g. a path holding a NUL byte).
+    pub fn new(status: Status, message: impl Into<String>) -> Error {
+        Error { status, message: message.into(), accepted: None }
+    }
+
+    /// The status of the failed call.
+    pub fn status(&self) -> Status {
+        self.status
+    }
+
+    /// The message naming what was wrong and where.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+
+    /// For a batch call that takes items in order
+    /// ([`DataLogger::record_batch`](crate::DataLogger::record_batch)): how
+    /// many were accepted before the failing one.
+    pub fn accepted(&self) -> Option<usize> {
+        self.accepted
+    }
+
+    pub(crate) fn with_accepted(mut self, n: usize) -> Error {
+        self.accepted = Some(n);
+        self
+    }
+
+    /// The error of the last failed call on this thread, for `code`.
+    pub(crate) fn last(code: i32) -> Error {
+        // SAFETY: a thread-local NUL-terminated string, read at once.
+        let message = unsafe { CStr::from_ptr(sys::a2pack_last_error()) }
+            .to_string_lossy()
+            .into_owned();
+        let status = Status::from_code(code).unwrap_or(Status::Internal);
+        Error { status, message, accepted: None }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.message.is_empty() {
+            f.write_str(self.status.name())
+        } else {
+            write!(f, "{}: {}", self.status.name(), self.message)
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+/// `Result` with [`Error`].
+pub type Result<T> = std::result::Result<T, Error>;
+
+/// `Ok(())` for `A2PACK_OK`, otherwise the thread's last error.
+pub(crate) fn check(code: sys::a2pack_status) -> Result<()> {
+    if code == 0 {
+        Ok(())
+    } else {
+        Err(Error::last(code))
+    }
+}
