@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstddef>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -382,4 +383,75 @@ TEST(CapiLogger, LiteralsAreStoredRawUnlessAskedToCompress) {
   EXPECT_EQ(a2pack_logger_open(dir.path.c_str(), &o, &lg), A2PACK_E_INVALID_ARGUMENT);
   EXPECT_NE(std::string(a2pack_last_error()).find("compress_literals"), std::string::npos);
   EXPECT_EQ(lg, nullptr);
+}
+
+// Issue 23: decode limits through the option struct (old callers' smaller
+// structs keep the defaults), notes and missing segments through the
+// problem struct.
+TEST(CapiLogger, LimitsNotesAndMissingSegments) {
+  Dir dir;
+  a2pack_logger_options lo;
+  a2pack_logger_options_init(&lo);
+  lo.frame_bytes = 4096;
+  lo.rotate_bytes = 8192;
+  a2pack_logger* lg = open_logger(dir.path, &lo);
+  uint32_t sid = 0;
+  ASSERT_EQ(a2pack_logger_register_stream(lg, "{}", 1.0, 0.5, 0, &sid), A2PACK_OK);
+  for (uint32_t i = 0; i < 4000; ++i) {
+    uint32_t idx[2] = {i % 9, 100 + i};
+    double val[2] = {0.5 * i, -1.0 * (i % 1000)};
+    ASSERT_EQ(a2pack_logger_record(lg, sid, i, idx, val, 2), A2PACK_OK);
+  }
+  ASSERT_EQ(a2pack_logger_close(lg), A2PACK_OK);
+  ASSERT_TRUE(std::filesystem::exists(dir.path + "/segments/00002.seg.zst"));
+
+  // An old caller's struct (size up to `strict`) decodes with the defaults.
+  a2pack_logger_decode_options o;
+  a2pack_logger_decode_options_init(&o);
+  o.size = offsetof(a2pack_logger_decode_options, max_frame_records);
+  a2pack_logger_data* d = nullptr;
+  ASSERT_EQ(a2pack_logger_decode(dir.path.c_str(), &o, &d), A2PACK_OK) << a2pack_last_error();
+  EXPECT_EQ(summary(d).records, 4000u);
+  a2pack_logger_data_close(d);
+
+  a2pack_logger_decode_options_init(&o);
+  o.max_records = 100;
+  ASSERT_EQ(a2pack_logger_decode(dir.path.c_str(), &o, &d), A2PACK_OK) << a2pack_last_error();
+  auto s = summary(d);
+  EXPECT_LE(s.records, 100u);
+  ASSERT_EQ(s.problems, 1u);
+  EXPECT_EQ(s.notes, 0u);
+  a2pack_logger_problem p;
+  p.size = sizeof p;
+  ASSERT_EQ(a2pack_logger_data_problem(d, 0, &p), A2PACK_OK);
+  EXPECT_EQ(p.status, A2PACK_E_OUT_OF_RANGE);
+  EXPECT_NE(std::strstr(p.message, "max_records"), nullptr) << p.message;
+  EXPECT_EQ(p.note, 0u);
+  a2pack_logger_data_close(d);
+  o.strict = 1;
+  EXPECT_EQ(a2pack_logger_decode(dir.path.c_str(), &o, &d), A2PACK_E_OUT_OF_RANGE);
+  EXPECT_EQ(d, nullptr);
+
+  // Segment 1 emptied: a note; segment 0 removed: a problem naming it.
+  { FILE* f = std::fopen((dir.path + "/segments/00001.seg.zst").c_str(), "w"); std::fclose(f); }
+  d = decode(dir.path);
+  s = summary(d);
+  ASSERT_EQ(s.problems, 1u);
+  EXPECT_EQ(s.notes, 1u);
+  ASSERT_EQ(a2pack_logger_data_problem(d, 0, &p), A2PACK_OK);
+  EXPECT_EQ(p.note, 1u);
+  EXPECT_EQ(p.status, A2PACK_OK);
+  a2pack_logger_data_close(d);
+  std::filesystem::remove(dir.path + "/segments/00000.seg.zst");
+  d = decode(dir.path);
+  s = summary(d);
+  ASSERT_EQ(s.problems, 2u);
+  ASSERT_EQ(a2pack_logger_data_problem(d, 0, &p), A2PACK_OK);
+  EXPECT_EQ(p.status, A2PACK_E_NOT_FOUND);
+  EXPECT_NE(std::strstr(p.path, "00000.seg.zst"), nullptr) << p.path;
+  a2pack_logger_data_close(d);
+  a2pack_logger_decode_options_init(&o);
+  o.strict = 1;
+  EXPECT_EQ(a2pack_logger_decode(dir.path.c_str(), &o, &d), A2PACK_E_NOT_FOUND);
+  EXPECT_NE(std::strstr(a2pack_last_error(), "00000.seg.zst"), nullptr) << a2pack_last_error();
 }
