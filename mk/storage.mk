@@ -9,3 +9,10 @@ $(STAMPS)/apt-storage: mk/storage.mk
 	$(call apt_install_missing,$(STORAGE_APT_PACKAGES))
 
 setup: $(STAMPS)/apt-storage
+
+# scripts/pyproject_extra.py gives bare names, so moto's [server] extra
+# (Flask) is installed here for the S3 server the tests start.
+$(STAMPS)/pip-storage: mk/storage.mk | $(STAMPS)/pip
+	$(call pip_install_missing,flask flask-cors)
+
+test-deps: $(STAMPS)/pip-storage

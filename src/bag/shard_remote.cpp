@@ -47,6 +47,14 @@ void Shard::load_remote_limits(const ReaderOptions& o) {
     if (records_end_ > file_size)
       fail(A2PACK_E_CORRUPT, "{}: record {}: limit {} is past the records section ({} bytes in {})",
            lpath, raw.size() / 8 - 1, records_end_, file_size, path_);
+    if (records_end_ < file_size) {
+      std::string msg = fmt::format(
+          "{}: {} bytes after the last limit ({} of the file's {} bytes) belong to no record: "
+          "is {} ({} limits) truncated?",
+          path_, file_size - records_end_, records_end_, file_size, lpath, raw.size() / 8);
+      if (o.strict) fail(A2PACK_E_CORRUPT, "{} (strict mode)", msg);
+      note_ = std::move(msg);
+    }
   }
   count_ = raw.size() / 8;
   if (!count_) return;

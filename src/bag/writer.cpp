@@ -24,6 +24,11 @@ constexpr uint64_t kWritebackEvery = 8u << 20; // start writeback after this man
 
 Writer::Writer(const std::string& spec, const WriterOptions& o)
     : path_(strip_local_prefix(spec)), options_(o) {
+  if (is_remote_path(spec)) {  // written locally, uploaded at commit (remote_stage.hpp)
+    stage_ = std::make_unique<RemoteStage>(spec);
+    path_ = stage_->local_path();
+    options_.durable = false;  // the staging copy is thrown away
+  }
   const std::string& path = path_;  // "posix:" and the like dropped
   if (path.empty()) fail(A2PACK_E_INVALID_ARGUMENT, "empty path");
   if (effective_compression(o.compression, path) == Compression::zstd) {
@@ -217,6 +222,7 @@ void Writer::commit() {
       limits_->commit(options_.durable);
       records_->commit(options_.durable);
     }
+    if (stage_) stage_->upload(limits_ != nullptr);
     committed_ = true;
   });
 }

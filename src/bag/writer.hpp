@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "bag/format.hpp"
+#include "bag/remote_stage.hpp"
 #include "bag/zstd_codec.hpp"
 #include "base/file_io.hpp"
 
@@ -70,6 +71,7 @@ class Writer {
   WriterOptions options_;
   std::unique_ptr<ZstdCodec> codec_;
   std::vector<ZstdCompressor> cctx_;  // one per worker
+  std::unique_ptr<RemoteStage> stage_;  // s3:// / gs:// outputs (outlives the files in it)
   std::unique_ptr<AtomicFile> records_;
   std::unique_ptr<AtomicFile> limits_;  // SEPARATE placement
   std::vector<uint64_t> pending_;       // TAIL limits not yet spilled

@@ -61,11 +61,21 @@ void give_handle(CURL* h) {
 struct Transfer {
   const HttpRequest* req;
   HttpResponse* resp;
+  CURL* handle;
   bool overflow = false;
 };
 
+constexpr size_t kMaxErrorBody = 64u << 10;  // of an error response, kept for the message
+
 size_t on_body(char* p, size_t, size_t n, void* ud) {
   auto* t = static_cast<Transfer*>(ud);
+  long code = 0;
+  curl_easy_getinfo(t->handle, CURLINFO_RESPONSE_CODE, &code);
+  if (t->req->sink && code >= 300) {
+    // An error document, not the bytes asked for: keep its start for the message.
+    t->resp->body.append(p, std::min(n, kMaxErrorBody - std::min(kMaxErrorBody, t->resp->body.size())));
+    return n;
+  }
   if (t->req->sink) {
     if (n > t->req->sink_len - t->resp->sink_bytes) {
       t->overflow = true;
@@ -112,7 +122,7 @@ Attempt attempt(const HttpRequest& req, long timeout_ms, long connect_ms, long s
   Attempt a;
   CURL* h = take_handle();
   curl_easy_reset(h);
-  Transfer t{&req, &a.resp};
+  Transfer t{&req, &a.resp, h};
   char errbuf[CURL_ERROR_SIZE] = {};
   curl_slist* hdrs = nullptr;
   for (const auto& s : req.headers) hdrs = curl_slist_append(hdrs, s.c_str());
@@ -171,6 +181,7 @@ Attempt attempt(const HttpRequest& req, long timeout_ms, long connect_ms, long s
       case CURLE_RECV_ERROR:
       case CURLE_PARTIAL_FILE:
       case CURLE_GOT_NOTHING:
+      case CURLE_WEIRD_SERVER_REPLY:
       case CURLE_SSL_CONNECT_ERROR:
       case CURLE_HTTP2:
       case CURLE_HTTP2_STREAM:

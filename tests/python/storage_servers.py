@@ -1,0 +1,228 @@
+"""Object-storage servers on 127.0.0.1 for the test_storage_* suites.
+
+Real peers, started by the tests and stopped after: moto's S3 server
+(`moto[server]`) and gcp-storage-emulator's GCS JSON API, each a child
+process on a free port; plus FaultProxy, a small HTTP proxy put in front of
+either to inject 500s, dropped connections, delays and hostile responses
+(wrong Content-Range, short bodies, huge declared lengths).
+"""
+
+from __future__ import annotations
+
+import http.client
+import http.server
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from typing import Callable, Optional
+
+VENV_BIN = os.path.dirname(sys.executable)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_for(url: str, proc: subprocess.Popen, what: str, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{what} exited with {proc.returncode} before answering")
+        try:
+            urllib.request.urlopen(url, timeout=1).read()
+            return
+        except Exception:
+            time.sleep(0.1)
+    proc.kill()
+    raise RuntimeError(f"{what} did not answer at {url} within {timeout} s")
+
+
+class Server:
+    """A child-process server; stop() kills it (idempotent)."""
+
+    def __init__(self, argv, port: int, health: str, what: str, env=None):
+        self.port = port
+        self.url = f"http://127.0.0.1:{port}"
+        self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                     env=env)
+        _wait_for(self.url + health, self.proc, what)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def start_moto(auth_after: Optional[int] = None) -> Server:
+    """moto's S3 server. With auth_after=N, requests after the first N are
+    authenticated against moto's IAM (signatures checked)."""
+    port = free_port()
+    env = dict(os.environ)
+    if auth_after is not None:
+        env["INITIAL_NO_AUTH_ACTION_COUNT"] = str(auth_after)
+    return Server([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+                  port, "/moto-api/", "moto server", env)
+
+
+def start_gcs() -> Server:
+    port = free_port()
+    exe = os.path.join(VENV_BIN, "gcp-storage-emulator")
+    argv = [exe] if os.path.exists(exe) else [sys.executable, "-m", "gcp_storage_emulator"]
+    return Server(argv + ["start", "--host", "127.0.0.1", "--port", str(port), "--in-memory"],
+                  port, "/", "gcp-storage-emulator")
+
+
+def gcs_create_bucket(base_url: str, name: str) -> None:
+    req = urllib.request.Request(f"{base_url}/storage/v1/b?project=test",
+                                 data=json.dumps({"name": name}).encode(),
+                                 headers={"Content-Type": "application/json"}, method="POST")
+    urllib.request.urlopen(req, timeout=10).read()
+
+
+def gcs_get(base_url: str, bucket: str, name: str) -> Optional[bytes]:
+    """The object's bytes, or None when it does not exist."""
+    from urllib.parse import quote
+    try:
+        return urllib.request.urlopen(
+            f"{base_url}/storage/v1/b/{bucket}/o/{quote(name, safe='')}?alt=media", timeout=10).read()
+    except urllib.error.HTTPError as e:
+        if e.code == 404:
+            return None
+        raise
+
+
+def gcs_put(base_url: str, bucket: str, name: str, data: bytes) -> None:
+    from urllib.parse import quote
+    req = urllib.request.Request(
+        f"{base_url}/upload/storage/v1/b/{bucket}/o?uploadType=media&name={quote(name, safe='')}",
+        data=data, headers={"Content-Type": "application/octet-stream"}, method="POST")
+    urllib.request.urlopen(req, timeout=10).read()
+
+
+# ---------------------------------------------------------------- fault proxy
+
+class FaultProxy:
+    """An HTTP/1.1 reverse proxy to `upstream` on a free port.
+
+    `rule(n, method, path, headers)` is asked for every request (n counts
+    from 0) and returns None (forward as is) or an action:
+      "500"            answer 500 without forwarding
+      "drop"           close the connection without answering
+      "drop-mid-body"  forward, send the headers and half the body, then close
+      "delay:S"        wait S seconds, then forward
+      "bad-range"      forward, then shift the Content-Range start by one
+      "short-body"     forward, then send a smaller Content-Length and body
+                       (the Content-Range unchanged)
+      "huge-length"    forward, then declare Content-Length 2**50 (and the
+                       same size in Content-Range / HEAD) and close after the body
+      "status:N"       answer N without forwarding
+    `log` records (method, path) of every request seen.
+    """
+
+    def __init__(self, upstream: str, rule: Optional[Callable] = None):
+        self.upstream = upstream.replace("http://", "")
+        self.rule = rule or (lambda *a: None)
+        self.log = []
+        self.count = 0
+        self._lock = threading.Lock()
+        proxy = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *a):
+                pass
+
+            def _handle(self):
+                with proxy._lock:
+                    n = proxy.count
+                    proxy.count += 1
+                    proxy.log.append((self.command, self.path))
+                length = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(length) if length else b""
+                action = proxy.rule(n, self.command, self.path, self.headers)
+                if action == "drop":
+                    self.close_connection = True
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                    return
+                if action == "500" or (action or "").startswith("status:"):
+                    code = 500 if action == "500" else int(action.split(":")[1])
+                    msg = b"<Error><Code>InjectedFault</Code><Message>injected</Message></Error>"
+                    self.send_response(code)
+                    self.send_header("Content-Length", str(len(msg)))
+                    self.end_headers()
+                    if self.command != "HEAD":
+                        self.wfile.write(msg)
+                    return
+                if action and action.startswith("delay:"):
+                    time.sleep(float(action.split(":")[1]))
+                conn = http.client.HTTPConnection(proxy.upstream, timeout=30)
+                headers = {k: v for k, v in self.headers.items()}
+                conn.request(self.command, self.path, body=body, headers=headers)
+                resp = conn.getresponse()
+                data = resp.read() if self.command != "HEAD" else b""
+                rheaders = [(k, v) for k, v in resp.getheaders()
+                            if k.lower() not in ("content-length", "transfer-encoding", "connection")]
+                conn.close()
+                declared = int(resp.getheader("Content-Length") or len(data))
+                if action == "bad-range":
+                    rheaders = [(k, _shift_range(v) if k.lower() == "content-range" else v)
+                                for k, v in rheaders]
+                if action == "short-body" and len(data) > 1:
+                    data = data[: len(data) // 2]
+                    declared = len(data)
+                if action == "huge-length":
+                    declared = 2 ** 50
+                    rheaders = [(k, _huge_range(v) if k.lower() == "content-range" else v)
+                                for k, v in rheaders]
+                self.send_response(resp.status)
+                for k, v in rheaders:
+                    self.send_header(k, v)
+                self.send_header("Content-Length", str(declared))
+                self.end_headers()
+                if action == "drop-mid-body":
+                    self.wfile.write(data[: len(data) // 2])
+                    self.wfile.flush()
+                    self.close_connection = True
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                    return
+                if self.command != "HEAD":
+                    self.wfile.write(data)
+                if action == "huge-length":
+                    self.wfile.flush()
+                    self.close_connection = True
+                    self.connection.shutdown(socket.SHUT_RDWR)
+
+            do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _handle
+
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
+def _shift_range(v: str) -> str:
+    # "bytes a-b/total" -> "bytes (a+1)-(b+1)/total"
+    unit, rest = v.split(" ", 1)
+    span, total = rest.split("/")
+    a, b = (int(x) for x in span.split("-"))
+    return f"{unit} {a + 1}-{b + 1}/{total}"
+
+
+def _huge_range(v: str) -> str:
+    unit, rest = v.split(" ", 1)
+    span, _ = rest.split("/")
+    return f"{unit} {span}/{2 ** 50}"
