@@ -182,7 +182,7 @@ void decode_seed_dir(const std::string& dir, const ScaleTable& scales, const Dec
                          next - pos,
                          next < size ? fmt::format("the next frame at offset {}", next)
                                      : std::string("the end of the file"),
-                         kShift)});
+                         next < size || fi + 1 < ids.size() ? kShift : "")});
         ++d.bad_frames;
         pos = next;
         continue;
