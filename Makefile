@@ -23,8 +23,8 @@ APT_PACKAGES := cmake ninja-build g++ pkg-config ccache libzstd-dev libsqlite3-d
   nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev python3-venv
 # What building and using the package needs (the demo uses nothing else).
 PIP_PACKAGES := cffi numpy scikit-build-core
-# Test-only packages are the package's [test] extra (bindings/python/
-# pyproject.toml: torch, bagz, pyarrow, ...), installed for `make test` only;
+# Test-only packages are the package's [test] extra (pyproject.toml: torch,
+# bagz, pyarrow, ...), installed for `make test` only;
 # PyPI's torch wheel brings ~3 GB of CUDA wheels.
 
 .PHONY: all setup deps build python test test-cpp test-python test-deps sanitize fuzz demo bench clean
@@ -70,8 +70,8 @@ $(STAMPS)/pip: Makefile | $(PYTHON)
 	$(call pip_install_missing,$(PIP_PACKAGES))
 
 # The [test] extra of the package, as pyproject.toml lists it.
-TEST_PIP_PACKAGES = $(shell $(BASE_PYTHON) scripts/pyproject_extra.py bindings/python/pyproject.toml test)
-$(STAMPS)/pip-test: Makefile bindings/python/pyproject.toml | $(STAMPS)/pip
+TEST_PIP_PACKAGES = $(shell $(BASE_PYTHON) scripts/pyproject_extra.py pyproject.toml test)
+$(STAMPS)/pip-test: Makefile pyproject.toml | $(STAMPS)/pip
 	$(call pip_install_missing,$(TEST_PIP_PACKAGES))
 
 test-deps: $(STAMPS)/pip-test
@@ -85,9 +85,9 @@ build: setup $(BUILD)/build.ninja
 
 # The Python package, installed the way users install it (pip builds the C++
 # library into the wheel). Reinstalled only when a source changed.
-PY_SOURCES := $(shell find include src cmake bindings/python/a2pack bindings/python/pyproject.toml bindings/python/gen_ffi.py CMakeLists.txt -type f -not -name '_ffi.py' -not -name '*.so*' 2>/dev/null)
+PY_SOURCES := $(shell find include src cmake bindings/python/a2pack bindings/python/ai_2048 bindings/python/gen_ffi.py bindings/header_model.py pyproject.toml CMakeLists.txt LICENSE -type f -not -name '_ffi.py' -not -name '*.so*' -not -path '*/_bin/*' 2>/dev/null)
 $(STAMPS)/python: $(PY_SOURCES) | setup
-	$(PYTHON) -m pip install -q --no-build-isolation ./bindings/python
+	$(PYTHON) -m pip install -q --no-build-isolation .
 	@mkdir -p $(STAMPS) && touch $@
 
 python: setup $(STAMPS)/python

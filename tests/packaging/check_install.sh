@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# The Python package as users get it, checked outside the repository:
+#   1. `python -m build --sdist` makes the sdist;
+#   2. `pip wheel` builds a wheel FROM THAT SDIST in an isolated build (the
+#      sdist alone must carry everything needed to build the library);
+#   3. `auditwheel show` / `auditwheel repair` make it a manylinux wheel;
+#   4. the repaired wheel goes into a fresh venv outside the repository
+#      (nothing from the checkout on its paths, no A2PACK_LIBRARY), where the
+#      package is imported and used, and the `a2pack` console script runs,
+#      including `a2pack log to-parquet` with pyarrow in the same venv.
+# Usage: check_install.sh SOURCE_DIR PYTHON FIXTURE
+set -euo pipefail
+src=$(cd "$1" && pwd)
+python=$2
+fixture=$3
+work=$(mktemp -d /tmp/a2pack-install-XXXXXX)
+trap 'rm -rf "$work"' EXIT
+pass=0
+fail=0
+check() {  # name, command...
+  local name=$1; shift
+  if "$@"; then echo "PASS $name"; pass=$((pass + 1)); else echo "FAIL $name"; fail=$((fail + 1)); fi
+}
+step() { echo "-- $*"; }
+
+step "sdist"
+(cd "$src" && "$python" -m build --sdist --outdir "$work/dist" > "$work/sdist.log" 2>&1) || { cat "$work/sdist.log"; exit 1; }
+sdist=$(ls "$work"/dist/a2pack-*.tar.gz)
+sdist_has() { tar tzf "$sdist" | grep -q "^a2pack-[^/]*/$1\$"; }
+check sdist_has_cmakelists sdist_has CMakeLists.txt
+check sdist_has_header sdist_has include/a2pack.h
+check sdist_has_sources sdist_has src/capi/core.cpp
+check sdist_has_license sdist_has LICENSE
+check sdist_has_package sdist_has bindings/python/a2pack/__init__.py
+
+step "wheel from the sdist (isolated build)"
+# The build happens in a folder of pip's own, from the sdist alone.
+(cd "$work" && "$python" -m pip wheel --no-deps -q -w "$work/wheel" "$sdist" > "$work/wheel.log" 2>&1) \
+  || { tail -40 "$work/wheel.log"; exit 1; }
+wheel=$(ls "$work"/wheel/a2pack-*.whl)
+echo "built $(basename "$wheel")"
+check wheel_is_py3_none [ -n "$(basename "$wheel" | grep -- '-py3-none-linux_x86_64.whl$')" ]
+
+step "auditwheel"
+"$python" -m auditwheel show "$wheel" > "$work/show.txt" 2>&1 || true
+cat "$work/show.txt"
+policy=$(grep -oE 'manylinux_[0-9]+_[0-9]+_x86_64' "$work/show.txt" | head -n1)
+check auditwheel_has_manylinux_policy [ -n "$policy" ]
+"$python" -m auditwheel repair --plat "$policy" -w "$work/repaired" "$wheel" > "$work/repair.log" 2>&1 \
+  || { cat "$work/repair.log"; exit 1; }
+repaired=$(ls "$work"/repaired/a2pack-*.whl)
+echo "repaired: $(basename "$repaired")"
+check repaired_tag_py3_none_manylinux [ -n "$(basename "$repaired" | grep -E -- '-py3-none-manylinux_[0-9]+_[0-9]+_x86_64.whl$')" ]
+# Nothing beyond glibc and the kernel's vdso: no libfmt, libsqlite3,
+# libzstd or libstdc++ from the build machine.
+needed() { "$python" - "$1" <<'PY'
+import sys, zipfile, subprocess, tempfile, os
+with zipfile.ZipFile(sys.argv[1]) as z, tempfile.TemporaryDirectory() as d:
+    for n in z.namelist():
+        if n.endswith((".so", ".so.0")) or "/_bin/" in n:
+            p = z.extract(n, d)
+            out = subprocess.run(["readelf", "-d", p], capture_output=True, text=True).stdout
+            for line in out.splitlines():
+                if "(NEEDED)" in line:
+                    print(os.path.basename(n), line.split("[")[1].rstrip("]"))
+PY
+}
+needed "$repaired" | tee "$work/needed.txt"
+check wheel_needs_only_glibc bash -c "! grep -vE ' (libc|libm|libpthread|libdl|librt|ld-linux-x86-64)\\.so|liba2pack\\.so' '$work/needed.txt'"
+check wheel_ships_licenses bash -c "unzip -l '$repaired' | grep -q '_licenses/LICENSE.a2pack' && unzip -l '$repaired' | grep -q 'dist-info/.*LICENSE'"
+
+step "fresh venv, outside the repository"
+venv=$work/venv
+"$python" -m venv "$venv"
+"$venv/bin/python" -m pip install -q "$repaired" pyarrow > "$work/install.log" 2>&1 || { cat "$work/install.log"; exit 1; }
+run_outside() { (cd "$work" && env -u A2PACK_LIBRARY -u PYTHONPATH -u A2PACK_CLI "$@"); }
+check import_and_decode_fixture run_outside "$venv/bin/python" -c "
+import a2pack, pathlib
+assert 'site-packages' in a2pack.__file__, a2pack.__file__
+run = a2pack.RunV2.load('$fixture')
+assert len(run) > 0
+print('a2pack', a2pack.__version__, 'from', a2pack.__file__, len(run), 'steps')
+"
+check console_script_version run_outside "$venv/bin/a2pack" --version
+check console_script_inspect run_outside "$venv/bin/a2pack" inspect --run "$fixture"
+check console_script_usage_exit_2 bash -c "cd '$work'; '$venv/bin/a2pack' --no-such-flag >/dev/null 2>&1; [ \$? = 2 ]"
+log_to_parquet() {
+  run_outside "$venv/bin/python" -c "
+import a2pack.logger as L
+with L.DataLogger('$work/logdir') as lg:
+    sid = lg.register_stream({'name': 'loss'}, epoch_scale=1.0, value_scale=1e-3)
+    for e in range(5):
+        lg.record(sid, e, [0, 3], [0.5, 0.25])
+" && run_outside "$venv/bin/a2pack" log to-parquet "$work/logdir" "$work/log.parquet" \
+  && run_outside "$venv/bin/python" -c "
+import pyarrow.parquet as pq
+t = pq.read_table('$work/log.parquet')
+assert t.num_rows == 5, t.num_rows
+"
+}
+check console_script_log_to_parquet log_to_parquet
+
+echo "packaging: $pass passed, $fail failed"
+[ "$fail" = 0 ]
