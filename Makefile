@@ -11,6 +11,7 @@ VENV ?= .venv
 PYTHON ?= $(CURDIR)/$(VENV)/bin/python
 JOBS ?= $(shell nproc)
 STAMPS := .stamps
+FIXTURE ?= $(abspath ../shared/fixtures/example.a2run2)
 export CCACHE_NOHASHDIR := 1
 # The wheel build (pip) and build/ compile the same sources with the same
 # flags; ccache makes the second one nearly free.
@@ -141,6 +142,33 @@ $(FUZZ_BUILD)/build.ninja: CMakeLists.txt | $(STAMPS)/apt-fuzz
 fuzz: build python $(STAMPS)/apt-fuzz $(FUZZ_BUILD)/build.ninja
 	cmake --build $(FUZZ_BUILD) -j $(JOBS)
 	bash tests/fuzz/run.sh $(FUZZ_BUILD) $(CURDIR)/$(BUILD)/a2pack $(FUZZ_SECONDS) $(PYTHON)
+
+# ---------------------------------------------------------------- packaging
+# The sdist and the manylinux wheel as users install them: the wheel is built
+# from the sdist in an isolated build, repaired with auditwheel, and installed
+# into a fresh venv outside the repository (tests/packaging/check_install.sh).
+# `make wheel` leaves the checked sdist and wheel in dist/.
+.PHONY: wheel test-packaging docs
+test-packaging: test-deps
+	bash tests/packaging/check_install.sh $(CURDIR) $(PYTHON) $(FIXTURE)
+
+wheel: test-deps
+	A2PACK_KEEP_DIST=$(CURDIR)/dist bash tests/packaging/check_install.sh $(CURDIR) $(PYTHON) $(FIXTURE)
+
+TEST_EXTRA += test-packaging
+
+# ---------------------------------------------------------------- docs
+# The API reference: the C header with Doxygen (docs/api/Doxyfile), the
+# Python package with pdoc, into $(DOCS_OUT); any warning fails.
+DOCS_OUT ?= build-docs
+$(STAMPS)/apt-docs: Makefile
+	$(call apt_install_missing,doxygen)
+
+docs: python test-deps $(STAMPS)/apt-docs
+	rm -rf $(DOCS_OUT) && mkdir -p $(DOCS_OUT)
+	A2PACK_DOCS_OUT=$(CURDIR)/$(DOCS_OUT)/c doxygen docs/api/Doxyfile
+	$(PYTHON) scripts/build_python_docs.py $(CURDIR)/$(DOCS_OUT)/python
+	@echo "API reference: $(DOCS_OUT)/c/html/index.html, $(DOCS_OUT)/python/index.html"
 
 # ---------------------------------------------------------------- demo
 demo: build python

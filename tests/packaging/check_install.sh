@@ -11,7 +11,7 @@
 # Usage: check_install.sh SOURCE_DIR PYTHON FIXTURE
 set -euo pipefail
 src=$(cd "$1" && pwd)
-python=$2
+python=$(realpath -s "$2")
 fixture=$3
 work=$(mktemp -d /tmp/a2pack-install-XXXXXX)
 trap 'rm -rf "$work"' EXIT
@@ -100,5 +100,10 @@ assert t.num_rows == 5, t.num_rows
 }
 check console_script_log_to_parquet log_to_parquet
 
+if [ -n "${A2PACK_KEEP_DIST:-}" ]; then
+  mkdir -p "$A2PACK_KEEP_DIST"
+  cp "$sdist" "$repaired" "$A2PACK_KEEP_DIST"/
+  echo "kept $(basename "$sdist") and $(basename "$repaired") in $A2PACK_KEEP_DIST"
+fi
 echo "packaging: $pass passed, $fail failed"
 [ "$fail" = 0 ]
