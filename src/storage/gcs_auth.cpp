@@ -31,6 +31,7 @@ struct Token {
 std::mutex g_mu;
 Token g_token;
 int g_metadata_state = 0;  // 0 unknown, 1 available, -1 not available
+std::string g_metadata_host;  // the host g_metadata_state is about
 
 bool fresh(const Token& t, const std::string& key) {
   return t.key == key && !t.value.empty() && Clock::now() + std::chrono::minutes(5) < t.expires;
@@ -90,10 +91,14 @@ Token service_account_token(const std::string& file) {
   return parse_token(r, file, where);
 }
 
+std::string metadata_host() {
+  std::string host = env("GCE_METADATA_HOST");
+  return host.empty() ? "metadata.google.internal" : host;
+}
+
 // The metadata server's token, or an empty token when there is no server.
 Token metadata_token() {
-  std::string host = env("GCE_METADATA_HOST");
-  if (host.empty()) host = "metadata.google.internal";
+  const std::string host = metadata_host();
   HttpRequest req;
   req.url = "http://" + host + "/computeMetadata/v1/instance/service-accounts/default/token";
   req.headers.push_back("Metadata-Flavor: Google");
@@ -117,7 +122,9 @@ GcsAuth gcs_auth() {
     a.source = "the emulator at STORAGE_EMULATOR_HOST=" + emu;
     return a;
   }
-  a.endpoint = "https://storage.googleapis.com";
+  a.endpoint = env("A2PACK_GCS_ENDPOINT");  // a private endpoint or test server, credentials kept
+  if (a.endpoint.empty()) a.endpoint = "https://storage.googleapis.com";
+  while (!a.endpoint.empty() && a.endpoint.back() == '/') a.endpoint.pop_back();
   std::lock_guard<std::mutex> l(g_mu);
   std::string file = env("GOOGLE_APPLICATION_CREDENTIALS");
   if (!file.empty()) {
@@ -125,6 +132,11 @@ GcsAuth gcs_auth() {
     a.header = "Authorization: Bearer " + g_token.value;
     a.source = "the service account of GOOGLE_APPLICATION_CREDENTIALS=" + file;
     return a;
+  }
+  if (metadata_host() != g_metadata_host) {
+    g_metadata_host = metadata_host();
+    g_metadata_state = 0;
+    if (g_token.key == "metadata") g_token = Token();
   }
   if (g_metadata_state >= 0) {
     if (!fresh(g_token, "metadata")) {

@@ -10,6 +10,8 @@
 //                                        metadata.google.internal), asked once
 //                                        per process with a 1-second timeout
 //   none of these                        anonymous (public buckets)
+// A2PACK_GCS_ENDPOINT sends the JSON API requests elsewhere (a private
+// endpoint, a test server) with the credentials found as above.
 #pragma once
 
 #include <string>

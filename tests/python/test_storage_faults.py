@@ -324,3 +324,122 @@ def test_hostile_object_size(moto, bucket, env, tmp_path):
         assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 256 << 10
     finally:
         proxy.stop()
+
+
+# ---------------------------------------------------------------- GCS credentials
+
+def _b64url_decode(s: str) -> bytes:
+    import base64
+    return base64.urlsafe_b64decode(s + "=" * (-len(s) % 4))
+
+
+class TokenServer:
+    """A Google OAuth token endpoint and GCE metadata server on 127.0.0.1:
+    checks the service-account JWT's RS256 signature and claims."""
+
+    def __init__(self, public_key):
+        import http.server
+        import threading
+        from urllib.parse import parse_qs
+        from cryptography.hazmat.primitives import hashes
+        from cryptography.hazmat.primitives.asymmetric import padding
+        self.calls = []
+        server = self
+
+        class H(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *a):
+                pass
+
+            def reply(self, code, obj):
+                body = json.dumps(obj).encode()
+                self.send_response(code)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def do_POST(self):
+                form = parse_qs(self.rfile.read(int(self.headers["Content-Length"])).decode())
+                jwt = form["assertion"][0]
+                head, claims, sig = jwt.split(".")
+                try:
+                    public_key.verify(_b64url_decode(sig), f"{head}.{claims}".encode(),
+                                      padding.PKCS1v15(), hashes.SHA256())
+                except Exception:
+                    return self.reply(400, {"error": "invalid_grant"})
+                c = json.loads(_b64url_decode(claims))
+                server.calls.append(("jwt", form["grant_type"][0], c))
+                self.reply(200, {"access_token": "tok-sa", "expires_in": 3600})
+
+            def do_GET(self):
+                if self.headers.get("Metadata-Flavor") != "Google":
+                    return self.reply(403, {})
+                server.calls.append(("metadata", self.path))
+                self.reply(200, {"access_token": "tok-md", "expires_in": 3600})
+
+        self.port = ss.free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self._srv = http.server.ThreadingHTTPServer(("127.0.0.1", self.port), H)
+        threading.Thread(target=self._srv.serve_forever, daemon=True).start()
+
+    def stop(self):
+        self._srv.shutdown()
+        self._srv.server_close()
+
+
+def test_gcs_credentials(env, tmp_path):
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    tokens = TokenServer(key.public_key())
+    gcs = ss.start_gcs()
+    want = {"token": None}
+    # The proxy plays a GCS that refuses requests without the expected token.
+    proxy = ss.FaultProxy(gcs.url, lambda n, m, p, h: None
+                          if h.get("Authorization") == f"Bearer {want['token']}" else "status:401")
+    try:
+        ss.gcs_create_bucket(gcs.url, "sa")
+        env.delenv("STORAGE_EMULATOR_HOST", raising=False)
+        env.setenv("A2PACK_GCS_ENDPOINT", proxy.url)
+        env.setenv("A2PACK_STORAGE_RETRIES", "1")
+        # A service-account key: JWT -> token, cached across requests.
+        sa = tmp_path / "sa.json"
+        sa.write_text(json.dumps({
+            "type": "service_account", "client_email": "svc@proj.iam.gserviceaccount.com",
+            "private_key": key.private_bytes(serialization.Encoding.PEM,
+                                             serialization.PrivateFormat.PKCS8,
+                                             serialization.NoEncryption()).decode(),
+            "token_uri": tokens.url + "/token"}))
+        env.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(sa))
+        want["token"] = "tok-sa"
+        data = [b"x" * 100, b"", b"yz"]
+        with bag.Writer("gs://sa/a.bag") as w:
+            for x in data:
+                w.write(x)
+        assert list(bag.Reader("gs://sa/a.bag")) == data
+        jwt_calls = [c for c in tokens.calls if c[0] == "jwt"]
+        assert len(jwt_calls) == 1
+        _, grant, claims = jwt_calls[0]
+        assert grant == "urn:ietf:params:oauth:grant-type:jwt-bearer"
+        assert claims["iss"] == "svc@proj.iam.gserviceaccount.com"
+        assert claims["aud"] == tokens.url + "/token" and "devstorage" in claims["scope"]
+
+        # No key file: the metadata server's token.
+        env.delenv("GOOGLE_APPLICATION_CREDENTIALS")
+        env.setenv("GCE_METADATA_HOST", f"127.0.0.1:{tokens.port}")
+        want["token"] = "tok-md"
+        assert list(bag.Reader("gs://sa/a.bag")) == data
+        assert any(c[0] == "metadata" for c in tokens.calls)
+
+        # Neither (no metadata server answers): anonymous, refused, and said so.
+        env.setenv("GCE_METADATA_HOST", f"127.0.0.1:{ss.free_port()}")
+        with pytest.raises(a2pack.errors.IoError, match=r"gs://sa/a\.bag.*HTTP 401.*anonymous"):
+            bag.Reader("gs://sa/a.bag")
+        # A key file that is not one: named.
+        sa.write_text("{}")
+        env.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(sa))
+        with pytest.raises(a2pack.errors.Error, match=str(sa)):
+            bag.Reader("gs://sa/a.bag")
+    finally:
+        proxy.stop()
+        gcs.stop()
+        tokens.stop()
