@@ -15,6 +15,7 @@
 
 #include "base/crc32c.hpp"
 #include "base/error.hpp"
+#include "base/path_prefix.hpp"
 #include "base/worker_pool.hpp"
 #include "dataset/builder.hpp"
 #include "dataset/fsutil.hpp"
@@ -86,6 +87,7 @@ constexpr LegalTable kLegal{};
 
 // ---------------------------------------------------------------- open
 std::unique_ptr<Dataset> Dataset::open(const std::string& dir_in, const OpenOptions& o) {
+  if (is_remote_path(dir_in)) return open_remote(dir_in, o);
   std::unique_ptr<Dataset> ds(new Dataset());
   ds->dir_ = strip_slashes(dir_in);
   const std::string& dir = ds->dir_;

@@ -107,6 +107,8 @@ class Dataset {
   unsigned check_gather(const int64_t* idx, size_t n, uint32_t workers) const;
 
   Dataset() = default;
+  // s3:// and gs:// datasets (remote.cpp).
+  static std::unique_ptr<Dataset> open_remote(const std::string& url, const OpenOptions& opts);
   void load_rows(const ReadFd& f, uint64_t offset, const OpenOptions& o);
   void open_metadata();
   template <typename F>
