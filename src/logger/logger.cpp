@@ -18,6 +18,7 @@
 #include <zstd.h>
 
 #include "base/error.hpp"
+#include "base/stale_temps.hpp"
 #include "base/file_io.hpp"
 #include "logger/format.hpp"
 #include "logger/segment.hpp"
@@ -164,6 +165,9 @@ Logger::Logger(std::string dir, const Options& opts)
   try {
     make_dir(dir_ + "/segments");
     make_dir(dir_ + "/streams");
+    // Sidecar temporaries of a logger killed inside register_stream (we
+    // hold the folder lock, so no live logger is writing one).
+    remove_stale_temps_in(dir_ + "/streams");
     // Streams of earlier sessions stay usable; ids continue after them.
     for (uint32_t id : list_sidecars(dir_)) {
       StreamMeta m = read_sidecar(sidecar_path(dir_, id), id);

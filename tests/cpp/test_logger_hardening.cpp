@@ -5,6 +5,10 @@
 
 #include <zstd.h>
 
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -277,6 +281,28 @@ TEST(LoggerForged, HugeCountsWithGoodCrcsSkipOnlyThatFrame) {
     h.n_records = 715'000'000;
     h.n_values = 1'000'000'000;
   });
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+  // Under an address-space limit (a container's memory limit) the decoder
+  // must not reserve columns for the claimed counts: before the fix this
+  // failed with std::bad_alloc ("out of memory", no file named).
+  pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    rlimit lim{uint64_t{3} << 30, uint64_t{3} << 30};
+    ::setrlimit(RLIMIT_AS, &lim);
+    try {
+      DecodeOptions one;
+      one.workers = 1;
+      Decoded d = decode_dir(tmp.path(), one);
+      ::_exit(d.problems.size() == 1 && d.n_records() > 0 ? 0 : 1);
+    } catch (...) {
+      ::_exit(2);
+    }
+  }
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+#endif
   Decoded d = decode_dir(tmp.path(), {});
   ASSERT_EQ(d.problems.size(), 1u);
   EXPECT_EQ(d.problems[0].path, seg(tmp.path(), 0));
@@ -565,4 +591,25 @@ TEST(LoggerSeedLayout, LimitsApply) {
   d = decode_dir(tmp.path(), o);
   ASSERT_FALSE(d.problems.empty());
   EXPECT_TRUE(has(d.problems[0].message, "max_frame_bytes")) << d.problems[0].message;
+}
+
+// ------------------------------------------------ killed writers (issue 23 item 7)
+
+TEST(LoggerSidecar, ReopeningRemovesSidecarTemporariesOfAKilledLogger) {
+  a2test::TempDir tmp;
+  write_log(tmp.path(), 5);
+  pid_t child = ::fork();
+  if (child == 0) ::_exit(0);
+  ASSERT_GT(child, 0);
+  ::waitpid(child, nullptr, 0);  // its pid is now dead
+  std::string stale = tmp / fmt::format("streams/2.json.tmp-{}-0", child);
+  std::string live = tmp / fmt::format("streams/3.json.tmp-{}-0", ::getpid());
+  spit(stale, "{\"stream_id\": 2");
+  spit(live, "{\"stream_id\": 3");
+  { Logger lg(tmp.path(), Options{}); }
+  EXPECT_FALSE(fs::exists(stale));
+  EXPECT_TRUE(fs::exists(live));  // a live process's temporary is not ours to remove
+  fs::remove(live);
+  Decoded d = decode_dir(tmp.path(), {});
+  EXPECT_TRUE(d.problems.empty());
 }
