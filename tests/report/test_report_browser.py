@@ -36,7 +36,7 @@ def _selftest(html_path: pathlib.Path, tmp_path) -> dict:
     r = subprocess.run([_browser(), *FLAGS, f"--user-data-dir={profile}", "--dump-dom",
                         html_path.resolve().as_uri() + "?selftest=1"],
                        capture_output=True, text=True, timeout=120)
-    m = re.search(r'<pre id="selftest">(.*?)</pre>', r.stdout, re.S)
+    m = re.search(r'<pre id="selftest"[^>]*>(.*?)</pre>', r.stdout, re.S)
     assert m, f"no self-test verdict in the DOM; chromium said: {r.stderr[-2000:]}"
     return json.loads(m.group(1).replace("&quot;", '"').replace("&amp;", "&"))
 

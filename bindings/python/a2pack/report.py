@@ -229,7 +229,8 @@ def _hist(values, title, xlabel, color, bins=40, log_x=False):
         ax.hist(v, bins=edges, color=color, edgecolor="white", linewidth=0.5)
         ax.axvline(float(np.mean(v)), color="#333333", linestyle="--", linewidth=1)
         ax.text(0.99, 0.95, f"mean {np.mean(v):,.0f}\nmedian {np.median(v):,.0f}",
-                transform=ax.transAxes, ha="right", va="top", fontsize=9, color="#333333")
+                transform=ax.transAxes, ha="right", va="top", fontsize=9, color="#333333",
+                bbox=dict(facecolor="white", edgecolor="none", alpha=0.85))
     fig.tight_layout()
     return fig
 
@@ -428,26 +429,32 @@ document.addEventListener('keydown', e => {
   if (e.key === 'ArrowLeft') { slider.value = +slider.value - 1; show(); }
 });
 show();
-// ?selftest: check every plot rendered and the slider moves the board, and
-// write the verdict into the page (tests read it with chromium --dump-dom).
-if (location.search.indexOf('selftest') >= 0) {
+"""
+
+
+# ?selftest: check every plot rendered and the slider moves the board, and
+# write the verdict into the page (tests read it with chromium --dump-dom).
+_SELFTEST_JS = r"""
+window.addEventListener('load', () => {
+  if (location.search.indexOf('selftest') < 0) return;
   const res = {plots: [], replay: null};
   document.querySelectorAll('figure.plot').forEach(f => {
     const s = f.querySelector('svg'), r = s ? s.getBoundingClientRect() : null;
     res.plots.push({name: f.dataset.plot, svg: !!s, width: r ? r.width : 0, height: r ? r.height : 0,
                     paths: s ? s.querySelectorAll('path').length : 0});
   });
-  if (RUNS.length) {
-    const before = board.dataset.board, t0 = board.children[0].textContent;
+  const slider = document.getElementById('step'), board = document.getElementById('board');
+  if (slider && board) {
+    const before = board.dataset.board;
     slider.value = Math.min(5, +slider.max);
     slider.dispatchEvent(new Event('input'));
-    res.replay = {before: before, after: board.dataset.board, steps: RUNS[0].boards.length,
+    res.replay = {before: before, after: board.dataset.board,
                   chosen: document.querySelectorAll('.mv.chosen').length,
                   slider: +slider.value, tiles: board.children.length};
   }
-  const pre = document.createElement('pre'); pre.id = 'selftest';
+  const pre = document.createElement('pre'); pre.id = 'selftest'; pre.style.display = 'none';
   pre.textContent = JSON.stringify(res); document.body.appendChild(pre);
-}
+});
 """
 
 
@@ -514,7 +521,7 @@ def render(data: ReportData) -> str:
     for name, fig in figs.items():
         parts.append(f'<figure class="plot" data-plot="{html.escape(name)}">{svg(fig)}</figure>')
     parts.append("</div>")
-    parts.append("</main></body></html>")
+    parts.append(f"</main><script>{_SELFTEST_JS}</script></body></html>")
     return "".join(parts)
 
 
