@@ -50,6 +50,13 @@ fn build_bundled(root: &Path) -> (PathBuf, Option<PathBuf>) {
         println!("cargo:rerun-if-changed={}", root.join(watched).display());
     }
     let mut cfg = cmake::Config::new(root);
+    // One build folder for every profile and for clippy/doc runs (cargo
+    // gives each its own OUT_DIR): target/a2pack-cmake. The library is
+    // built the same way for all of them, so it is built once.
+    let out_dir = PathBuf::from(env::var("OUT_DIR").unwrap());
+    if let Some(target) = out_dir.ancestors().nth(4) {
+        cfg.out_dir(target.join("a2pack-cmake"));
+    }
     // The library is always an optimised build, whatever cargo's profile:
     // benchmarks and tests then measure and exercise what users get. The
     // flags are CMake's own (no_default_flags), so the compiles are the

@@ -1,0 +1,152 @@
+//! Datasets: a gather from Rust equals numpy's index of the same rows;
+//! columns, SQL filters, split, sampler, append, bad input.
+
+mod common;
+
+use a2pack::{dataset, BuildOptions, ColumnsMut, Dataset, OpenOptions, Sampler, SqlParam, Status, StepRow};
+
+fn built(dir: &std::path::Path) -> std::path::PathBuf {
+    let runs = dir.join("runs");
+    common::gen_runs(&runs, 8, 21);
+    let out = dir.join("ds");
+    let mut calls = 0;
+    let mut progress = |_: u64, _: u64| {
+        calls += 1;
+        true
+    };
+    let r = dataset::build(&runs, &out, &BuildOptions::new().workers(2), Some(&mut progress)).unwrap();
+    assert_eq!(r.total_runs, 8);
+    assert!(calls > 0);
+    out
+}
+
+fn row_bytes(rows: &[StepRow]) -> Vec<u8> {
+    // SAFETY: StepRow is 32 plain bytes, packed.
+    unsafe { std::slice::from_raw_parts(rows.as_ptr().cast::<u8>(), rows.len() * 32) }.to_vec()
+}
+
+#[test]
+fn gather_equals_numpy_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let ds_dir = built(dir.path());
+    let ds = Dataset::open(&ds_dir).unwrap();
+    let n = ds.info().rows as i64;
+    let idx: Vec<i64> = (0..200).map(|k| (k * 7919 + 13) % n).collect();
+    let rows = ds.gather_vec(&idx, 2).unwrap();
+    for (k, &i) in idx.iter().enumerate() {
+        assert_eq!(rows[k], ds.rows()[i as usize]);
+    }
+    let Some(py) = common::python() else { return };
+    let idx_text = idx.iter().map(|i| i.to_string()).collect::<Vec<_>>().join(",");
+    let script = "import sys, numpy as np\n\
+                  a = np.load(sys.argv[1] + '/steps.npy')\n\
+                  idx = np.array([int(x) for x in sys.argv[2].split(',')], np.int64)\n\
+                  sys.stdout.write(a[idx].tobytes().hex())";
+    let hex = common::python_script(&py, script, &[&ds_dir, std::path::Path::new(&idx_text)]);
+    let want: Vec<u8> = (0..hex.len()).step_by(2).map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap()).collect();
+    assert_eq!(row_bytes(&rows), want, "Rust's gather equals numpy's index of steps.npy");
+}
+
+#[test]
+fn columns_filters_split_and_sampler() {
+    let dir = tempfile::tempdir().unwrap();
+    let ds = Dataset::open_with(built(dir.path()), &OpenOptions::new().mmap(true)).unwrap();
+    assert!(ds.info().mapped);
+    let idx = [3i64, 0, 5];
+    let mut boards = vec![0u64; 3];
+    let mut moves = vec![0u8; 3];
+    let mut legal = vec![0u8; 12];
+    let mut exps = vec![0u8; 48];
+    ds.gather_columns(
+        &idx,
+        &mut ColumnsMut { boards: Some(&mut boards), moves: Some(&mut moves), legal: Some(&mut legal), exponents: Some(&mut exps), ..Default::default() },
+        1,
+    )
+    .unwrap();
+    for (k, &i) in idx.iter().enumerate() {
+        let row = ds.rows()[i as usize];
+        assert_eq!(boards[k], { row.board });
+        assert_eq!(moves[k], row.mv);
+        assert_eq!(&exps[k * 16..k * 16 + 16], &a2pack::Board(row.board).cells());
+        for m in 0..4 {
+            assert_eq!(legal[k * 4 + m], (row.ev_legal >> m) & 1);
+        }
+    }
+    let err = ds.gather_columns(&idx, &mut ColumnsMut { boards: Some(&mut vec![0; 2]), ..Default::default() }, 1).unwrap_err();
+    assert_eq!(err.status(), Status::InvalidArgument);
+
+    let all = ds.select(None, &[]).unwrap();
+    assert_eq!(all.len() as u64, ds.info().rows);
+    let runs = ds.select_runs(Some("id BETWEEN ? AND ?"), &[SqlParam::Integer(2), SqlParam::Integer(4)]).unwrap();
+    assert_eq!(runs, vec![2, 3, 4]);
+    let steps = ds.select(Some("id = ?"), &[SqlParam::Integer(2)]).unwrap();
+    assert!(steps.iter().all(|&i| { ds.rows()[i as usize].run_id } == 2));
+    let err = ds.select(Some("no_such_column > ?"), &[SqlParam::Real(1.0)]).unwrap_err();
+    assert_eq!(err.status(), Status::InvalidArgument);
+    assert!(err.message().contains("no_such_column"), "{err}");
+
+    let (train, val) = ds.split(None, &[], 0.0, 1, Some("id < ?"), &[SqlParam::Integer(2)]).unwrap();
+    assert!(val.iter().all(|&i| { ds.rows()[i as usize].run_id } < 2));
+    assert_eq!(train.len() + val.len(), all.len());
+    assert!(ds.stats_json(1).unwrap().contains("\"rows\""));
+
+    let mut s = Sampler::new(Some(&train), 0, 5, 16, true).unwrap();
+    let b0 = s.batch(0).unwrap();
+    assert_eq!(b0.len(), 16);
+    assert!(b0.iter().all(|i| train.contains(i)));
+    s.set_epoch(1).unwrap();
+    assert_ne!(s.batch(0).unwrap(), b0);
+    assert_eq!(s.batch(s.batch_count()).unwrap_err().status(), Status::OutOfRange);
+}
+
+#[test]
+fn append_verify_and_bad_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let ds_dir = built(dir.path());
+    let more = dir.path().join("more");
+    common::gen_runs(&more, 2, 99);
+    let r = dataset::append(&ds_dir, &more, &BuildOptions::new(), None).unwrap();
+    assert_eq!((r.runs_added, r.total_runs), (2, 10));
+    let report = dataset::verify(&ds_dir, false, 1).unwrap();
+    assert!(report.contains("\"ok\": true") || report.contains("\"ok\":true"), "{report}");
+
+    let ds = Dataset::open(&ds_dir).unwrap();
+    let rows = ds.info().rows as i64;
+    let err = ds.gather_vec(&[0, rows], 1).unwrap_err();
+    assert_eq!(err.status(), Status::OutOfRange);
+    assert!(err.message().contains(&rows.to_string()), "{err}");
+    drop(ds);
+
+    // Flip one row byte: the manifest's CRC catches it.
+    let steps = ds_dir.join("steps.npy");
+    let mut bytes = std::fs::read(&steps).unwrap();
+    let n = bytes.len();
+    bytes[n - 5] ^= 0x40;
+    std::fs::write(&steps, &bytes).unwrap();
+    let err = Dataset::open(&ds_dir).unwrap_err();
+    assert_eq!(err.status(), Status::Checksum);
+    assert!(err.message().contains("steps.npy"), "{err}");
+    assert!(dataset::verify(&ds_dir, false, 1).is_err());
+
+    // Building over an existing folder needs overwrite.
+    let err = dataset::build(&more, &ds_dir, &BuildOptions::new(), None).unwrap_err();
+    assert!(!err.message().is_empty());
+    dataset::build(&more, &ds_dir, &BuildOptions::new().overwrite(true), None).unwrap();
+}
+
+#[test]
+fn a_dataset_is_shared_between_threads() {
+    let dir = tempfile::tempdir().unwrap();
+    let ds = Dataset::open(built(dir.path())).unwrap();
+    let n = ds.info().rows as i64;
+    std::thread::scope(|s| {
+        for t in 0..2 {
+            let ds = &ds;
+            s.spawn(move || {
+                let idx: Vec<i64> = (t..n).step_by(2).collect();
+                let rows = ds.gather_vec(&idx, 1).unwrap();
+                assert_eq!(rows[0], ds.rows()[t as usize]);
+            });
+        }
+    });
+}
