@@ -72,13 +72,14 @@ fn build_bundled(root: &Path) -> (PathBuf, Option<PathBuf>) {
         cfg.generator("Ninja");
     }
     if which("ccache") {
-        cfg.define("CMAKE_C_COMPILER_LAUNCHER", "ccache")
-            .define("CMAKE_CXX_COMPILER_LAUNCHER", "ccache");
+        cfg.define("CMAKE_C_COMPILER_LAUNCHER", "ccache").define("CMAKE_CXX_COMPILER_LAUNCHER", "ccache");
     }
     let out = cfg.build();
     let lib_dir = out.join("build");
     println!("cargo:rustc-link-search=native={}", lib_dir.display());
     println!("cargo:rustc-link-lib=dylib=a2pack");
+    // This crate's own tests and doctests run the library from there.
+    println!("cargo:rustc-link-arg=-Wl,-rpath,{}", lib_dir.display());
     (root.join("include"), Some(lib_dir))
 }
 
@@ -88,16 +89,13 @@ fn build_bundled(_root: &Path) -> (PathBuf, Option<PathBuf>) {
 }
 
 fn probe_installed() -> (PathBuf, Option<PathBuf>) {
-    let lib = pkg_config::Config::new()
-        .atleast_version("0.1")
-        .probe("a2pack")
-        .unwrap_or_else(|e| {
-            panic!(
-                "a2pack-sys: no installed liba2pack found with pkg-config ({e}). Install it \
+    let lib = pkg_config::Config::new().atleast_version("0.1").probe("a2pack").unwrap_or_else(|e| {
+        panic!(
+            "a2pack-sys: no installed liba2pack found with pkg-config ({e}). Install it \
                  (cmake --install) and set PKG_CONFIG_PATH, or build inside an a2pack checkout \
                  with the `bundled` feature"
-            )
-        });
+        )
+    });
     let include = lib
         .include_paths
         .iter()

@@ -10,7 +10,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let pack = Pack::open(&path)?;
     let s = pack.stats(0)?;
     println!("{path}: {} runs, {} steps", s.count, s.total_steps);
-    println!("run length: min {} / p50 {} / p90 {} / p99 {} / max {} (mean {:.1})", s.min_len, s.p50, s.p90, s.p99, s.max_len, s.mean_len);
+    println!(
+        "run length: min {} / p50 {} / p90 {} / p99 {} / max {} (mean {:.1})",
+        s.min_len, s.p50, s.p90, s.p99, s.max_len, s.mean_len
+    );
     let h = pack.histograms(0)?;
     for (tile, runs) in &h.tiles {
         println!("  highest tile {tile:>6}: {runs} runs");

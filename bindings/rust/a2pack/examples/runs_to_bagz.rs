@@ -15,9 +15,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         (Some(d), Some(o)) => (PathBuf::from(d), PathBuf::from(o)),
         _ => return Err("usage: runs_to_bagz RUNS_DIR OUT.bagz".into()),
     };
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)?
-        .map(|e| e.map(|e| e.path()))
-        .collect::<Result<_, _>>()?;
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)?.map(|e| e.map(|e| e.path())).collect::<Result<_, _>>()?;
     files.retain(|p| p.extension().is_some_and(|e| e == "a2run2"));
     files.sort();
 

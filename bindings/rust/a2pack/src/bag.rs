@@ -455,9 +455,17 @@ impl Reader {
     pub fn shard_info(&self, i: usize) -> Result<ShardInfo> {
         let (mut path, mut records, mut compressed, mut mode) = (std::ptr::null(), 0u64, 0i32, std::ptr::null());
         // SAFETY: valid handle; the strings are views copied at once.
-        check(unsafe { sys::a2pack_bag_reader_shard_info(self.raw, i, &mut path, &mut records, &mut compressed, &mut mode) })?;
+        check(unsafe {
+            sys::a2pack_bag_reader_shard_info(self.raw, i, &mut path, &mut records, &mut compressed, &mut mode)
+        })?;
         // SAFETY: NUL-terminated views valid while the reader lives.
-        let text = |p: *const std::ffi::c_char| if p.is_null() { String::new() } else { unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned() };
+        let text = |p: *const std::ffi::c_char| {
+            if p.is_null() {
+                String::new()
+            } else {
+                unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
+            }
+        };
         Ok(ShardInfo { path: PathBuf::from(text(path)), records, compressed: compressed != 0, mode: text(mode) })
     }
 
@@ -498,7 +506,9 @@ impl Reader {
         let n = indices.len();
         let (mut s, mut b, mut e) = (vec![0u32; n], vec![0u64; n], vec![0u64; n]);
         // SAFETY: caller's arrays of n.
-        check(unsafe { sys::a2pack_bag_reader_spans(self.raw, indices.as_ptr(), n, s.as_mut_ptr(), b.as_mut_ptr(), e.as_mut_ptr()) })?;
+        check(unsafe {
+            sys::a2pack_bag_reader_spans(self.raw, indices.as_ptr(), n, s.as_mut_ptr(), b.as_mut_ptr(), e.as_mut_ptr())
+        })?;
         Ok((0..n).map(|k| (s[k], b[k], e[k])).collect())
     }
 
@@ -517,7 +527,9 @@ impl Reader {
     pub fn prepare(&self, indices: &[u64], workers: u32) -> Result<Pending> {
         let (mut out, mut sizes) = (std::ptr::null_mut(), std::ptr::null());
         // SAFETY: n indices; out receives an owned pending read.
-        check(unsafe { sys::a2pack_bag_reader_prepare(self.raw, indices.as_ptr(), indices.len(), workers, &mut out, &mut sizes) })?;
+        check(unsafe {
+            sys::a2pack_bag_reader_prepare(self.raw, indices.as_ptr(), indices.len(), workers, &mut out, &mut sizes)
+        })?;
         Ok(Pending { raw: out, sizes, n: indices.len() })
     }
 
@@ -676,14 +688,20 @@ impl Pending {
     /// Copy or decompress record k into `dests[k]` (exactly `sizes()[k]` bytes each).
     pub fn fill<D: AsMut<[u8]>>(&mut self, dests: &mut [D]) -> Result<()> {
         if dests.len() != self.n {
-            return Err(Error::new(Status::InvalidArgument, format!("fill: {} destinations for {} records", dests.len(), self.n)));
+            return Err(Error::new(
+                Status::InvalidArgument,
+                format!("fill: {} destinations for {} records", dests.len(), self.n),
+            ));
         }
         let sizes = self.sizes().to_vec();
         let mut ptrs = Vec::with_capacity(self.n);
         for (k, d) in dests.iter_mut().enumerate() {
             let d = d.as_mut();
             if d.len() as u64 != sizes[k] {
-                return Err(Error::new(Status::InvalidArgument, format!("fill: destination {k} holds {} bytes, record is {}", d.len(), sizes[k])));
+                return Err(Error::new(
+                    Status::InvalidArgument,
+                    format!("fill: destination {k} holds {} bytes, record is {}", d.len(), sizes[k]),
+                ));
             }
             ptrs.push(d.as_mut_ptr());
         }

@@ -1,7 +1,6 @@
 //! Step datasets: a folder of `steps.npy` (32-byte rows), `metadata.db`
 //! (SQLite, one row per run) and `manifest.json`.
 
-use std::ffi::c_void;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
@@ -112,7 +111,7 @@ fn run_build(
     let mut raw = opts.raw;
     let (cb, user) = state.raw();
     raw.progress = cb;
-    raw.progress_user = user as *mut c_void;
+    raw.progress_user = user;
     let mut r = sys::a2pack_dataset_build_result {
         size: std::mem::size_of::<sys::a2pack_dataset_build_result>(),
         ..Default::default()
@@ -280,9 +279,7 @@ fn raw_params(params: &[SqlParam<'_>]) -> Vec<sys::a2pack_sql_param> {
                 SqlParam::Null => r.type_ = sys::A2PACK_SQL_NULL,
                 SqlParam::Integer(i) => (r.type_, r.integer) = (sys::A2PACK_SQL_INTEGER, i),
                 SqlParam::Real(x) => (r.type_, r.real) = (sys::A2PACK_SQL_REAL, x),
-                SqlParam::Text(t) => {
-                    (r.type_, r.text, r.text_len) = (sys::A2PACK_SQL_TEXT, t.as_ptr().cast(), t.len())
-                }
+                SqlParam::Text(t) => (r.type_, r.text, r.text_len) = (sys::A2PACK_SQL_TEXT, t.as_ptr().cast(), t.len()),
             }
             r
         })
@@ -367,7 +364,8 @@ impl Dataset {
     }
 
     fn raw_info(&self) -> sys::a2pack_dataset_info {
-        let mut i = sys::a2pack_dataset_info { size: std::mem::size_of::<sys::a2pack_dataset_info>(), ..Default::default() };
+        let mut i =
+            sys::a2pack_dataset_info { size: std::mem::size_of::<sys::a2pack_dataset_info>(), ..Default::default() };
         // SAFETY: size set; cannot fail on an open dataset.
         let status = unsafe { sys::a2pack_dataset_get_info(self.raw, &mut i) };
         assert_eq!(status, 0, "a2pack_dataset_get_info failed on an open dataset");
@@ -408,7 +406,9 @@ impl Dataset {
             ));
         }
         // SAFETY: out holds idx.len() rows.
-        check(unsafe { sys::a2pack_dataset_gather(self.raw, idx.as_ptr(), idx.len(), out.as_mut_ptr().cast(), workers) })
+        check(unsafe {
+            sys::a2pack_dataset_gather(self.raw, idx.as_ptr(), idx.len(), out.as_mut_ptr().cast(), workers)
+        })
     }
 
     /// Gather rows `idx` into a new vector.
@@ -448,7 +448,14 @@ impl Dataset {
 
     fn select_fn(
         &self,
-        f: unsafe extern "C" fn(*const sys::a2pack_dataset, *const std::ffi::c_char, *const sys::a2pack_sql_param, usize, *mut *mut i64, *mut usize) -> sys::a2pack_status,
+        f: unsafe extern "C" fn(
+            *const sys::a2pack_dataset,
+            *const std::ffi::c_char,
+            *const sys::a2pack_sql_param,
+            usize,
+            *mut *mut i64,
+            *mut usize,
+        ) -> sys::a2pack_status,
         where_: Option<&str>,
         params: &[SqlParam<'_>],
     ) -> Result<Vec<i64>> {
@@ -456,7 +463,9 @@ impl Dataset {
         let p = raw_params(params);
         let (mut out, mut n) = (std::ptr::null_mut(), 0usize);
         // SAFETY: valid filter and parameters; out receives an owned array.
-        check(unsafe { f(self.raw, w.as_ref().map_or(std::ptr::null(), |w| w.as_ptr()), p.as_ptr(), p.len(), &mut out, &mut n) })?;
+        check(unsafe {
+            f(self.raw, w.as_ref().map_or(std::ptr::null(), |w| w.as_ptr()), p.as_ptr(), p.len(), &mut out, &mut n)
+        })?;
         // SAFETY: owned array of n values.
         Ok(unsafe { take_owned(out, n) })
     }

@@ -82,9 +82,7 @@ impl Status {
     /// The library's symbolic name, e.g. `"A2PACK_E_CORRUPT"`.
     pub fn name(self) -> &'static str {
         // SAFETY: a2pack_status_name never returns NULL; static storage.
-        unsafe { CStr::from_ptr(sys::a2pack_status_name(self.code())) }
-            .to_str()
-            .unwrap_or("A2PACK_E_UNKNOWN")
+        unsafe { CStr::from_ptr(sys::a2pack_status_name(self.code())) }.to_str().unwrap_or("A2PACK_E_UNKNOWN")
     }
 }
 
@@ -134,9 +132,7 @@ impl Error {
     /// The error of the last failed call on this thread, for `code`.
     pub(crate) fn last(code: i32) -> Error {
         // SAFETY: a thread-local NUL-terminated string, read at once.
-        let message = unsafe { CStr::from_ptr(sys::a2pack_last_error()) }
-            .to_string_lossy()
-            .into_owned();
+        let message = unsafe { CStr::from_ptr(sys::a2pack_last_error()) }.to_string_lossy().into_owned();
         let status = Status::from_code(code).unwrap_or(Status::Internal);
         Error { status, message, accepted: None }
     }

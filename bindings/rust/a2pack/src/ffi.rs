@@ -13,14 +13,12 @@ use crate::error::{Error, Result, Status};
 /// A path as a C string (its bytes; paths are byte strings on Unix).
 pub(crate) fn path_cstr(path: &Path) -> Result<CString> {
     use std::os::unix::ffi::OsStrExt;
-    CString::new(path.as_os_str().as_bytes()).map_err(|_| {
-        Error::new(Status::InvalidArgument, format!("{}: path holds a NUL byte", path.display()))
-    })
+    CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| Error::new(Status::InvalidArgument, format!("{}: path holds a NUL byte", path.display())))
 }
 
 pub(crate) fn text_cstr(what: &str, text: &str) -> Result<CString> {
-    CString::new(text)
-        .map_err(|_| Error::new(Status::InvalidArgument, format!("{what} holds a NUL byte")))
+    CString::new(text).map_err(|_| Error::new(Status::InvalidArgument, format!("{what} holds a NUL byte")))
 }
 
 /// Copy `len` bytes the library handed out as "owned" and release them.

@@ -38,7 +38,9 @@ pub mod logger;
 
 pub use a2pack_sys as sys;
 pub use board::{branches_normalise, Board, Move, MoveSet};
-pub use dataset::{BuildOptions, BuildResult, ColumnsMut, Dataset, DatasetInfo, OpenOptions, Sampler, SqlParam, StepRow};
+pub use dataset::{
+    BuildOptions, BuildResult, ColumnsMut, Dataset, DatasetInfo, OpenOptions, Sampler, SqlParam, StepRow,
+};
 pub use error::{Error, Result, Status};
 pub use gen::{GenOptions, Policy};
 pub use logger::{DataLogger, LoggerOptions, StreamId};

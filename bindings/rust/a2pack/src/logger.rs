@@ -189,12 +189,20 @@ impl DataLogger {
 
     /// Register a stream (labels: a JSON object; `sort`: sort each record's
     /// pairs instead of refusing unsorted indices).
-    pub fn register_stream(&self, labels_json: &str, epoch_scale: f64, value_scale: f64, sort: bool) -> Result<StreamId> {
+    pub fn register_stream(
+        &self,
+        labels_json: &str,
+        epoch_scale: f64,
+        value_scale: f64,
+        sort: bool,
+    ) -> Result<StreamId> {
         let labels = text_cstr("labels_json", labels_json)?;
         let flags = if sort { sys::A2PACK_LOGGER_SORT } else { 0 };
         let mut id = 0u32;
         // SAFETY: thread-safe call; valid text.
-        check(unsafe { sys::a2pack_logger_register_stream(self.raw, labels.as_ptr(), epoch_scale, value_scale, flags, &mut id) })?;
+        check(unsafe {
+            sys::a2pack_logger_register_stream(self.raw, labels.as_ptr(), epoch_scale, value_scale, flags, &mut id)
+        })?;
         Ok(StreamId(id))
     }
 
@@ -207,7 +215,9 @@ impl DataLogger {
             ));
         }
         // SAFETY: thread-safe call; arrays of n read during the call.
-        check(unsafe { sys::a2pack_logger_record(self.raw, stream.0, epoch, indices.as_ptr(), values.as_ptr(), indices.len()) })
+        check(unsafe {
+            sys::a2pack_logger_record(self.raw, stream.0, epoch, indices.as_ptr(), values.as_ptr(), indices.len())
+        })
     }
 
     /// Record many records in order. On an error, [`Error::accepted`] tells
@@ -264,7 +274,8 @@ impl DataLogger {
 
     /// Counters (also after finish).
     pub fn stats(&self) -> Result<LoggerStats> {
-        let mut s = sys::a2pack_logger_stats { size: std::mem::size_of::<sys::a2pack_logger_stats>(), ..Default::default() };
+        let mut s =
+            sys::a2pack_logger_stats { size: std::mem::size_of::<sys::a2pack_logger_stats>(), ..Default::default() };
         // SAFETY: thread-safe call; size set.
         check(unsafe { sys::a2pack_logger_stats_get(self.raw, &mut s) })?;
         Ok(LoggerStats {
@@ -428,7 +439,10 @@ fn cstr(p: *const std::ffi::c_char) -> String {
 impl LoggerData {
     /// The records as columns.
     pub fn columns(&self) -> LoggerColumns<'_> {
-        let mut c = sys::a2pack_logger_columns { size: std::mem::size_of::<sys::a2pack_logger_columns>(), ..Default::default() };
+        let mut c = sys::a2pack_logger_columns {
+            size: std::mem::size_of::<sys::a2pack_logger_columns>(),
+            ..Default::default()
+        };
         // SAFETY: size set; cannot fail on valid data.
         let status = unsafe { sys::a2pack_logger_data_columns(self.raw, &mut c) };
         assert_eq!(status, 0, "a2pack_logger_data_columns failed on valid data");
@@ -446,7 +460,10 @@ impl LoggerData {
 
     /// Totals.
     pub fn summary(&self) -> LoggerSummary {
-        let mut s = sys::a2pack_logger_summary { size: std::mem::size_of::<sys::a2pack_logger_summary>(), ..Default::default() };
+        let mut s = sys::a2pack_logger_summary {
+            size: std::mem::size_of::<sys::a2pack_logger_summary>(),
+            ..Default::default()
+        };
         // SAFETY: size set; cannot fail on valid data.
         let status = unsafe { sys::a2pack_logger_data_summary(self.raw, &mut s) };
         assert_eq!(status, 0, "a2pack_logger_data_summary failed on valid data");
@@ -488,7 +505,10 @@ impl LoggerData {
     pub fn problems(&self) -> Result<Vec<Problem>> {
         (0..self.summary().problems as usize)
             .map(|i| {
-                let mut p = sys::a2pack_logger_problem { size: std::mem::size_of::<sys::a2pack_logger_problem>(), ..Default::default() };
+                let mut p = sys::a2pack_logger_problem {
+                    size: std::mem::size_of::<sys::a2pack_logger_problem>(),
+                    ..Default::default()
+                };
                 // SAFETY: size set; views copied at once.
                 check(unsafe { sys::a2pack_logger_data_problem(self.raw, i, &mut p) })?;
                 Ok(Problem {

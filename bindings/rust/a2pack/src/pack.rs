@@ -197,7 +197,8 @@ impl Pack {
 
     /// Index entry `i` (no payload is read).
     pub fn entry(&self, i: u64) -> Result<PackEntry> {
-        let mut e = sys::a2pack_pack_entry { size: std::mem::size_of::<sys::a2pack_pack_entry>(), ..Default::default() };
+        let mut e =
+            sys::a2pack_pack_entry { size: std::mem::size_of::<sys::a2pack_pack_entry>(), ..Default::default() };
         // SAFETY: size set.
         check(unsafe { sys::a2pack_pack_entry_info(self.raw, i, &mut e) })?;
         Ok(PackEntry {
@@ -304,7 +305,8 @@ impl Pack {
 
     /// Run-length statistics (the stats block, or computed once).
     pub fn stats(&self, workers: u32) -> Result<PackStats> {
-        let mut s = sys::a2pack_pack_stats { size: std::mem::size_of::<sys::a2pack_pack_stats>(), ..Default::default() };
+        let mut s =
+            sys::a2pack_pack_stats { size: std::mem::size_of::<sys::a2pack_pack_stats>(), ..Default::default() };
         // SAFETY: the pack is thread-safe; size set.
         check(unsafe { sys::a2pack_pack_stats_get(self.raw, workers, &mut s) })?;
         Ok(PackStats {
@@ -330,7 +332,11 @@ impl Pack {
         check(unsafe { sys::a2pack_pack_histograms_get(self.raw, workers, &mut h) })?;
         // SAFETY: arrays of the documented lengths, valid while the pack lives.
         unsafe {
-            let tiles = view(h.tile_values, h.n_tiles).iter().copied().zip(view(h.tile_counts, h.n_tiles).iter().copied()).collect();
+            let tiles = view(h.tile_values, h.n_tiles)
+                .iter()
+                .copied()
+                .zip(view(h.tile_counts, h.n_tiles).iter().copied())
+                .collect();
             let offsets = view(h.engine_offsets, h.n_engines + 1);
             let total = offsets.last().copied().unwrap_or(0) as usize;
             let bytes = view(h.engine_bytes.cast::<u8>(), total);
@@ -644,7 +650,8 @@ unsafe extern "C" fn bad_input_trampoline(user: *mut c_void, path: *const c_char
         return;
     }
     let Some(f) = state.f.as_mut() else { return };
-    let text = |p: *const c_char| if p.is_null() { String::new() } else { CStr::from_ptr(p).to_string_lossy().into_owned() };
+    let text =
+        |p: *const c_char| if p.is_null() { String::new() } else { CStr::from_ptr(p).to_string_lossy().into_owned() };
     let path = PathBuf::from(text(path));
     let err = Error::new(Status::from_code(status).unwrap_or(Status::Internal), text(message));
     if let Err(p) = catch_unwind(AssertUnwindSafe(|| f(&path, &err))) {
@@ -720,7 +727,11 @@ impl PackWriter {
     }
 
     /// Append run files read and checked in parallel, in the given order.
-    pub fn add_files<P: AsRef<Path>>(&mut self, paths: &[P], progress: Option<&mut dyn FnMut(u64, u64) -> bool>) -> Result<()> {
+    pub fn add_files<P: AsRef<Path>>(
+        &mut self,
+        paths: &[P],
+        progress: Option<&mut dyn FnMut(u64, u64) -> bool>,
+    ) -> Result<()> {
         let c = CPaths::new(paths)?;
         let raw = self.raw;
         let result = with_progress(progress, |cb, user| {

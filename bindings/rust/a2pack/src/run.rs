@@ -252,10 +252,7 @@ impl Run {
 
     /// The run's metadata.
     pub fn meta(&self) -> Result<RunMeta> {
-        let mut m = sys::a2pack_run_meta {
-            size: std::mem::size_of::<sys::a2pack_run_meta>(),
-            ..Default::default()
-        };
+        let mut m = sys::a2pack_run_meta { size: std::mem::size_of::<sys::a2pack_run_meta>(), ..Default::default() };
         // SAFETY: size set; the engine is a view copied at once.
         check(unsafe { sys::a2pack_run_get_meta(self.raw, &mut m) })?;
         let engine = (m.has_engine != 0).then(|| {
@@ -311,9 +308,7 @@ impl Run {
 
     /// Every step, copied out once and kept with the run.
     pub fn steps(&self) -> &Steps {
-        self.steps.get_or_init(|| {
-            self.steps_range(0, self.len()).expect("a run's own step range is in range")
-        })
+        self.steps.get_or_init(|| self.steps_range(0, self.len()).expect("a run's own step range is in range"))
     }
 
     /// Board before each step.
@@ -476,10 +471,8 @@ impl RunBatch {
 
     /// Views of the batch's arrays.
     pub fn columns(&self) -> RunColumns<'_> {
-        let mut c = sys::a2pack_run_columns {
-            size: std::mem::size_of::<sys::a2pack_run_columns>(),
-            ..Default::default()
-        };
+        let mut c =
+            sys::a2pack_run_columns { size: std::mem::size_of::<sys::a2pack_run_columns>(), ..Default::default() };
         // SAFETY: size set; a valid batch cannot fail here.
         let status = unsafe { sys::a2pack_run_batch_columns(self.raw, &mut c) };
         assert_eq!(status, 0, "a2pack_run_batch_columns failed on a valid batch");

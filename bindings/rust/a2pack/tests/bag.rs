@@ -185,5 +185,11 @@ fn bad_input_is_an_error() {
     let mut w = Writer::create(&abandoned, &WriterOptions::new()).unwrap();
     w.write(b"x").unwrap();
     drop(w);
-    assert_eq!(std::fs::read_dir(dir.path()).unwrap().filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().contains("abandoned")).count(), 0);
+    assert_eq!(
+        std::fs::read_dir(dir.path())
+            .unwrap()
+            .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().contains("abandoned"))
+            .count(),
+        0
+    );
 }

@@ -59,7 +59,13 @@ fn columns_filters_split_and_sampler() {
     let mut exps = vec![0u8; 48];
     ds.gather_columns(
         &idx,
-        &mut ColumnsMut { boards: Some(&mut boards), moves: Some(&mut moves), legal: Some(&mut legal), exponents: Some(&mut exps), ..Default::default() },
+        &mut ColumnsMut {
+            boards: Some(&mut boards),
+            moves: Some(&mut moves),
+            legal: Some(&mut legal),
+            exponents: Some(&mut exps),
+            ..Default::default()
+        },
         1,
     )
     .unwrap();
@@ -72,7 +78,8 @@ fn columns_filters_split_and_sampler() {
             assert_eq!(legal[k * 4 + m], (row.ev_legal >> m) & 1);
         }
     }
-    let err = ds.gather_columns(&idx, &mut ColumnsMut { boards: Some(&mut vec![0; 2]), ..Default::default() }, 1).unwrap_err();
+    let err =
+        ds.gather_columns(&idx, &mut ColumnsMut { boards: Some(&mut [0; 2]), ..Default::default() }, 1).unwrap_err();
     assert_eq!(err.status(), Status::InvalidArgument);
 
     let all = ds.select(None, &[]).unwrap();

@@ -74,7 +74,13 @@ fn bad_records_are_refused_and_keep_nothing() {
     assert_eq!(log.record(s, f64::NAN, &[], &[]).unwrap_err().status(), Status::InvalidArgument);
     assert_eq!(log.record(a2pack::StreamId(99), 0.0, &[], &[]).unwrap_err().status(), Status::InvalidArgument);
     let err = log
-        .record_batch(&RecordBatch { stream_ids: &[s.0, s.0, s.0], epochs: &[0.0, 1.0, 2.0], offsets: &[0, 1, 1, 3], indices: &[1, 5, 5], values: &[1.0, 2.0, 3.0] })
+        .record_batch(&RecordBatch {
+            stream_ids: &[s.0, s.0, s.0],
+            epochs: &[0.0, 1.0, 2.0],
+            offsets: &[0, 1, 1, 3],
+            indices: &[1, 5, 5],
+            values: &[1.0, 2.0, 3.0],
+        })
         .unwrap_err();
     assert_eq!(err.accepted(), Some(2));
     assert!(err.message().contains("record 2"), "{err}");

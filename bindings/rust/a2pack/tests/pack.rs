@@ -16,12 +16,22 @@ fn pack_built_by_the_cli_reads_identically() {
     let Some(cli) = common::cli() else { return };
     let dir = tempfile::tempdir().unwrap();
     let runs = dir.path().join("runs");
-    common::run(Command::new(&cli).args(["-q", "gen", "-n", "12", "--policy", "greedy", "--max-steps", "80", "-s", "5", "-o"]).arg(&runs));
+    common::run(
+        Command::new(&cli)
+            .args(["-q", "gen", "-n", "12", "--policy", "greedy", "--max-steps", "80", "-s", "5", "-o"])
+            .arg(&runs),
+    );
     std::fs::copy(common::fixture(), runs.join("zz-fixture.a2run2")).unwrap();
     let files = common::run_files(&runs);
     for (compress, name) in [("none", "plain.a2pack"), ("zstd", "zstd.a2pack")] {
         let out = dir.path().join(name);
-        common::run(Command::new(&cli).args(["-q", "pack", "--compress", compress, "-j", "2", "-i"]).arg(&runs).arg("-o").arg(&out));
+        common::run(
+            Command::new(&cli)
+                .args(["-q", "pack", "--compress", compress, "-j", "2", "-i"])
+                .arg(&runs)
+                .arg("-o")
+                .arg(&out),
+        );
         let pack = Pack::open(&out).unwrap();
         assert_eq!(pack.len(), files.len() as u64);
         for (i, f) in files.iter().enumerate() {
@@ -30,7 +40,9 @@ fn pack_built_by_the_cli_reads_identically() {
             if compress == "none" {
                 assert_eq!(pack.get_slice(i as u64).unwrap(), &bytes[..]);
             } else {
-                assert!(pack.entry(i as u64).unwrap().zstd || pack.entry(i as u64).unwrap().length as usize == bytes.len());
+                assert!(
+                    pack.entry(i as u64).unwrap().zstd || pack.entry(i as u64).unwrap().length as usize == bytes.len()
+                );
             }
             assert_eq!(pack.decode(i as u64).unwrap(), Run::load(f).unwrap());
         }
@@ -53,7 +65,13 @@ fn small_pack(dir: &std::path::Path, n: u64) -> std::path::PathBuf {
         done.push((d, t));
         true
     };
-    let summary = pack_dir(&runs, &out, PackWriterOptions::new().compression(PackCompression::Zstd).workers(2), Some(&mut progress)).unwrap();
+    let summary = pack_dir(
+        &runs,
+        &out,
+        PackWriterOptions::new().compression(PackCompression::Zstd).workers(2),
+        Some(&mut progress),
+    )
+    .unwrap();
     assert_eq!(summary.entries, n);
     assert_eq!(done.last(), Some(&(n, n)));
     out
@@ -174,7 +192,9 @@ fn progress_closures_stop_and_panics_never_cross_into_c() {
     std::fs::write(runs.join("broken.a2run2"), b"A2T1\x01garbage").unwrap();
     let skipped = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let s2 = skipped.clone();
-    let opts = PackWriterOptions::new().skip_bad(true).on_bad_input(move |p, e| s2.lock().unwrap().push((p.to_path_buf(), e.status())));
+    let opts = PackWriterOptions::new()
+        .skip_bad(true)
+        .on_bad_input(move |p, e| s2.lock().unwrap().push((p.to_path_buf(), e.status())));
     let summary = pack_dir(&runs, dir.path().join("mixed.a2pack"), opts, None).unwrap();
     assert_eq!((summary.entries, summary.skipped), (2, 1));
     let skipped = skipped.lock().unwrap();

@@ -52,7 +52,8 @@ fn fixture_reencodes_byte_exact() {
 
 #[test]
 fn v1_round_trip_upgrade_and_branch_refusal() {
-    let meta = RunMeta { steps: 3, start_unix_s: 1, elapsed_s: 0.5, max_score: 4, highest_tile: 4, engine: Some("rs".into()) };
+    let meta =
+        RunMeta { steps: 3, start_unix_s: 1, elapsed_s: 0.5, max_score: 4, highest_tile: 4, engine: Some("rs".into()) };
     let boards = [0x1000000000000001, 0x1100000000000000, 0x2000000000000010];
     let run = Run::new(&meta, &boards, &[2, 0, 3], None, 0x2000000000000011).unwrap();
     assert!(!run.has_branches());
