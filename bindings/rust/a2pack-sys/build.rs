@@ -4,7 +4,9 @@
 //! - feature `bundled` (default) inside an a2pack checkout: build the shared
 //!   library from the checkout's sources with CMake, in a build folder of its
 //!   own under cargo's target directory (tests, benchmarks and the CLI off);
-//! - otherwise: the installed library, found with pkg-config (`a2pack.pc`).
+//! - otherwise: the installed library, found with pkg-config (`a2pack.pc`);
+//! - or, with A2PACK_SYS_LIB_DIR set, the library in that folder (a CMake
+//!   build of the checkout, as `make test-rust` uses).
 //!
 //! The bindings are generated at build time by bindgen from the header the
 //! library came with, so functions added to the header appear here without
@@ -16,9 +18,15 @@ use std::path::{Path, PathBuf};
 fn main() {
     println!("cargo:rerun-if-env-changed=A2PACK_SOURCE_DIR");
     println!("cargo:rerun-if-env-changed=A2PACK_SYS_USE_PKG_CONFIG");
-    let (include_dir, lib_dir) = match bundled_source() {
-        Some(root) => build_bundled(&root),
-        None => probe_installed(),
+    println!("cargo:rerun-if-env-changed=A2PACK_SYS_LIB_DIR");
+    println!("cargo:rerun-if-env-changed=A2PACK_SYS_INCLUDE_DIR");
+    let (include_dir, lib_dir) = if let Some(dir) = env::var_os("A2PACK_SYS_LIB_DIR") {
+        use_built(PathBuf::from(dir))
+    } else {
+        match bundled_source() {
+            Some(root) => build_bundled(&root),
+            None => probe_installed(),
+        }
     };
     if let Some(dir) = &lib_dir {
         // Seen by the build scripts of crates that depend on this one as
@@ -86,6 +94,26 @@ fn build_bundled(root: &Path) -> (PathBuf, Option<PathBuf>) {
 #[cfg(not(feature = "bundled"))]
 fn build_bundled(_root: &Path) -> (PathBuf, Option<PathBuf>) {
     unreachable!("bundled_source() is None without the feature")
+}
+
+/// A library built elsewhere (A2PACK_SYS_LIB_DIR, the folder holding
+/// liba2pack.so, e.g. the checkout's own CMake build that `make test` made):
+/// no second build. The header is A2PACK_SYS_INCLUDE_DIR's, else the
+/// checkout's.
+fn use_built(lib_dir: PathBuf) -> (PathBuf, Option<PathBuf>) {
+    assert!(
+        lib_dir.join("liba2pack.so").exists(),
+        "a2pack-sys: A2PACK_SYS_LIB_DIR={} holds no liba2pack.so",
+        lib_dir.display()
+    );
+    let include = match env::var_os("A2PACK_SYS_INCLUDE_DIR") {
+        Some(dir) => PathBuf::from(dir),
+        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../include"),
+    };
+    println!("cargo:rustc-link-search=native={}", lib_dir.display());
+    println!("cargo:rustc-link-lib=dylib=a2pack");
+    println!("cargo:rustc-link-arg=-Wl,-rpath,{}", lib_dir.display());
+    (include.canonicalize().unwrap_or(include), Some(lib_dir))
 }
 
 fn probe_installed() -> (PathBuf, Option<PathBuf>) {

@@ -51,15 +51,18 @@ pub fn run(cmd: &mut Command) -> String {
     String::from_utf8(out.stdout).expect("UTF-8 output")
 }
 
-/// Run a Python script with the a2pack package of this checkout using the
-/// same library as these tests.
+/// Run a Python script with `args` after it.
 pub fn python_script(python: &Path, script: &str, args: &[&Path]) -> String {
     let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../..");
     let mut cmd = Command::new(python);
     cmd.arg("-c").arg(script).args(args);
-    cmd.env("PYTHONPATH", repo.join("bindings/python"));
-    if let Some(dir) = option_env!("A2PACK_LIB_DIR") {
-        cmd.env("A2PACK_LIBRARY", Path::new(dir).join("liba2pack.so"));
+    // The checkout's package when its generated _ffi.py is there, else the
+    // one installed in that Python (make's `python` target installs it).
+    if repo.join("bindings/python/a2pack/_ffi.py").exists() {
+        cmd.env("PYTHONPATH", repo.join("bindings/python"));
+        if let Some(dir) = option_env!("A2PACK_LIB_DIR") {
+            cmd.env("A2PACK_LIBRARY", Path::new(dir).join("liba2pack.so"));
+        }
     }
     run(&mut cmd)
 }

@@ -1,0 +1,30 @@
+# The Rust crates (bindings/rust: a2pack-sys made by bindgen from a2pack.h,
+# and the safe a2pack crate): cargo test (unit, integration and doc tests,
+# the cross-checks against the CLI and Python's bagz/numpy/a2pack included)
+# and clippy with warnings as errors. They link the library `make build`
+# made ($(BUILD)/liba2pack.so, A2PACK_SYS_LIB_DIR), so nothing is built
+# twice; a plain `cargo test` in bindings/rust builds its own (feature
+# `bundled`). bindgen needs libclang (Debian's libclang-dev); cargo comes
+# from rustup when the machine has none.
+RUST_APT_PACKAGES := libclang-dev
+CARGO ?= $(shell command -v cargo 2>/dev/null || echo $(HOME)/.cargo/bin/cargo)
+RUST_DIR := bindings/rust
+
+$(STAMPS)/apt-rust: mk/rust.mk | setup
+	$(call apt_install_missing,$(RUST_APT_PACKAGES))
+
+.PHONY: rust-toolchain test-rust
+rust-toolchain:
+	@if ! [ -x "$(CARGO)" ]; then \
+	  echo "cargo not found: installing the stable toolchain with rustup"; \
+	  curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs | sh -s -- -y --profile minimal -c clippy; \
+	fi
+
+test-rust: build python test-deps $(STAMPS)/apt-rust rust-toolchain
+	cd $(RUST_DIR) && A2PACK_SYS_LIB_DIR=$(CURDIR)/$(BUILD) A2PACK_CLI=$(CURDIR)/$(BUILD)/a2pack \
+	  A2PACK_PYTHON=$(PYTHON) $(CARGO) test --all-targets --no-fail-fast
+	cd $(RUST_DIR) && A2PACK_SYS_LIB_DIR=$(CURDIR)/$(BUILD) A2PACK_CLI=$(CURDIR)/$(BUILD)/a2pack \
+	  A2PACK_PYTHON=$(PYTHON) $(CARGO) test --doc
+	cd $(RUST_DIR) && A2PACK_SYS_LIB_DIR=$(CURDIR)/$(BUILD) $(CARGO) clippy --all-targets -- -D warnings
+
+TEST_EXTRA += test-rust
