@@ -1,6 +1,8 @@
 """a2pack.beam on Apache Beam's DirectRunner (multi_processing, 2 workers),
 in one run on one machine:
 
+  startup    a pipeline of one element (Create | Map): the fixed cost every
+             cell below includes.
   build      BuildDataset from a folder of run files (rows made by the
              workers, folder assembled once) against `a2pack dataset build
              --workers 2` on the same folder. The CLI is expected to win on
@@ -8,14 +10,15 @@ in one run on one machine:
              start, pickling rows between stages, the single assembly).
   bag read   ReadFromBag against bagz.beam.bagzio.ReadFromBagz on the same
              .bagz file, each pipeline counting the records it read.
-  bag write  WriteToBag against WriteToBagz from the same records
-             (beam.Create) to <name>@2.bagz.
+  bag write  WriteToBag against WriteToBagz of the same records (made on
+             the workers from seeds) to <name>@2.bagz.
 
 Every cell is a whole pipeline (start-up included), timed --repeat times
 with the sides alternating, median reported; ratio = a2pack speed / other.
 
 Usage: python bench/beam_compare.py [--runs 3000] [--records 200000]
-       [--record-bytes 200] [--repeat 3] [--json FILE]
+       [--record-bytes 200] [--repeat 3] [--cells startup,build,read,write]
+       [--json FILE]
 Needs apache-beam, bagz and the a2pack CLI ($A2PACK_CLI or beside the library).
 """
 
@@ -59,6 +62,14 @@ def cli() -> str:
     return str(p)
 
 
+def bench_startup(repeat: int) -> dict:
+    """What any pipeline costs on this runner: one element through one Map."""
+    def go():
+        with beam.Pipeline(options=options()) as p:
+            _ = p | beam.Create([1]) | beam.Map(lambda x: x)
+    return {"cell": "startup", "s": statistics.median(timed(go) for _ in range(repeat))}
+
+
 def bench_build(root: pathlib.Path, n_runs: int, repeat: int) -> dict:
     runs = root / "runs"
     a2pack.generate_dir(runs, n_runs, seed=1, policy="greedy")  # greedy records branch values
@@ -90,11 +101,10 @@ def _cli_build(runs, out):
     return out
 
 
-def bench_bag(root: pathlib.Path, n: int, size: int, repeat: int) -> list:
+def bench_bag(root: pathlib.Path, n: int, size: int, repeat: int, cells) -> list:
     import bagz
     from bagz.beam import bagzio
-    rng = np.random.default_rng(0)
-    recs = [rng.integers(0, 256, size=size, dtype=np.uint8).tobytes() for _ in range(n)]
+    recs = [r for a in range(0, n, 1000) for r in _make_records(a, n, size)]
     path = root / "in.bagz"
     with bagz.Writer(str(path)) as w:
         for r in recs:
@@ -106,19 +116,26 @@ def bench_bag(root: pathlib.Path, n: int, size: int, repeat: int) -> list:
                 _ = p | transform(str(path)) | beam.combiners.Count.Globally()
         return go
 
+    # The records are made on the workers (1000 per element of a small
+    # Create) rather than shipped from here: beam.Create of the records
+    # themselves would time the pickling of the whole input instead.
     def write(transform, k):
         def go():
             with beam.Pipeline(options=options()) as p:
-                _ = p | beam.Create(recs) | transform(str(root / f"w{k}" / "out@2.bagz"))
+                _ = (p | beam.Create(range(0, n, 1000))
+                     | beam.FlatMap(_make_records, n, size)
+                     | transform(str(root / f"w{k}" / "out@2.bagz")))
         return go
 
     out = []
-    for cell, ours, theirs in (("bag read", read(a2beam.ReadFromBag), read(bagzio.ReadFromBagz)),):
+    if "read" in cells:
         t_a, t_b = [], []
         for _ in range(repeat):
-            t_a.append(timed(ours))
-            t_b.append(timed(theirs))
-        out.append(_cell(cell, n, t_a, t_b))
+            t_a.append(timed(read(a2beam.ReadFromBag)))
+            t_b.append(timed(read(bagzio.ReadFromBagz)))
+        out.append(_cell("bag read", n, t_a, t_b))
+    if "write" not in cells:
+        return out
     t_a, t_b = [], []
     for k in range(repeat):
         t_a.append(timed(write(a2beam.WriteToBag, f"a{k}")))
@@ -127,6 +144,12 @@ def bench_bag(root: pathlib.Path, n: int, size: int, repeat: int) -> list:
             sorted(bagz.Reader(str(root / f"wb{k}" / "out@2.bagz")))
     out.append(_cell("bag write", n, t_a, t_b))
     return out
+
+
+def _make_records(start, n, size):
+    rng = np.random.default_rng(start)
+    block = rng.integers(0, 256, size=(min(1000, n - start), size), dtype=np.uint8)
+    return [row.tobytes() for row in block]
 
 
 def _cell(name, n, t_a, t_b):
@@ -141,19 +164,30 @@ def main():
     ap.add_argument("--records", type=int, default=200_000)
     ap.add_argument("--record-bytes", type=int, default=200)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--cells", default="startup,build,read,write",
+                    help="comma-separated: startup, build, read, write")
     ap.add_argument("--json")
     a = ap.parse_args()
+    which = a.cells.split(",")
     root = pathlib.Path(tempfile.mkdtemp(prefix="beam_compare-"))
     try:
-        cells = [bench_build(root, a.runs, a.repeat)]
-        cells += bench_bag(root, a.records, a.record_bytes, a.repeat)
+        cells = []
+        if "startup" in which:
+            cells.append(bench_startup(a.repeat))
+        if "build" in which:
+            cells.append(bench_build(root, a.runs, a.repeat))
+        if "read" in which or "write" in which:
+            cells += bench_bag(root, a.records, a.record_bytes, a.repeat, which)
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    b = cells[0]
-    print(f"build {b['runs']} runs ({b['rows']} rows): CLI --workers 2 {b['cli_s']:.2f} s, "
-          f"BuildDataset (DirectRunner, 2 workers) {b['beam_s']:.2f} s, "
-          f"beam/CLI speed {b['ratio']:.2f}x")
-    for c in cells[1:]:
+    for c in cells:
+        if c["cell"] == "startup":
+            print(f"startup: a pipeline of one element takes {c['s']:.2f} s")
+    for b in [c for c in cells if c["cell"] == "build"]:
+        print(f"build {b['runs']} runs ({b['rows']} rows): CLI --workers 2 {b['cli_s']:.2f} s, "
+              f"BuildDataset (DirectRunner, 2 workers) {b['beam_s']:.2f} s, "
+              f"beam/CLI speed {b['ratio']:.2f}x")
+    for c in [c for c in cells if c["cell"].startswith("bag")]:
         print(f"{c['cell']:10s} {c['records']} records: a2pack {c['a2pack_records_per_s']:,.0f}/s, "
               f"bagz {c['bagz_records_per_s']:,.0f}/s, ratio {c['ratio']:.2f}x")
     if a.json:

@@ -146,19 +146,27 @@ class _BagSource(iobase.BoundedSource):
     def read(self, range_tracker) -> Iterator:
         reader, decode = self.reader, self._coder.decode
         n_read, n_bytes = counter("records_read"), counter("bytes_read")
+        claim = range_tracker.try_claim
         pos = range_tracker.start_position()
         while True:
             stop = range_tracker.stop_position()  # shrinks when the runner splits
             if pos >= stop:
                 return
             records = reader.read_range(pos, min(_READ_CHUNK, stop - pos))
-            for rec in records:
-                if not range_tracker.try_claim(pos):
-                    return
-                n_read.inc()
-                n_bytes.inc(len(rec))
-                yield decode(rec)
-                pos += 1
+            # Counters are added once per chunk: a Metrics call per record
+            # costs as much as the rest of the per-record work.
+            done = nbytes = 0
+            try:
+                for rec in records:
+                    if not claim(pos):
+                        return
+                    done += 1
+                    nbytes += len(rec)
+                    yield decode(rec)
+                    pos += 1
+            finally:
+                n_read.inc(done)
+                n_bytes.inc(nbytes)
 
     def display_data(self):
         return {
