@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 #include <memory>
+#include <new>
 #include <unordered_map>
 
 #include <zstd.h>
@@ -202,6 +203,14 @@ void decode_seed_dir(const std::string& dir, const ScaleTable& scales, const Dec
         ++d.bad_frames;
         pos += fsz;
         continue;
+      } catch (const std::bad_alloc&) {
+        d.problems.push_back({paths[fi], pos, A2PACK_E_NO_MEMORY,
+                              fmt::format("out of memory decompressing and parsing the frame "
+                                          "({} bytes of buffer); frame skipped{}",
+                                          buf.capacity(), kShift)});
+        ++d.bad_frames;
+        pos += fsz;
+        continue;
       }
       const uint64_t nr = recs.sid.size();
       std::string limit;
@@ -222,25 +231,32 @@ void decode_seed_dir(const std::string& dir, const ScaleTable& scales, const Dec
         stopped = true;
         break;
       }
-      for (size_t r = 0; r < nr; ++r) {
-        const uint32_t sid = recs.sid[r];
-        const uint64_t b = r ? recs.end[r - 1] : 0, e = recs.end[r];
-        const StreamInfo* s = sid < scales.size() ? scales[sid] : nullptr;
-        if (!s) {
-          if (!unknown++) first_unknown = sid;
-          continue;
+      try {
+        for (size_t r = 0; r < nr; ++r) {
+          const uint32_t sid = recs.sid[r];
+          const uint64_t b = r ? recs.end[r - 1] : 0, e = recs.end[r];
+          const StreamInfo* s = sid < scales.size() ? scales[sid] : nullptr;
+          if (!s) {
+            if (!unknown++) first_unknown = sid;
+            continue;
+          }
+          int64_t& last = last_tick[sid];
+          last = static_cast<int64_t>(static_cast<uint64_t>(last) +
+                                      static_cast<uint64_t>(recs.delta[r]));
+          d.stream_ids.push_back(sid);
+          d.epochs.push_back(scale_epoch(*s, last));
+          vals.resize(e - b);
+          scale_values(*s, recs.q.data() + b, e - b, vals.data());
+          d.indices.insert(d.indices.end(), recs.idx.begin() + static_cast<ptrdiff_t>(b),
+                           recs.idx.begin() + static_cast<ptrdiff_t>(e));
+          d.values.insert(d.values.end(), vals.begin(), vals.end());
+          d.offsets.push_back(d.indices.size());
         }
-        int64_t& last = last_tick[sid];
-        last = static_cast<int64_t>(static_cast<uint64_t>(last) +
-                                    static_cast<uint64_t>(recs.delta[r]));
-        d.stream_ids.push_back(sid);
-        d.epochs.push_back(scale_epoch(*s, last));
-        vals.resize(e - b);
-        scale_values(*s, recs.q.data() + b, e - b, vals.data());
-        d.indices.insert(d.indices.end(), recs.idx.begin() + static_cast<ptrdiff_t>(b),
-                         recs.idx.begin() + static_cast<ptrdiff_t>(e));
-        d.values.insert(d.values.end(), vals.begin(), vals.end());
-        d.offsets.push_back(d.indices.size());
+      } catch (const std::bad_alloc&) {
+        fail(A2PACK_E_NO_MEMORY,
+             "{}: offset {}: out of memory growing the output columns past {} records and {} "
+             "non-zeros",
+             paths[fi], pos, d.stream_ids.size(), d.indices.size());
       }
       ++d.frames;
       d.raw_bytes += raw_len;
