@@ -82,7 +82,10 @@ struct CommonArgs {
 };
 
 void add_common(CLI::App* c, CommonArgs& a) {
-  c->add_option("dir", a.dir, "Logger folder (holding segments/ and streams/)")->required();
+  c->add_option("dir", a.dir,
+                "Logger folder: segments/ and streams/, or seed 004's layout (NNNNN.seg.zst "
+                "beside streams/)")
+      ->required();
   c->add_flag("--strict", a.strict,
               "Fail on the first problem (damaged frame, missing segment, sidecar checksum) or "
               "note instead of skipping it");
