@@ -12,12 +12,15 @@ in one run on one machine:
              .bagz file, each pipeline counting the records it read.
   bag write  WriteToBag against WriteToBagz of the same records (made on
              the workers from seeds) to <name>@2.bagz.
+  direct     the same sources and sinks driven without a runner, in this
+             process (source.read over the whole range; sink open, write
+             every record, close): the connectors' own cost.
 
 Every cell is a whole pipeline (start-up included), timed --repeat times
 with the sides alternating, median reported; ratio = a2pack speed / other.
 
 Usage: python bench/beam_compare.py [--runs 3000] [--records 200000]
-       [--record-bytes 200] [--repeat 3] [--cells startup,build,read,write]
+       [--record-bytes 200] [--repeat 3] [--cells startup,build,read,write,direct]
        [--json FILE]
 Needs apache-beam, bagz and the a2pack CLI ($A2PACK_CLI or beside the library).
 """
@@ -128,6 +131,8 @@ def bench_bag(root: pathlib.Path, n: int, size: int, repeat: int, cells) -> list
         return go
 
     out = []
+    if "direct" in cells:
+        out += bench_direct(root, path, recs, repeat)
     if "read" in cells:
         t_a, t_b = [], []
         for _ in range(repeat):
@@ -143,6 +148,40 @@ def bench_bag(root: pathlib.Path, n: int, size: int, repeat: int, cells) -> list
         assert sorted(a2pack.bag.Reader(str(root / f"wa{k}" / "out@2.bagz"))) == \
             sorted(bagz.Reader(str(root / f"wb{k}" / "out@2.bagz")))
     out.append(_cell("bag write", n, t_a, t_b))
+    return out
+
+
+def bench_direct(root, path, recs, repeat) -> list:
+    """The connectors without a runner: a whole source's records through
+    source.read(range_tracker) (claims, decoding by the coder), and every
+    record through the sink's open / write_encoded_record / close, in this
+    process. This is the IO layer's own cost, which the pipeline cells
+    above bury under the runner's per-element cost."""
+    from bagz.beam import bagzio
+
+    def read(transform):
+        src = transform(str(path))._source
+        return lambda: sum(1 for _ in src.read(src.get_range_tracker(None, None)))
+
+    def write(transform, name):
+        sink = transform(str(root / "d" / "x@2.bagz"))._sink
+        def go():
+            os.makedirs(root / "d", exist_ok=True)
+            w = sink.open(str(root / "d" / f"{name}.bagz"))
+            for r in recs:
+                sink.write_encoded_record(w, r)
+            sink.close(w)
+        return go
+
+    out = []
+    for cell, a, b in (("direct read", read(a2beam.ReadFromBag), read(bagzio.ReadFromBagz)),
+                       ("direct write", write(a2beam.WriteToBag, "a"),
+                        write(bagzio.WriteToBagz, "b"))):
+        t_a, t_b = [], []
+        for _ in range(repeat):
+            t_a.append(timed(a))
+            t_b.append(timed(b))
+        out.append(_cell(cell, len(recs), t_a, t_b))
     return out
 
 
@@ -164,8 +203,8 @@ def main():
     ap.add_argument("--records", type=int, default=200_000)
     ap.add_argument("--record-bytes", type=int, default=200)
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--cells", default="startup,build,read,write",
-                    help="comma-separated: startup, build, read, write")
+    ap.add_argument("--cells", default="startup,build,read,write,direct",
+                    help="comma-separated: startup, build, read, write, direct")
     ap.add_argument("--json")
     a = ap.parse_args()
     which = a.cells.split(",")
@@ -176,7 +215,7 @@ def main():
             cells.append(bench_startup(a.repeat))
         if "build" in which:
             cells.append(bench_build(root, a.runs, a.repeat))
-        if "read" in which or "write" in which:
+        if "read" in which or "write" in which or "direct" in which:
             cells += bench_bag(root, a.records, a.record_bytes, a.repeat, which)
     finally:
         shutil.rmtree(root, ignore_errors=True)
@@ -187,7 +226,7 @@ def main():
         print(f"build {b['runs']} runs ({b['rows']} rows): CLI --workers 2 {b['cli_s']:.2f} s, "
               f"BuildDataset (DirectRunner, 2 workers) {b['beam_s']:.2f} s, "
               f"beam/CLI speed {b['ratio']:.2f}x")
-    for c in [c for c in cells if c["cell"].startswith("bag")]:
+    for c in [c for c in cells if c["cell"].startswith(("bag", "direct"))]:
         print(f"{c['cell']:10s} {c['records']} records: a2pack {c['a2pack_records_per_s']:,.0f}/s, "
               f"bagz {c['bagz_records_per_s']:,.0f}/s, ratio {c['ratio']:.2f}x")
     if a.json:

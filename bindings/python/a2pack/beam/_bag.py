@@ -60,21 +60,30 @@ class _BagSink(filebasedsink.FileBasedSink):
                          shard_name_template=template, coder=coder,
                          mime_type="application/octet-stream",
                          compression_type=compression_type)
-        self._written = counter("records_written")
-        self._bytes = counter("bytes_written")
 
     # The library's writer picks the compression from the temporary file's
     # extension, which FileBasedSink keeps (it ends in file_name_suffix).
     def open(self, temp_path):
-        return _bag.Writer(temp_path)
+        return _CountingWriter(_bag.Writer(temp_path))
 
-    def write_encoded_record(self, writer, value: bytes) -> None:
-        writer.write(value)
-        self._written.inc()
-        self._bytes.inc(len(value))
+    def write_encoded_record(self, handle, value: bytes) -> None:
+        handle.writer.write(value)
+        handle.records += 1
+        handle.bytes += len(value)
 
-    def close(self, writer) -> None:
-        writer.close()
+    # Counters are added once per file: a Metrics call per record costs more
+    # than writing the record.
+    def close(self, handle) -> None:
+        handle.writer.close()
+        counter("records_written").inc(handle.records)
+        counter("bytes_written").inc(handle.bytes)
+
+
+class _CountingWriter:
+    __slots__ = ("writer", "records", "bytes")
+
+    def __init__(self, writer):
+        self.writer, self.records, self.bytes = writer, 0, 0
 
 
 class ReadFromBag(transforms.PTransform):
