@@ -1,5 +1,6 @@
 // a2pack gen: play games and write them as run files.
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "command.hpp"
 
@@ -15,6 +16,7 @@ struct GenArgs {
   uint32_t depth = 2;
   uint32_t jobs = 0;
   uint32_t max_steps = 0;
+  bool json = false;
 };
 
 void run_gen(const GenArgs& a) {
@@ -32,8 +34,15 @@ void run_gen(const GenArgs& a) {
   check(a2pack_gen_dir(&o, a.out.c_str(), a.runs, a.seed, &Progress::callback, &bar));
   bar.finish();
   double dt = now_seconds() - t0;
-  fmt::print("wrote {} runs to {} in {:.2f}s ({:.1f} runs/s)\n", a.runs, a.out, dt,
-             dt > 0 ? static_cast<double>(a.runs) / dt : 0.0);
+  double rate = dt > 0 ? static_cast<double>(a.runs) / dt : 0.0;
+  if (a.json) {
+    nlohmann::json j = {{"runs", a.runs}, {"output", a.out},   {"seed", a.seed},
+                        {"format", a.format}, {"policy", a.policy}, {"seconds", dt},
+                        {"runs_per_s", rate}};
+    fmt::print("{}\n", j.dump(2));
+    return;
+  }
+  fmt::print("wrote {} runs to {} in {:.2f}s ({:.1f} runs/s)\n", a.runs, a.out, dt, rate);
 }
 
 Registrar reg("gen", [](CLI::App& app) {
@@ -48,6 +57,7 @@ Registrar reg("gen", [](CLI::App& app) {
   c->add_option("--depth", a->depth, "Expectimax search depth in moves")->check(CLI::Range(1, 6));
   c->add_option("--workers,-j", a->jobs, "Worker threads (0 = all cores)");
   c->add_option("--max-steps", a->max_steps, "Stop each game after this many moves (0 = never)");
+  c->add_flag("--json", a->json, "Print the summary as JSON (docs/cli.md)");
   c->callback([a] { run_gen(*a); });
 });
 
