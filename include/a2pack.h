@@ -1676,6 +1676,22 @@ A2PACK_API a2pack_status a2pack_pack_export_arrow_stats(a2pack_pack *pack, uint3
                                                         struct ArrowSchema *out_hist_schema,
                                                         struct ArrowArray *out_hist_array);
 
+/* The runs of a pack as a stream of record batches, decoded `batch_runs`
+ * entries at a time (0 = 1024) on up to `workers` threads as the consumer
+ * asks: entries[0..n) in that order, or every entry when `entries` is NULL
+ * (entries is copied; an entry >= a2pack_pack_len fails here). Columns as
+ * a2pack_run_batch_export_arrow in `layout`, with `run` replaced by `entry`
+ * uint64 (the pack entry). Zero-copy from each decoded batch, which the
+ * stream's arrays hold. `flags`: A2PACK_PACK_NO_VERIFY or 0. The stream holds
+ * the pack's file: the handle may be closed while it lives. A stream is used
+ * by one thread at a time; a damaged entry makes get_next fail naming it. */
+A2PACK_API a2pack_status a2pack_pack_export_arrow_stream(const a2pack_pack *pack,
+                                                         a2pack_arrow_layout layout,
+                                                         const uint64_t *entries, size_t n,
+                                                         size_t batch_runs, uint32_t workers,
+                                                         uint32_t flags,
+                                                         struct ArrowArrayStream *out);
+
 /* A bag batch (a2pack_bag_reader_read / _read_range) as one record batch with
  * one column, record large_binary. ZERO-COPY, and the export TAKES the batch:
  * on A2PACK_OK the handle belongs to the export (its release closes it) and
@@ -1709,6 +1725,9 @@ typedef struct a2pack_arrow_api {
                                     struct ArrowArray *);
   a2pack_status (*logger_data_export)(const a2pack_logger_data *, struct ArrowSchema *,
                                       struct ArrowArray *);
+  a2pack_status (*pack_export_stream)(const a2pack_pack *, a2pack_arrow_layout, const uint64_t *,
+                                      size_t, size_t, uint32_t, uint32_t,
+                                      struct ArrowArrayStream *);
 } a2pack_arrow_api;
 /* (end of section arrow) */
 

@@ -20,11 +20,16 @@
 namespace a2pack::dataset {
 class Dataset;
 }
+namespace a2pack::pack {
+class Reader;
+}
 
 namespace a2pack::capi {
 
 // The rows of a dataset handle, shared (defined in capi/dataset.cpp).
 std::shared_ptr<const dataset::Dataset> share_dataset(const a2pack_dataset* h);
+// The reader of a pack handle, shared (defined in capi/pack.cpp).
+std::shared_ptr<const pack::Reader> share_pack(const a2pack_pack* h);
 
 namespace arrow {
 
@@ -85,6 +90,10 @@ void export_stream(Batch&& prototype, NextFn next, ArrowArrayStream* out);
 // Column validity bitmap of n bits set where present[i] != 0; returns the
 // number of nulls through *nulls.
 const uint8_t* validity_from(Owner& o, const uint8_t* present, size_t n, int64_t* nulls);
+
+// The columns of a run batch in layout A2PACK_ARROW_STEPS or _RUNS
+// (capi/arrow_run.cpp); the batch holds the handle.
+Batch run_batch_columns(const a2pack_run_batch* h, int layout);
 
 // Schema and array must be writable and not already hold an export.
 void require_out(const ArrowSchema* s, const ArrowArray* a);

@@ -265,6 +265,7 @@ const a2pack_arrow_api* arrow_api_table() {
       a2pack_pack_export_arrow_stats,
       a2pack_bag_batch_export_arrow,
       a2pack_logger_data_export_arrow,
+      a2pack_pack_export_arrow_stream,
   };
   return &table;
 }

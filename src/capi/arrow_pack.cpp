@@ -1,7 +1,12 @@
 // The packfile's index and statistics as Arrow record batches (copied: the
-// on-disk index is row-wise), through the pack section's public functions.
+// on-disk index is row-wise), through the pack section's public functions,
+// and a stream of its runs decoded a batch at a time.
+#include <algorithm>
+
 #include "capi/arrow_c.hpp"
 #include "capi/common.hpp"
+#include "capi/handles.hpp"
+#include "pack/reader.hpp"
 
 using namespace a2pack;
 using namespace a2pack::capi::arrow;
@@ -129,5 +134,76 @@ A2PACK_EXPORT a2pack_status a2pack_pack_export_arrow_stats(a2pack_pack* pack, ui
     }
     *out_schema = s;
     *out_array = a;
+  });
+}
+
+namespace {
+
+constexpr size_t kDefaultBatchRuns = 1024;
+
+// A decoded run batch's columns with `run` (index in the batch) replaced by
+// `entry` (the pack entry), as uint64.
+Batch pack_columns(run::Batch&& decoded, const uint64_t* ids, int layout) {
+  a2pack_run_batch* h = nullptr;
+  capi::hand_out(std::move(decoded), &h);
+  Batch b;
+  try {
+    b = run_batch_columns(h, layout);
+  } catch (...) {
+    capi::release(h);
+    throw;
+  }
+  capi::release(h);  // the columns hold the batch now
+  const auto* run = static_cast<const uint32_t*>(b.columns[0].buffers[1]);
+  auto* entry = b.owner->alloc<uint64_t>(static_cast<size_t>(b.length));
+  for (int64_t i = 0; i < b.length; ++i) entry[i] = ids[run[i]];
+  b.columns[0] = primitive("entry", "L", b.length, entry);
+  return b;
+}
+
+}  // namespace
+
+A2PACK_EXPORT a2pack_status a2pack_pack_export_arrow_stream(const a2pack_pack* pack,
+                                                            a2pack_arrow_layout layout,
+                                                            const uint64_t* entries, size_t n,
+                                                            size_t batch_runs, uint32_t workers,
+                                                            uint32_t flags,
+                                                            ArrowArrayStream* out) {
+  return guard([&] {
+    require(pack, "pack");
+    require(out, "out");
+    long long l = capi::enum_int(layout);
+    if (l != A2PACK_ARROW_STEPS && l != A2PACK_ARROW_RUNS)
+      fail(A2PACK_E_INVALID_ARGUMENT, "layout is {}; expected A2PACK_ARROW_STEPS (0) or "
+           "A2PACK_ARROW_RUNS (1)", l);
+    if (flags & ~uint32_t{A2PACK_PACK_NO_VERIFY})
+      fail(A2PACK_E_INVALID_ARGUMENT, "flags has unknown bits {:#x}", flags);
+    auto reader = capi::share_pack(pack);
+    const bool verify = reader->options().verify_crc && !(flags & A2PACK_PACK_NO_VERIFY);
+    const uint64_t len = a2pack_pack_len(pack);
+    auto order = std::make_shared<std::vector<uint64_t>>();
+    if (entries) {
+      for (size_t i = 0; i < n; ++i)
+        if (entries[i] >= len)
+          fail(A2PACK_E_OUT_OF_RANGE, "entries[{}] = {} is outside the pack's {} entries", i,
+               entries[i], len);
+      order->assign(entries, entries + n);
+    } else {
+      order->resize(len);
+      for (uint64_t i = 0; i < len; ++i) (*order)[i] = i;
+    }
+    const size_t chunk = batch_runs ? batch_runs : kDefaultBatchRuns;
+    const int lay = static_cast<int>(l);
+    Batch proto = pack_columns(run::Batch{}, nullptr, lay);
+    auto pos = std::make_shared<size_t>(0);
+    NextFn next = [reader, order, chunk, pos, workers, verify, lay](Batch& b) {
+      if (*pos >= order->size()) return false;
+      const size_t m = std::min(chunk, order->size() - *pos);
+      const uint64_t* ids = order->data() + *pos;
+      b = pack_columns(reader->decode_batch(ids, m, workers, verify), ids, lay);
+      *pos += m;
+      return true;
+    };
+    export_stream(std::move(proto), std::move(next), out);
   });
 }

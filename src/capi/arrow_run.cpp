@@ -87,6 +87,12 @@ Batch runs(const a2pack_run_batch* h) {
 
 }  // namespace
 
+namespace a2pack::capi::arrow {
+Batch run_batch_columns(const a2pack_run_batch* h, int layout) {
+  return layout == A2PACK_ARROW_STEPS ? steps(h) : runs(h);
+}
+}  // namespace a2pack::capi::arrow
+
 A2PACK_EXPORT a2pack_status a2pack_run_batch_export_arrow(const a2pack_run_batch* batch,
                                                           a2pack_arrow_layout layout,
                                                           ArrowSchema* out_schema,
@@ -98,6 +104,6 @@ A2PACK_EXPORT a2pack_status a2pack_run_batch_export_arrow(const a2pack_run_batch
     if (l != A2PACK_ARROW_STEPS && l != A2PACK_ARROW_RUNS)
       fail(A2PACK_E_INVALID_ARGUMENT, "layout is {}; expected A2PACK_ARROW_STEPS (0) or "
            "A2PACK_ARROW_RUNS (1)", l);
-    export_batch(l == A2PACK_ARROW_STEPS ? steps(batch) : runs(batch), out_schema, out_array);
+    export_batch(run_batch_columns(batch, static_cast<int>(l)), out_schema, out_array);
   });
 }

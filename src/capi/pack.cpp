@@ -37,6 +37,13 @@ struct a2pack_pack {
   std::unique_ptr<FlatHistograms> flat;
 };
 
+namespace a2pack::capi {
+// The reader, shared: an Arrow stream over the pack (capi/arrow_pack.cpp)
+// keeps it open after the handle is closed.
+std::shared_ptr<const pack::Reader> share_pack(const a2pack_pack* h) { return h->reader; }
+}  // namespace a2pack::capi
+
+
 struct a2pack_pack_iter {
   std::shared_ptr<pack::Reader> reader;
   std::vector<uint64_t> order;

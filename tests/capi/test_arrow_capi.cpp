@@ -280,6 +280,71 @@ TEST(CapiArrow, PackEntriesAndStats) {
   a2pack_pack_close(p);
 }
 
+TEST(CapiArrow, PackStreamOutlivesTheHandle) {
+  a2pack_pack* p = nullptr;
+  ASSERT_EQ(a2pack_pack_open((workdir() + "/p.a2pack").c_str(), nullptr, &p), A2PACK_OK);
+  uint64_t pick[] = {7, 2, 5};
+  a2pack_run_batch* want = nullptr;
+  ASSERT_EQ(a2pack_pack_decode_batch(p, pick, 3, 1, 0, &want), A2PACK_OK);
+  a2pack_run_columns c{};
+  c.size = sizeof c;
+  ASSERT_EQ(a2pack_run_batch_columns(want, &c), A2PACK_OK);
+  ArrowArrayStream st{};
+  ASSERT_EQ(a2pack_pack_export_arrow_stream(p, A2PACK_ARROW_STEPS, pick, 3, 2, 1, 0, &st),
+            A2PACK_OK)
+      << a2pack_last_error();
+  a2pack_pack_close(p);  // the stream holds the file
+  ArrowSchema s{};
+  ASSERT_EQ(st.get_schema(&st, &s), 0);
+  EXPECT_STREQ(s.children[0]->name, "entry");
+  EXPECT_STREQ(s.children[0]->format, "L");
+  s.release(&s);
+  size_t seen = 0;
+  std::vector<int64_t> lengths;
+  for (;;) {
+    ArrowArray a{};
+    ASSERT_EQ(st.get_next(&st, &a), 0) << st.get_last_error(&st);
+    if (!a.release) break;
+    lengths.push_back(a.length);
+    const uint64_t* entry = static_cast<const uint64_t*>(a.children[0]->buffers[1]);
+    const uint64_t* board = static_cast<const uint64_t*>(a.children[3]->buffers[1]);
+    for (int64_t i = 0; i < a.length; ++i, ++seen) {
+      ASSERT_EQ(board[i], c.boards[seen]);
+      size_t r = 0;
+      while (seen >= c.step_offsets[r + 1]) ++r;
+      ASSERT_EQ(entry[i], pick[r]);
+    }
+    a.release(&a);
+  }
+  EXPECT_EQ(seen, c.n_steps);
+  EXPECT_EQ(lengths.size(), 2u);  // 3 entries, 2 per batch
+  st.release(&st);
+  a2pack_run_batch_close(want);
+
+  ASSERT_EQ(a2pack_pack_open((workdir() + "/p.a2pack").c_str(), nullptr, &p), A2PACK_OK);
+  uint64_t bad[] = {0, 99};
+  ArrowArrayStream none{};
+  EXPECT_EQ(a2pack_pack_export_arrow_stream(p, A2PACK_ARROW_RUNS, bad, 2, 0, 1, 0, &none),
+            A2PACK_E_OUT_OF_RANGE);
+  EXPECT_NE(std::string(a2pack_last_error()).find("entries[1] = 99"), std::string::npos);
+  EXPECT_EQ(none.release, nullptr);
+  EXPECT_EQ(a2pack_pack_export_arrow_stream(p, A2PACK_ARROW_RUNS, nullptr, 0, 0, 1, 8, &none),
+            A2PACK_E_INVALID_ARGUMENT);
+  ASSERT_EQ(a2pack_pack_export_arrow_stream(p, A2PACK_ARROW_RUNS, nullptr, 0, 4, 1, 0, &none),
+            A2PACK_OK);
+  int64_t rows = 0;
+  for (;;) {
+    ArrowArray a{};
+    ASSERT_EQ(none.get_next(&none, &a), 0);
+    if (!a.release) break;
+    rows += a.length;
+    a.release(&a);
+  }
+  EXPECT_EQ(rows, static_cast<int64_t>(a2pack_pack_len(p)));
+  none.release(&none);
+  a2pack_pack_close(p);
+}
+
 TEST(CapiArrow, BagBatchIsTakenZeroCopy) {
   std::string dir = tmpdir();
   std::string path = dir + "/r.bag";
@@ -349,6 +414,7 @@ TEST(CapiArrow, BadLayoutAndApiTable) {
   EXPECT_EQ(api->arrow->size, sizeof(a2pack_arrow_api));
   EXPECT_EQ(api->arrow->run_batch_export, &a2pack_run_batch_export_arrow);
   EXPECT_EQ(api->arrow->logger_data_export, &a2pack_logger_data_export_arrow);
+  EXPECT_EQ(api->arrow->pack_export_stream, &a2pack_pack_export_arrow_stream);
 }
 
 }  // namespace

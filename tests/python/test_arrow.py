@@ -229,6 +229,20 @@ def test_pack_runs_and_steps(pack_path):
     assert n == len(pack)
 
 
+def test_pack_stream_outlives_handle(pack_path):
+    pack = a2pack.PackReader(pack_path)
+    expect = pack.decode_batch_columns(range(len(pack))).max_score.tolist()
+    reader = pa.RecordBatchReader._import_from_c_capsule(pack.__arrow_c_stream__())
+    pack.close()
+    del pack
+    gc.collect()
+    t = reader.read_all()
+    assert t.column("max_score").to_pylist() == expect
+    assert t.column("entry").to_pylist() == list(range(len(expect)))
+    with pytest.raises(a2pack.OutOfRangeError, match="99"):
+        a2pack.PackReader(pack_path).arrow_stream(entries=[0, 99])
+
+
 def test_pack_entries_stats_parquet(pack_path, tmp_path):
     pack = a2pack.PackReader(pack_path)
     e = pa.record_batch(pack.arrow_entries())

@@ -23,9 +23,9 @@ What gets the interface (attached to the classes when a2pack is imported):
 - :class:`~a2pack.LogData`: ``__arrow_c_array__`` / ``__arrow_c_stream__``.
 
 ``__arrow_c_array__`` and ``__arrow_c_schema__`` need nothing but this
-package. ``__arrow_c_stream__`` is the library's own stream for datasets; for
-the others it is a pyarrow RecordBatchReader over the same zero-copy batches
-(pyarrow, the ``parquet`` extra, must be installed).
+package. ``__arrow_c_stream__`` is the library's own stream for datasets and
+packs; for the others it is a pyarrow RecordBatchReader over the same
+zero-copy batches (pyarrow, the ``parquet`` extra, must be installed).
 """
 
 from __future__ import annotations
@@ -461,12 +461,31 @@ def pack_schema(pack, layout: str = "runs"):
     return rb.set_column(0, "entry", pa.array([], pa.uint64())).schema
 
 
+def pack_stream(pack, layout: str = "runs", entries=None, batch_runs: int = 1024,
+                workers: int = 0):
+    """The library's stream over the pack (a stream capsule): ``entries`` (or
+    every entry) decoded ``batch_runs`` at a time as the consumer reads."""
+    h = pack._handle
+    code = _layout(layout)
+    if entries is None:
+        return export_stream(lib.a2pack_pack_export_arrow_stream, h, code, ffi.NULL, 0,
+                             batch_runs, workers, 0)
+    arr = np.ascontiguousarray(np.asarray(entries, dtype=np.uint64).reshape(-1))
+    # An empty selection still passes an array: NULL means every entry.
+    ptr = ffi.from_buffer("uint64_t[]", arr if arr.size else np.zeros(1, np.uint64))
+    return export_stream(lib.a2pack_pack_export_arrow_stream, h, code, ptr, arr.size,
+                         batch_runs, workers, 0)
+
+
 def pack_reader(pack, layout: str = "runs", *, entries=None, score=None, batch_runs: int = 1024,
                 workers: int = 0):
     """A pyarrow RecordBatchReader over the pack (``layout`` 'runs' or
     'steps'), decoding ``batch_runs`` entries at a time. ``entries`` (pack
     entry indices) is pushed down: only those entries are decoded;
     ``score=(lo, hi)`` filters on each run's max_score after decoding."""
+    if score is None:
+        return _pyarrow().RecordBatchReader._import_from_c_capsule(
+            pack_stream(pack, layout, entries, batch_runs, workers))
     return _reader_stream(pack_schema(pack, layout),
                           _pack_batches(pack, layout, entries, batch_runs, workers, score))
 
@@ -505,7 +524,7 @@ def pack_to_parquet(pack, path: PathLike, layout: str = "runs", *, row_group_siz
 
 
 def _pack_stream_dunder(self, requested_schema=None):
-    return pack_reader(self).__arrow_c_stream__(requested_schema)
+    return pack_stream(self)
 
 
 # ------------------------------------------------------------------ bag readers
@@ -583,6 +602,7 @@ def _install() -> None:
     PackReader.to_arrow = pack_to_arrow
     PackReader.to_parquet = pack_to_parquet
     PackReader.arrow_reader = pack_reader
+    PackReader.arrow_stream = pack_stream
     PackReader.arrow_entries = pack_entries_arrow
     PackReader.arrow_stats = pack_stats_arrow
 
