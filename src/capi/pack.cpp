@@ -43,7 +43,6 @@ namespace a2pack::capi {
 std::shared_ptr<const pack::Reader> share_pack(const a2pack_pack* h) { return h->reader; }
 }  // namespace a2pack::capi
 
-
 struct a2pack_pack_iter {
   std::shared_ptr<pack::Reader> reader;
   std::vector<uint64_t> order;
