@@ -363,6 +363,11 @@ impl Dataset {
         Ok(Dataset { raw: out, dir: dir.as_ref().to_path_buf() })
     }
 
+    /// The raw handle, for calls through `a2pack-sys` (still owned by `self`).
+    pub fn as_ptr(&self) -> *const sys::a2pack_dataset {
+        self.raw
+    }
+
     fn raw_info(&self) -> sys::a2pack_dataset_info {
         let mut i =
             sys::a2pack_dataset_info { size: std::mem::size_of::<sys::a2pack_dataset_info>(), ..Default::default() };
