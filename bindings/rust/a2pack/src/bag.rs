@@ -512,6 +512,39 @@ impl Reader {
         Ok((0..n).map(|k| (s[k], b[k], e[k])).collect())
     }
 
+    /// Where records `[start, start + count)` lie (shard, begin, end).
+    pub fn spans_range(&self, start: u64, count: u64) -> Result<Vec<(u32, u64, u64)>> {
+        let n = usize::try_from(count).map_err(|_| Error::new(Status::OutOfRange, "spans_range: count too large"))?;
+        let (mut s, mut b, mut e) = (vec![0u32; n], vec![0u64; n], vec![0u64; n]);
+        // SAFETY: caller's arrays of count.
+        check(unsafe {
+            sys::a2pack_bag_reader_spans_range(self.raw, start, count, s.as_mut_ptr(), b.as_mut_ptr(), e.as_mut_ptr())
+        })?;
+        Ok((0..n).map(|k| (s[k], b[k], e[k])).collect())
+    }
+
+    /// Decoded size of records `indices`, without decoding them.
+    pub fn sizes(&self, indices: &[u64], workers: u32) -> Result<Vec<u64>> {
+        let mut out = vec![0u64; indices.len()];
+        // SAFETY: out holds n sizes.
+        check(unsafe {
+            sys::a2pack_bag_reader_sizes(self.raw, indices.as_ptr(), indices.len(), workers, out.as_mut_ptr())
+        })?;
+        Ok(out)
+    }
+
+    /// Warnings found at open, one per line ("" when none).
+    pub fn notes(&self) -> String {
+        // SAFETY: a NUL-terminated view owned by the reader, copied at once.
+        let p = unsafe { sys::a2pack_bag_reader_notes(self.raw) };
+        if p.is_null() {
+            String::new()
+        } else {
+            // SAFETY: as above.
+            unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
+        }
+    }
+
     /// The mapping of shard `i` (mmap'ed, uncompressed shards only),
     /// borrowed from the reader.
     pub fn shard_map(&self, i: usize) -> Result<&[u8]> {

@@ -146,3 +146,15 @@ macro_rules! unsafe_sync {
     };
 }
 pub(crate) use {unsafe_send, unsafe_sync};
+
+/// Collects the paths a `a2pack_removed_fn` is told about.
+pub(crate) unsafe extern "C" fn collect_path(user: *mut c_void, path: *const c_char) {
+    // SAFETY: `user` is the Vec the caller wired; `path` NUL-terminated.
+    // Pushing a PathBuf cannot panic short of allocation failure (abort).
+    let out = &mut *user.cast::<Vec<std::path::PathBuf>>();
+    if !path.is_null() {
+        use std::os::unix::ffi::OsStrExt;
+        let bytes = std::ffi::CStr::from_ptr(path).to_bytes();
+        out.push(std::path::PathBuf::from(std::ffi::OsStr::from_bytes(bytes)));
+    }
+}

@@ -73,3 +73,30 @@ pub fn abi_version() -> u32 {
     // SAFETY: pure function.
     unsafe { sys::a2pack_abi_version() }
 }
+
+/// Remove the temporaries killed writers left ("<out>.tmp-<pid>-<n>") of
+/// `path` (an output file) or of every output in `path` (a folder): only
+/// files whose process is gone and that nobody holds locked. Returns the
+/// removed paths.
+///
+/// ```
+/// let dir = tempfile::tempdir().unwrap();
+/// assert!(a2pack::clean_temps(dir.path())?.is_empty());
+/// # Ok::<(), a2pack::Error>(())
+/// ```
+pub fn clean_temps(path: impl AsRef<std::path::Path>) -> Result<Vec<std::path::PathBuf>> {
+    let c = ffi::path_cstr(path.as_ref())?;
+    let mut removed: Vec<std::path::PathBuf> = Vec::new();
+    let mut count = 0u64;
+    // SAFETY: valid path; the callback appends to `removed`, alive for the call.
+    let status = unsafe {
+        sys::a2pack_clean_temps(
+            c.as_ptr(),
+            Some(ffi::collect_path),
+            (&mut removed as *mut Vec<std::path::PathBuf>).cast(),
+            &mut count,
+        )
+    };
+    error::check(status)?;
+    Ok(removed)
+}

@@ -132,7 +132,7 @@ pub enum JsonlMode {
 ///
 /// A slice borrows the pack, so it cannot outlive it:
 ///
-/// ```compile_fail
+/// ```compile_fail,E0597
 /// let slice = {
 ///     let pack = a2pack::Pack::open("runs.a2pack").unwrap();
 ///     pack.get_slice(0).unwrap()

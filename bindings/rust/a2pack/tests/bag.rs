@@ -131,6 +131,11 @@ fn reader_views_index_and_pending_reads() {
         assert_eq!(shard, 0);
         assert_eq!(&map[b as usize..e as usize], &recs[[5, 0, 299][k]][..]);
     }
+    assert_eq!(r.spans_range(5, 1).unwrap(), r.spans(&[5]).unwrap());
+    let sizes = r.sizes(&[3, 0, 10], 1).unwrap();
+    assert_eq!(sizes, vec![recs[3].len() as u64, recs[0].len() as u64, recs[10].len() as u64]);
+    assert_eq!(r.sizes(&[300], 1).unwrap_err().status(), Status::OutOfRange);
+    assert_eq!(r.notes(), "");
     let range = r.read_range(10, 5, 1).unwrap();
     assert_eq!(range.len(), 5);
     assert_eq!(range.get(4).unwrap(), &recs[14][..]);
@@ -179,6 +184,12 @@ fn bad_input_is_an_error() {
     assert!(err.message().contains("torn.bagz"), "{err}");
 
     assert_eq!(Reader::open(dir.path().join("missing.bagz")).unwrap_err().status(), Status::NotFound);
+
+    // A temporary whose writer is gone is cleaned; the committed file stays.
+    let stale = dir.path().join("x.bagz.tmp-999999999-1");
+    std::fs::write(&stale, b"partial").unwrap();
+    assert_eq!(a2pack::clean_temps(&path).unwrap(), vec![stale.clone()]);
+    assert!(!stale.exists() && path.exists());
 
     // An uncommitted writer leaves nothing.
     let abandoned = dir.path().join("abandoned.bagz");
