@@ -320,3 +320,25 @@ def test_clear_error_without_apache_beam():
             "try:\n    import a2pack.beam\nexcept ImportError as e:\n    print(e)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert "pip install 'a2pack[beam]'" in out.stdout
+
+
+def test_read_from_pack_skips_and_counts_a_bad_entry(tmp_path):
+    runs = [make_run(200 + s, 6) for s in range(5)]
+    path = tmp_path / "p.a2pack"
+    with a2pack.PackWriter(path) as w:
+        for r in runs:
+            w.add(r)
+    e = a2pack.PackReader(path).entry(2)
+    data = bytearray(path.read_bytes())
+    data[e.offset + e.length // 2] ^= 0xFF  # entry 2's CRC no longer matches
+    path.write_bytes(bytes(data))
+    p = beam.Pipeline()
+    got = p | a2beam.ReadFromPack(str(path), with_index=True) | beam.Map(lambda kv: kv[0])
+    util.assert_that(got, util.equal_to([0, 1, 3, 4]))
+    result = p.run()
+    result.wait_until_finish()
+    c = counters(result)
+    assert c["bad_runs_skipped"] == 1 and c["records_read"] == 4
+    with pytest.raises(Exception, match="entry 2|CRC|checksum"):
+        with beam.Pipeline() as p:
+            _ = p | a2beam.ReadFromPack(str(path), skip_bad=False)

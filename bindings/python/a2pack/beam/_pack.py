@@ -149,19 +149,24 @@ class _PackSource(iobase.BoundedSource):
             f, local = self._locate(pos)
             k = min(_READ_CHUNK, stop - pos, self._counts[f] - local)
             reader = self.readers[f]
-            for i, run, err in self._fetch(reader, list(range(local, local + k)), f):
-                if not range_tracker.try_claim(pos):
-                    return
-                g, pos = pos, pos + 1
-                if err is not None:
-                    if not self._skip_bad:
-                        raise err
-                    n_bad.inc()
-                    _LOG.warning("skipping %s entry %d: %s", self._files[f], i, err)
-                    continue
-                n_read.inc()
-                n_bytes.inc(reader.entry(i).raw_length)
-                yield (g, run) if self._with_index else run
+            done = nbytes = 0  # counters are added once per chunk
+            try:
+                for i, run, err in self._fetch(reader, list(range(local, local + k)), f):
+                    if not range_tracker.try_claim(pos):
+                        return
+                    g, pos = pos, pos + 1
+                    if err is not None:
+                        if not self._skip_bad:
+                            raise err
+                        n_bad.inc()
+                        _LOG.warning("skipping %s entry %d: %s", self._files[f], i, err)
+                        continue
+                    done += 1
+                    nbytes += reader.entry(i).raw_length
+                    yield (g, run) if self._with_index else run
+            finally:
+                n_read.inc(done)
+                n_bytes.inc(nbytes)
 
     def display_data(self):
         return {
