@@ -370,9 +370,18 @@ pub struct ShardInfo {
 /// Reads a record file or a sharded set of them. Thread-safe
 /// (`Send + Sync`), as the header documents.
 ///
-/// ```no_run
-/// let r = a2pack::bag::Reader::open("data@*.bagz")?;
+/// ```
+/// # let dir = tempfile::tempdir().unwrap();
+/// # for shard in 0..2 {
+/// #     let path = dir.path().join(format!("data-{shard:05}-of-00002.bagz"));
+/// #     let mut w = a2pack::bag::Writer::create(&path, &Default::default())?;
+/// #     w.write_all((0..5).map(|i| format!("{shard}:{i}")))?;
+/// #     w.commit()?;
+/// # }
+/// let r = a2pack::bag::Reader::open(dir.path().join("data@*.bagz"))?;
+/// assert_eq!((r.len(), r.shard_count()), (10, 2));
 /// let batch = r.read(&[3, 1, 4], 0)?;
+/// assert_eq!(batch.get(0), Some(&b"0:3"[..]));
 /// for record in batch.iter() {
 ///     println!("{} bytes", record.len());
 /// }

@@ -13,8 +13,15 @@ use crate::run::{Run, RunBatch, RunKind};
 
 /// Options of [`Pack::open_with`].
 ///
-/// ```no_run
-/// let pack = a2pack::Pack::open_with("runs.a2pack", &a2pack::PackOptions::new().mmap(false))?;
+/// ```
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let runs = dir.path().join("runs");
+/// # a2pack::GenOptions::new().policy(a2pack::Policy::Random).max_steps(30).write_dir(&runs, 4, 1)?;
+/// # let path = dir.path().join("runs.a2pack");
+/// # a2pack::pack_dir(&runs, &path, a2pack::PackWriterOptions::new(), None)?;
+/// let pack = a2pack::Pack::open_with(&path, &a2pack::PackOptions::new().mmap(false).verify_crc(true))?;
+/// assert_eq!(pack.get_slice(0).unwrap_err().status(), a2pack::Status::Unsupported); // not mapped
+/// assert!(!pack.read(0)?.is_empty());
 /// # Ok::<(), a2pack::Error>(())
 /// ```
 #[derive(Debug, Clone, Copy)]
@@ -62,6 +69,17 @@ impl ReadFlags {
 }
 
 /// Index entry of a pack, as stored.
+///
+/// ```
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let runs = dir.path().join("runs");
+/// # a2pack::GenOptions::new().policy(a2pack::Policy::Random).max_steps(30).write_dir(&runs, 4, 1)?;
+/// # let path = dir.path().join("runs.a2pack");
+/// # a2pack::pack_dir(&runs, &path, a2pack::PackWriterOptions::new(), None)?;
+/// let e = a2pack::Pack::open(&path)?.entry(0)?;
+/// assert_eq!((e.kind, e.zstd, e.length, e.offset % 4096), (2, false, e.raw_length, 0));
+/// # Ok::<(), a2pack::Error>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PackEntry {
     /// Absolute file offset of the stored bytes.
@@ -79,6 +97,17 @@ pub struct PackEntry {
 }
 
 /// Run-length statistics of a pack.
+///
+/// ```
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let runs = dir.path().join("runs");
+/// # a2pack::GenOptions::new().policy(a2pack::Policy::Random).max_steps(30).write_dir(&runs, 4, 1)?;
+/// # let path = dir.path().join("runs.a2pack");
+/// # a2pack::pack_dir(&runs, &path, a2pack::PackWriterOptions::new(), None)?;
+/// let s = a2pack::Pack::open(&path)?.stats(0)?;
+/// assert!(s.count == 4 && s.min_len <= s.p50 && s.p50 <= s.max_len && s.max_len <= 30);
+/// # Ok::<(), a2pack::Error>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct PackStats {
     /// Entries.
@@ -102,6 +131,17 @@ pub struct PackStats {
 }
 
 /// Highest-tile and engine histograms of a pack (owned copies).
+///
+/// ```
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let runs = dir.path().join("runs");
+/// # a2pack::GenOptions::new().policy(a2pack::Policy::Random).max_steps(30).write_dir(&runs, 4, 1)?;
+/// # let path = dir.path().join("runs.a2pack");
+/// # a2pack::pack_dir(&runs, &path, a2pack::PackWriterOptions::new(), None)?;
+/// let h = a2pack::Pack::open(&path)?.histograms(0)?;
+/// assert_eq!(h.engines.iter().map(|e| e.1).sum::<u64>(), 4);
+/// # Ok::<(), a2pack::Error>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct PackHistograms {
     /// (highest tile value, runs), ascending by tile.
@@ -122,8 +162,13 @@ pub enum JsonlMode {
 /// An open packfile. Thread-safe (`Send + Sync`): the header lets every
 /// reader function be called from several threads at once.
 ///
-/// ```no_run
-/// let pack = a2pack::Pack::open("runs.a2pack")?;
+/// ```
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let runs = dir.path().join("runs");
+/// # a2pack::GenOptions::new().policy(a2pack::Policy::Random).max_steps(30).write_dir(&runs, 4, 1)?;
+/// # let path = dir.path().join("runs.a2pack");
+/// # a2pack::pack_dir(&runs, &path, a2pack::PackWriterOptions::new(), None)?;
+/// let pack = a2pack::Pack::open(&path)?;
 /// println!("{} runs, {} steps", pack.len(), pack.stats(0)?.total_steps);
 /// let run = pack.decode(0)?;
 /// let batch = pack.decode_batch(&[0, 1, 2], 0)?;
@@ -445,9 +490,14 @@ pub struct PackBatch {
 /// It keeps the pack's file open, so it may outlive the [`Pack`]. A failing
 /// batch is returned as `Err` and retried by the next call.
 ///
-/// ```no_run
-/// let pack = a2pack::Pack::open("runs.a2pack")?;
-/// for batch in pack.iter(&a2pack::PackIterOptions::new().batch_size(64).shuffle(1))? {
+/// ```
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let runs = dir.path().join("runs");
+/// # a2pack::GenOptions::new().policy(a2pack::Policy::Random).max_steps(30).write_dir(&runs, 4, 1)?;
+/// # let path = dir.path().join("runs.a2pack");
+/// # a2pack::pack_dir(&runs, &path, a2pack::PackWriterOptions::new(), None)?;
+/// let pack = a2pack::Pack::open(&path)?;
+/// for batch in pack.iter(&a2pack::PackIterOptions::new().batch_size(3).shuffle(1))? {
 ///     let batch = batch?;
 ///     println!("{} runs", batch.indices.len());
 /// }
