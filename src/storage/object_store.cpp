@@ -12,7 +12,10 @@
 namespace a2pack::storage {
 namespace {
 
-constexpr uint64_t kMergeGap = 256u << 10;     // fetch a gap this small rather than pay a request
+// A gap this small is fetched rather than paying another request (Arrow's
+// S3 reads use 8 KiB holes); larger ones would multiply the bytes moved by
+// dense random batches.
+constexpr uint64_t kMergeGap = 16u << 10;
 constexpr uint64_t kMaxRequest = 8u << 20;     // largest merged request: keeps big reads parallel
 constexpr uint64_t kPart = 4u << 20;           // part size of a large read_all / window fetch
 

@@ -49,7 +49,7 @@ class ReadObject {
   // URL when the object changed or the network failed.
   void read(uint64_t offset, size_t len, uint8_t* dst) const;
   // Many ranges at once (any order, overlaps allowed): sorted, neighbours
-  // less than 256 KiB apart merged into one request of up to 8 MiB, requests
+  // less than 16 KiB apart merged into one request of up to 8 MiB, requests
   // run on up to `parallelism` threads (0 = Settings::parallelism).
   void read_many(const ReadRange* ranges, size_t n, uint32_t parallelism = 0) const;
   // Serve forward-moving reads from a background window of `bytes` (0 = off):
