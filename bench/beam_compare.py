@@ -222,11 +222,16 @@ def main():
     for c in cells:
         if c["cell"] == "startup":
             print(f"startup: a pipeline of one element takes {c['s']:.2f} s")
+    from results import emit  # bench/results.py: the summary table of `make bench`
     for b in [c for c in cells if c["cell"] == "build"]:
+        emit("beam", f"BuildDataset, {b['runs']} runs (engine overhead)", b["beam_s"], "a2pack dataset build -j 2",
+             b["cli_s"], "s", higher_is_better=False)
         print(f"build {b['runs']} runs ({b['rows']} rows): CLI --workers 2 {b['cli_s']:.2f} s, "
               f"BuildDataset (DirectRunner, 2 workers) {b['beam_s']:.2f} s, "
               f"beam/CLI speed {b['ratio']:.2f}x")
     for c in [c for c in cells if c["cell"].startswith(("bag", "direct"))]:
+        emit("beam", c["cell"], c["a2pack_records_per_s"], "bagz.beam.bagzio", c["bagz_records_per_s"],
+             "records/s", target=1.5)
         print(f"{c['cell']:10s} {c['records']} records: a2pack {c['a2pack_records_per_s']:,.0f}/s, "
               f"bagz {c['bagz_records_per_s']:,.0f}/s, ratio {c['ratio']:.2f}x")
     if a.json:

@@ -6,6 +6,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 build=${1:-$here/../build}
 out=${BENCH_OUT:-$here/../bench-out}
 mkdir -p "$out"
+rm -f "$out/results.jsonl"   # bench/results.py: this run's cells only
+export BENCH_OUT=$out
 for b in "$build"/bench/bench_*; do
   [ -x "$b" ] || continue
   name=$(basename "$b")
@@ -17,3 +19,5 @@ for py in "$here"/*_compare.py; do
   echo "=== $(basename "$py")"
   A2PACK_CLI="$build/a2pack" "${PYTHON:-python3}" "$py" | tee "$out/$(basename "$py" .py).txt"
 done
+echo "=== summary"
+"${PYTHON:-python3}" "$here/summary.py" "$out"
