@@ -11,8 +11,9 @@ $(STAMPS)/apt-storage: mk/storage.mk
 setup: $(STAMPS)/apt-storage
 
 # scripts/pyproject_extra.py gives bare names, so moto's [server] extra
-# (Flask) is installed here for the S3 server the tests start.
+# (Flask and the rest of its server) is installed here for the S3 server the
+# tests start.
 $(STAMPS)/pip-storage: mk/storage.mk | $(STAMPS)/pip
-	$(call pip_install_missing,flask flask-cors)
+	$(call pip_install_missing,moto[server])
 
 test-deps: $(STAMPS)/pip-storage
