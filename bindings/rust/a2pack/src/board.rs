@@ -4,6 +4,11 @@
 use a2pack_sys as sys;
 
 /// One of the four moves, in the library's order (Up, Down, Left, Right).
+///
+/// ```
+/// assert_eq!(a2pack::Move::from_index(2), Some(a2pack::Move::Left));
+/// assert_eq!(a2pack::Move::Right as u8, 3);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(u8)]
 pub enum Move {

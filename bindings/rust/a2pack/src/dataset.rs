@@ -40,6 +40,17 @@ const _: () = assert!(std::mem::size_of::<StepRow>() == sys::A2PACK_DATASET_ROW_
 
 /// Options of [`build`] and [`append`], as a typed builder (the progress
 /// closure is a separate argument).
+///
+/// ```
+/// # let dir = tempfile::tempdir().unwrap();
+/// # a2pack::GenOptions::new().policy(a2pack::Policy::Greedy).max_steps(20).write_dir(dir.path().join("runs"), 3, 1)?;
+/// let opts = a2pack::BuildOptions::new().workers(1).allow_missing_branches(true);
+/// let mut seen = 0;
+/// let mut progress = |done: u64, _total: u64| { seen = done; true };
+/// let r = a2pack::dataset::build(dir.path().join("runs"), dir.path().join("ds"), &opts, Some(&mut progress))?;
+/// assert_eq!((r.runs_added, seen), (3, 3));
+/// # Ok::<(), a2pack::Error>(())
+/// ```
 #[derive(Debug, Clone, Copy)]
 pub struct BuildOptions {
     raw: sys::a2pack_dataset_build_options,
@@ -80,6 +91,14 @@ impl BuildOptions {
 }
 
 /// What a build or append did.
+///
+/// ```
+/// # let dir = tempfile::tempdir().unwrap();
+/// # a2pack::GenOptions::new().policy(a2pack::Policy::Greedy).max_steps(20).write_dir(dir.path().join("runs"), 3, 1)?;
+/// let r = a2pack::dataset::build(dir.path().join("runs"), dir.path().join("ds"), &Default::default(), None)?;
+/// assert_eq!((r.runs_added, r.total_runs, r.rows_added), (3, 3, r.total_rows));
+/// # Ok::<(), a2pack::Error>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct BuildResult {
     /// Runs added by the call.
@@ -185,6 +204,16 @@ unsafe fn owned_string(p: *mut std::ffi::c_char) -> String {
 }
 
 /// Options of [`Dataset::open_with`].
+///
+/// ```
+/// # let dir = tempfile::tempdir().unwrap();
+/// # a2pack::GenOptions::new().policy(a2pack::Policy::Greedy).max_steps(20).write_dir(dir.path().join("runs"), 3, 1)?;
+/// # a2pack::dataset::build(dir.path().join("runs"), dir.path().join("ds"), &Default::default(), None)?;
+/// let opts = a2pack::OpenOptions::new().mmap(true).verify_crc(true).workers(1);
+/// let ds = a2pack::Dataset::open_with(dir.path().join("ds"), &opts)?;
+/// assert!(ds.info().mapped);
+/// # Ok::<(), a2pack::Error>(())
+/// ```
 #[derive(Debug, Clone, Copy)]
 pub struct OpenOptions {
     raw: sys::a2pack_dataset_open_options,
@@ -237,6 +266,15 @@ impl OpenOptions {
 }
 
 /// Facts about an open dataset.
+///
+/// ```
+/// # let dir = tempfile::tempdir().unwrap();
+/// # a2pack::GenOptions::new().policy(a2pack::Policy::Greedy).max_steps(20).write_dir(dir.path().join("runs"), 3, 1)?;
+/// # a2pack::dataset::build(dir.path().join("runs"), dir.path().join("ds"), &Default::default(), None)?;
+/// let info = a2pack::Dataset::open(dir.path().join("ds"))?.info();
+/// assert!(info.has_manifest && info.runs == 3 && info.next_run_id == 3 && info.uncommitted_rows == 0);
+/// # Ok::<(), a2pack::Error>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DatasetInfo {
     /// Committed rows.
@@ -258,6 +296,17 @@ pub struct DatasetInfo {
 }
 
 /// A value bound to a `?` of an SQL filter.
+///
+/// ```
+/// # let dir = tempfile::tempdir().unwrap();
+/// # a2pack::GenOptions::new().policy(a2pack::Policy::Greedy).max_steps(20).write_dir(dir.path().join("runs"), 3, 1)?;
+/// # a2pack::dataset::build(dir.path().join("runs"), dir.path().join("ds"), &Default::default(), None)?;
+/// use a2pack::SqlParam;
+/// let ds = a2pack::Dataset::open(dir.path().join("ds"))?;
+/// let ids = ds.select_runs(Some("id >= ? AND engine IS NOT ?"), &[SqlParam::Integer(1), SqlParam::Text("x")])?;
+/// assert_eq!(ids, vec![1, 2]);
+/// # Ok::<(), a2pack::Error>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum SqlParam<'a> {
     /// NULL.
@@ -293,6 +342,17 @@ fn where_cstr(w: Option<&str>) -> Result<Option<std::ffi::CString>> {
 /// Column destinations of [`Dataset::gather_columns`]; `None` members are
 /// skipped. Each slice holds n entries per row (16 for exponents, 4 for
 /// legal and values, 1 otherwise).
+///
+/// ```
+/// # let dir = tempfile::tempdir().unwrap();
+/// # a2pack::GenOptions::new().policy(a2pack::Policy::Greedy).max_steps(20).write_dir(dir.path().join("runs"), 3, 1)?;
+/// # a2pack::dataset::build(dir.path().join("runs"), dir.path().join("ds"), &Default::default(), None)?;
+/// let ds = a2pack::Dataset::open(dir.path().join("ds"))?;
+/// let (mut moves, mut values) = (vec![0u8; 2], vec![0f32; 8]);
+/// ds.gather_columns(&[1, 0], &mut a2pack::ColumnsMut { moves: Some(&mut moves), ev_values: Some(&mut values), ..Default::default() }, 1)?;
+/// assert_eq!(values[4 + moves[1] as usize], 1.0); // the chosen move's value
+/// # Ok::<(), a2pack::Error>(())
+/// ```
 #[derive(Debug, Default)]
 pub struct ColumnsMut<'a> {
     /// n × 16 tile exponents, cell 0 first.

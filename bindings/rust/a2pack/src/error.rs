@@ -8,6 +8,13 @@ use std::fmt;
 use a2pack_sys as sys;
 
 /// The kind of failure, one per `A2PACK_E_*` status of the C API.
+///
+/// ```
+/// use a2pack::Status;
+/// assert_eq!(Status::from_code(-3), Some(Status::Corrupt));
+/// assert_eq!(Status::Corrupt.name(), "A2PACK_E_CORRUPT");
+/// assert_eq!(Status::from_code(0), None);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Status {

@@ -9,6 +9,12 @@ use crate::ffi::{path_cstr, with_progress};
 use crate::run::{Run, RunKind};
 
 /// How the generator picks moves.
+///
+/// ```
+/// let run = a2pack::GenOptions::new().policy(a2pack::Policy::Random).max_steps(8).run(5)?;
+/// assert!(!run.has_branches()); // random play stores no branch values
+/// # Ok::<(), a2pack::Error>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Policy {
     /// Depth-limited expectimax; stores branch expected values (default).

@@ -74,7 +74,7 @@ pub fn abi_version() -> u32 {
     unsafe { sys::a2pack_abi_version() }
 }
 
-/// Remove the temporaries killed writers left ("<out>.tmp-<pid>-<n>") of
+/// Remove the temporaries killed writers left (`<out>.tmp-<pid>-<n>`) of
 /// `path` (an output file) or of every output in `path` (a folder): only
 /// files whose process is gone and that nobody holds locked. Returns the
 /// removed paths.

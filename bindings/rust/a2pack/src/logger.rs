@@ -19,6 +19,14 @@ pub enum WhenFull {
 }
 
 /// Options of [`DataLogger::open_with`], as a typed builder.
+///
+/// ```
+/// let dir = tempfile::tempdir().unwrap();
+/// let opts = a2pack::LoggerOptions::new().zstd_level(3).flush_interval_ms(0).when_full(a2pack::logger::WhenFull::ReturnFull);
+/// let log = a2pack::DataLogger::open_with(dir.path(), &opts)?;
+/// log.close()?;
+/// # Ok::<(), a2pack::Error>(())
+/// ```
 #[derive(Debug, Clone, Copy)]
 pub struct LoggerOptions {
     raw: sys::a2pack_logger_options,
@@ -92,10 +100,31 @@ impl LoggerOptions {
 }
 
 /// A stream id handed out by [`DataLogger::register_stream`].
+///
+/// ```
+/// let dir = tempfile::tempdir().unwrap();
+/// let log = a2pack::DataLogger::open(dir.path())?;
+/// let s = log.register_stream(r#"{"measure":"x"}"#, 0.5, 0.25, true)?;
+/// log.record(s, 1.0, &[9, 2], &[1.0, -0.5])?;
+/// log.close()?;
+/// assert_eq!(s, a2pack::StreamId(0));
+/// # Ok::<(), a2pack::Error>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct StreamId(pub u32);
 
 /// Counters of a logger.
+///
+/// ```
+/// let dir = tempfile::tempdir().unwrap();
+/// let log = a2pack::DataLogger::open(dir.path())?;
+/// let s = log.register_stream("{}", 1.0, 1.0, false)?;
+/// log.record(s, 0.0, &[1], &[2.0])?;
+/// log.flush()?;
+/// let stats = log.stats()?;
+/// assert_eq!((stats.records, stats.values), (1, 1));
+/// # Ok::<(), a2pack::Error>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct LoggerStats {
     /// Records handed to the kernel.
@@ -122,6 +151,17 @@ pub struct LoggerStats {
 
 /// Many records for one [`DataLogger::record_batch`] call: record i is
 /// (`stream_ids[i]`, `epochs[i]`, `indices`/`values[offsets[i]..offsets[i+1]]`).
+///
+/// ```
+/// let dir = tempfile::tempdir().unwrap();
+/// let log = a2pack::DataLogger::open(dir.path())?;
+/// let s = log.register_stream("{}", 1.0, 1.0, false)?;
+/// let batch = a2pack::logger::RecordBatch { stream_ids: &[s.0, s.0], epochs: &[0.0, 1.0], offsets: &[0, 1, 3], indices: &[4, 1, 2], values: &[1.0, 2.0, 3.0] };
+/// log.record_batch(&batch)?;
+/// log.close()?;
+/// assert_eq!(a2pack::logger::decode(dir.path())?.columns().offsets, &[0, 1, 3]);
+/// # Ok::<(), a2pack::Error>(())
+/// ```
 #[derive(Debug, Clone, Copy)]
 pub struct RecordBatch<'a> {
     /// Stream of each record.
@@ -294,6 +334,17 @@ impl DataLogger {
 }
 
 /// Options of [`decode_with`].
+///
+/// ```
+/// let dir = tempfile::tempdir().unwrap();
+/// let log = a2pack::DataLogger::open(dir.path())?;
+/// let s = log.register_stream(r#"{"measure":"x"}"#, 0.5, 0.25, true)?;
+/// log.record(s, 1.0, &[9, 2], &[1.0, -0.5])?;
+/// log.close()?;
+/// let data = a2pack::logger::decode_with(dir.path(), &a2pack::logger::DecodeOptions::new().workers(1).strict(true))?;
+/// assert_eq!(data.summary().records, 1);
+/// # Ok::<(), a2pack::Error>(())
+/// ```
 #[derive(Debug, Clone, Copy)]
 pub struct DecodeOptions {
     raw: sys::a2pack_logger_decode_options,
@@ -342,6 +393,18 @@ pub fn decode_with(dir: impl AsRef<Path>, opts: &DecodeOptions) -> Result<Logger
 }
 
 /// The records of a decoded folder, borrowed from [`LoggerData`].
+///
+/// ```
+/// let dir = tempfile::tempdir().unwrap();
+/// let log = a2pack::DataLogger::open(dir.path())?;
+/// let s = log.register_stream(r#"{"measure":"x"}"#, 0.5, 0.25, true)?;
+/// log.record(s, 1.0, &[9, 2], &[1.0, -0.5])?;
+/// log.close()?;
+/// let data = a2pack::logger::decode(dir.path())?;
+/// let c = data.columns();
+/// assert_eq!((c.indices, c.values, c.epochs), (&[2, 9][..], &[-0.5, 1.0][..], &[1.0][..])); // sorted by the stream
+/// # Ok::<(), a2pack::Error>(())
+/// ```
 #[derive(Debug, Clone, Copy)]
 pub struct LoggerColumns<'a> {
     /// Stream of each record.
@@ -357,6 +420,17 @@ pub struct LoggerColumns<'a> {
 }
 
 /// Totals of a decode.
+///
+/// ```
+/// let dir = tempfile::tempdir().unwrap();
+/// let log = a2pack::DataLogger::open(dir.path())?;
+/// let s = log.register_stream(r#"{"measure":"x"}"#, 0.5, 0.25, true)?;
+/// log.record(s, 1.0, &[9, 2], &[1.0, -0.5])?;
+/// log.close()?;
+/// let sum = a2pack::logger::decode(dir.path())?.summary();
+/// assert_eq!((sum.records, sum.values, sum.streams, sum.problems), (1, 2, 1, 0));
+/// # Ok::<(), a2pack::Error>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct LoggerSummary {
     /// Segment files read.
@@ -380,6 +454,17 @@ pub struct LoggerSummary {
 }
 
 /// A stream of a decoded folder.
+///
+/// ```
+/// let dir = tempfile::tempdir().unwrap();
+/// let log = a2pack::DataLogger::open(dir.path())?;
+/// let s = log.register_stream(r#"{"measure":"x"}"#, 0.5, 0.25, true)?;
+/// log.record(s, 1.0, &[9, 2], &[1.0, -0.5])?;
+/// log.close()?;
+/// let streams = a2pack::logger::decode(dir.path())?.streams()?;
+/// assert_eq!((streams[0].epoch_scale, streams[0].sort, streams[0].labels_json.as_str()), (0.5, true, r#"{"measure":"x"}"#));
+/// # Ok::<(), a2pack::Error>(())
+/// ```
 #[derive(Debug, Clone, PartialEq)]
 pub struct StreamInfo {
     /// Its id.
@@ -395,6 +480,22 @@ pub struct StreamInfo {
 }
 
 /// Damage a decode skipped.
+///
+/// ```
+/// let dir = tempfile::tempdir().unwrap();
+/// let log = a2pack::DataLogger::open(dir.path())?;
+/// let s = log.register_stream(r#"{"measure":"x"}"#, 0.5, 0.25, true)?;
+/// log.record(s, 1.0, &[9, 2], &[1.0, -0.5])?;
+/// log.close()?;
+/// let seg = std::fs::read_dir(dir.path().join("segments")).unwrap().next().unwrap().unwrap().path();
+/// let mut bytes = std::fs::read(&seg).unwrap();
+/// let n = bytes.len();
+/// bytes[n - 2] ^= 0xFF;
+/// std::fs::write(&seg, &bytes).unwrap();
+/// let problems = a2pack::logger::decode(dir.path())?.problems()?;
+/// assert!(!problems.is_empty() && problems[0].path == seg);
+/// # Ok::<(), a2pack::Error>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Problem {
     /// What kind of damage.
@@ -408,6 +509,17 @@ pub struct Problem {
 }
 
 /// A decoded logger folder.
+///
+/// ```
+/// let dir = tempfile::tempdir().unwrap();
+/// let log = a2pack::DataLogger::open(dir.path())?;
+/// let s = log.register_stream(r#"{"measure":"x"}"#, 0.5, 0.25, true)?;
+/// log.record(s, 1.0, &[9, 2], &[1.0, -0.5])?;
+/// log.close()?;
+/// let data = a2pack::logger::decode(dir.path())?;
+/// assert_eq!(data.columns().stream_ids, &[0]);
+/// # Ok::<(), a2pack::Error>(())
+/// ```
 pub struct LoggerData {
     raw: *mut sys::a2pack_logger_data,
 }

@@ -52,6 +52,13 @@ impl RunKind {
 }
 
 /// Run metadata (an owned copy of `a2pack_run_meta`).
+///
+/// ```
+/// let meta = a2pack::RunMeta { steps: 1, max_score: 4, engine: None, ..Default::default() };
+/// let run = a2pack::Run::new(&meta, &[0x1100_0000_0000_0000], &[2], None, 0x2000_0000_0000_0001)?;
+/// assert_eq!(run.meta()?, meta);
+/// # Ok::<(), a2pack::Error>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct RunMeta {
     /// `meta.steps` as stored.
@@ -69,6 +76,14 @@ pub struct RunMeta {
 }
 
 /// The steps of a run as arrays (an owned copy).
+///
+/// ```
+/// let run = a2pack::GenOptions::new().policy(a2pack::Policy::Greedy).max_steps(10).run(3)?;
+/// let steps = run.steps();
+/// assert_eq!(steps.boards.len(), run.len());
+/// assert!(steps.moves.iter().zip(&steps.legal_masks).all(|(&m, &legal)| legal & (1 << m) != 0));
+/// # Ok::<(), a2pack::Error>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Steps {
     /// Board before each step.
@@ -84,6 +99,15 @@ pub struct Steps {
 }
 
 /// Branch values given to [`Run::new`]: one entry per step.
+///
+/// ```
+/// use a2pack::{Branches, Run, RunMeta};
+/// let values = [[0.5, 0.0, 1.0, 0.25]];
+/// let b = Branches { values: &values, legal_masks: &[0b1101], present: None };
+/// let run = Run::new(&RunMeta { steps: 1, ..Default::default() }, &[0x1100_0000_0000_0000], &[2], Some(b), 0)?;
+/// assert!(run.has_branches());
+/// # Ok::<(), a2pack::Error>(())
+/// ```
 #[derive(Debug, Clone, Copy)]
 pub struct Branches<'a> {
     /// Expected values per step (Up, Down, Left, Right); illegal ones are ignored.
@@ -391,6 +415,15 @@ impl fmt::Debug for RunBatch {
 
 /// The arrays of a [`RunBatch`], borrowed from it. Steps of run r are
 /// `step_offsets[r] .. step_offsets[r + 1]`.
+///
+/// ```
+/// let run = a2pack::GenOptions::new().policy(a2pack::Policy::Random).max_steps(5).run(1)?;
+/// let batch = a2pack::RunBatch::decode(&[run.encode(a2pack::RunKind::V2)?], 1)?;
+/// let cols = batch.columns();
+/// assert_eq!(&cols.boards[cols.run_steps(0)], run.boards());
+/// assert_eq!(cols.engine(0), run.meta()?.engine.as_deref());
+/// # Ok::<(), a2pack::Error>(())
+/// ```
 #[derive(Debug, Clone, Copy)]
 pub struct RunColumns<'a> {
     /// n_runs + 1 offsets into the step arrays.
