@@ -228,6 +228,10 @@ def test_pack_read_validate_export(store, tmp_path):
     cli("to-jsonl", "--packfile", remote, "--output", str(out_remote), "-q")
     cli("to-jsonl", "--packfile", str(local), "--output", str(out_local), "-q")
     assert out_remote.read_bytes() == out_local.read_bytes()
+    cli("extract", "--packfile", remote, "--indices", "0,5-7", "-o", str(tmp_path / "x"))
+    with a2pack.PackReader.open(local) as lr:
+        got = sorted((tmp_path / "x").iterdir())
+        assert [p.read_bytes() for p in got] == [lr.read(i) for i in (0, 5, 6, 7)]
 
 
 # ---------------------------------------------------------------- datasets
