@@ -71,13 +71,16 @@ def _destructor(name: bytes, ctype: str):
     the struct's memory."""
 
     def destroy(capsule):
-        p = _capsule_ptr(capsule, name)
-        if not p:
-            return
-        s = ffi.cast(ctype, p)
-        if s.release != ffi.NULL:
-            s.release(s)
-        _libc.free(p)
+        try:
+            p = _capsule_ptr(capsule, name)
+            if not p:
+                return
+            s = ffi.cast(ctype, p)
+            if s.release != ffi.NULL:
+                s.release(s)
+            _libc.free(p)
+        except Exception:  # pragma: no cover - interpreter shutdown: module globals gone
+            pass
 
     return _DESTRUCTOR(destroy)
 
