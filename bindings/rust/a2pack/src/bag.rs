@@ -11,6 +11,18 @@ use crate::error::{check, Error, Result, Status};
 use crate::ffi::{path_cstr, unsafe_send, unsafe_sync, view, CPaths};
 
 /// Record compression.
+///
+/// ```
+/// let dir = tempfile::tempdir().unwrap();
+/// let path = dir.path().join("plain-named.bagz");
+/// let opts = a2pack::bag::WriterOptions::new().compression(a2pack::bag::Compression::None);
+/// let mut w = a2pack::bag::Writer::create(&path, &opts)?;
+/// w.write(b"stored")?;
+/// w.commit()?;
+/// let r = a2pack::bag::Reader::open_with(&path, &a2pack::bag::ReaderOptions::new().compression(a2pack::bag::Compression::None))?;
+/// assert_eq!(r.get(0)?, b"stored");
+/// # Ok::<(), a2pack::Error>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Compression {
     /// By extension: `.bagz` is zstd, anything else none.
@@ -90,6 +102,16 @@ pub enum Sharding {
 }
 
 /// Options of [`Writer`], as a typed builder.
+///
+/// ```
+/// let dir = tempfile::tempdir().unwrap();
+/// let opts = a2pack::bag::WriterOptions::new().zstd_level(5).workers(1).durable(false).direct_io(false);
+/// let mut w = a2pack::bag::Writer::create(dir.path().join("o.bagz"), &opts)?;
+/// w.write(b"x")?;
+/// w.flush()?;
+/// w.commit()?;
+/// # Ok::<(), a2pack::Error>(())
+/// ```
 #[derive(Debug, Clone)]
 pub struct WriterOptions {
     raw: sys::a2pack_bag_writer_options,
@@ -261,6 +283,22 @@ impl Writer {
 }
 
 /// Options of [`Reader`], as a typed builder.
+///
+/// ```
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let path = dir.path().join("r.bagz");
+/// # let mut w = a2pack::bag::Writer::create(&path, &Default::default())?;
+/// # w.write_all([&b"zero"[..], b"one", b"two"])?;
+/// # w.commit()?;
+/// let opts = a2pack::bag::ReaderOptions::new()
+///     .limits_storage(a2pack::bag::LimitsStorage::InMemory)
+///     .access_pattern(a2pack::bag::AccessPattern::Random)
+///     .cache_policy(a2pack::bag::CachePolicy::DropAfterRead)
+///     .sharding(a2pack::bag::Sharding::Concatenated)
+///     .max_parallelism(2);
+/// assert_eq!(a2pack::bag::Reader::open_with(&path, &opts)?.get(1)?, b"one");
+/// # Ok::<(), a2pack::Error>(())
+/// ```
 #[derive(Debug, Clone)]
 pub struct ReaderOptions {
     raw: sys::a2pack_bag_reader_options,
@@ -355,6 +393,17 @@ impl ReaderOptions {
 }
 
 /// One shard of a [`Reader`].
+///
+/// ```
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let path = dir.path().join("r.bagz");
+/// # let mut w = a2pack::bag::Writer::create(&path, &Default::default())?;
+/// # w.write_all([&b"zero"[..], b"one", b"two"])?;
+/// # w.commit()?;
+/// let info = a2pack::bag::Reader::open(&path)?.shard_info(0)?;
+/// assert_eq!((info.records, info.compressed, info.path == path), (3, true, true));
+/// # Ok::<(), a2pack::Error>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ShardInfo {
     /// Its path.
@@ -582,6 +631,18 @@ impl Reader {
 }
 
 /// Records read in one buffer; records borrow the batch.
+///
+/// ```
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let path = dir.path().join("r.bagz");
+/// # let mut w = a2pack::bag::Writer::create(&path, &Default::default())?;
+/// # w.write_all([&b"zero"[..], b"one", b"two"])?;
+/// # w.commit()?;
+/// let batch = a2pack::bag::Reader::open(&path)?.read_range(1, 2, 1)?;
+/// let (data, offsets) = batch.raw_parts();
+/// assert_eq!((data, offsets), (&b"onetwo"[..], &[0, 3, 6][..]));
+/// # Ok::<(), a2pack::Error>(())
+/// ```
 pub struct Batch {
     raw: *mut sys::a2pack_bag_batch,
 }
@@ -638,6 +699,18 @@ impl Batch {
 }
 
 /// Iterator over a reader's records, reading ahead in batches.
+///
+/// ```
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let path = dir.path().join("r.bagz");
+/// # let mut w = a2pack::bag::Writer::create(&path, &Default::default())?;
+/// # w.write_all([&b"zero"[..], b"one", b"two"])?;
+/// # w.commit()?;
+/// let r = a2pack::bag::Reader::open(&path)?;
+/// let all: Vec<Vec<u8>> = r.iter_with(2).collect::<Result<_, _>>()?;
+/// assert_eq!(all, [b"zero".to_vec(), b"one".to_vec(), b"two".to_vec()]);
+/// # Ok::<(), a2pack::Error>(())
+/// ```
 pub struct RecordIter<'a> {
     reader: &'a Reader,
     next: u64,
@@ -819,6 +892,18 @@ impl MultiIndex {
 }
 
 /// bagz's `Index`: the first position of each distinct record.
+///
+/// ```
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let path = dir.path().join("r.bagz");
+/// # let mut w = a2pack::bag::Writer::create(&path, &Default::default())?;
+/// # w.write_all([&b"zero"[..], b"one", b"two"])?;
+/// # w.commit()?;
+/// let r = a2pack::bag::Reader::open(&path)?;
+/// let idx = a2pack::bag::Index::build(&r, None, 1)?;
+/// assert_eq!((idx.get(b"two"), idx.get(b"three"), idx.unique()), (Some(2), None, 3));
+/// # Ok::<(), a2pack::Error>(())
+/// ```
 #[derive(Debug)]
 pub struct Index(MultiIndex);
 

@@ -10,6 +10,13 @@ use crate::error::{check, Error, Result, Status};
 use crate::ffi::{path_cstr, text_cstr, unsafe_send, unsafe_sync, view};
 
 /// What `record` does when the writer is behind.
+///
+/// ```
+/// let dir = tempfile::tempdir().unwrap();
+/// let opts = a2pack::LoggerOptions::new().when_full(a2pack::logger::WhenFull::Block).ring_bytes(1 << 20).frame_bytes(1 << 16);
+/// a2pack::DataLogger::open_with(dir.path(), &opts)?.close()?;
+/// # Ok::<(), a2pack::Error>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WhenFull {
     /// Wait for the writer (default).

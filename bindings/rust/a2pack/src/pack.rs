@@ -58,6 +58,18 @@ impl PackOptions {
 }
 
 /// Flags of the read calls.
+///
+/// ```
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let runs = dir.path().join("runs");
+/// # a2pack::GenOptions::new().policy(a2pack::Policy::Random).max_steps(30).write_dir(&runs, 4, 1)?;
+/// # let path = dir.path().join("runs.a2pack");
+/// # a2pack::pack_dir(&runs, &path, a2pack::PackWriterOptions::new(), None)?;
+/// let pack = a2pack::Pack::open(&path)?;
+/// let run = pack.decode_with(0, a2pack::ReadFlags::NO_VERIFY)?; // trusted scan: no CRC check
+/// assert_eq!(run, pack.decode(0)?);
+/// # Ok::<(), a2pack::Error>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct ReadFlags(pub u32);
 
@@ -151,6 +163,20 @@ pub struct PackHistograms {
 }
 
 /// JSONL export modes (upstream's schemas).
+///
+/// ```
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let runs = dir.path().join("runs");
+/// # a2pack::GenOptions::new().policy(a2pack::Policy::Random).max_steps(30).write_dir(&runs, 4, 1)?;
+/// # let path = dir.path().join("runs.a2pack");
+/// # a2pack::pack_dir(&runs, &path, a2pack::PackWriterOptions::new(), None)?;
+/// let pack = a2pack::Pack::open(&path)?;
+/// let out = dir.path().join("steps.jsonl");
+/// pack.to_jsonl(&out, a2pack::JsonlMode::Steps, 1, None)?;
+/// let lines = std::fs::read_to_string(&out).unwrap().lines().count() as u64;
+/// assert_eq!(lines, pack.stats(0)?.total_steps);
+/// # Ok::<(), a2pack::Error>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum JsonlMode {
     /// One line per run.
@@ -431,6 +457,19 @@ impl Pack {
 }
 
 /// Options of [`Pack::iter`].
+///
+/// ```
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let runs = dir.path().join("runs");
+/// # a2pack::GenOptions::new().policy(a2pack::Policy::Random).max_steps(30).write_dir(&runs, 4, 1)?;
+/// # let path = dir.path().join("runs.a2pack");
+/// # a2pack::pack_dir(&runs, &path, a2pack::PackWriterOptions::new(), None)?;
+/// let pack = a2pack::Pack::open(&path)?;
+/// let opts = a2pack::PackIterOptions::new().batch_size(3).workers(1).flags(a2pack::ReadFlags::NO_VERIFY);
+/// let sizes: Vec<usize> = pack.iter(&opts)?.map(|b| b.map(|b| b.indices.len())).collect::<Result<_, _>>()?;
+/// assert_eq!(sizes, vec![3, 1]);
+/// # Ok::<(), a2pack::Error>(())
+/// ```
 #[derive(Debug, Clone, Copy)]
 pub struct PackIterOptions {
     raw: sys::a2pack_pack_iter_options,
@@ -478,6 +517,18 @@ impl PackIterOptions {
 }
 
 /// One batch of an epoch: the runs and their entry indices.
+///
+/// ```
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let runs = dir.path().join("runs");
+/// # a2pack::GenOptions::new().policy(a2pack::Policy::Random).max_steps(30).write_dir(&runs, 4, 1)?;
+/// # let path = dir.path().join("runs.a2pack");
+/// # a2pack::pack_dir(&runs, &path, a2pack::PackWriterOptions::new(), None)?;
+/// let pack = a2pack::Pack::open(&path)?;
+/// let first = pack.iter(&a2pack::PackIterOptions::new().batch_size(2))?.next().unwrap()?;
+/// assert_eq!((first.indices, first.runs.len()), (vec![0, 1], 2));
+/// # Ok::<(), a2pack::Error>(())
+/// ```
 #[derive(Debug)]
 pub struct PackBatch {
     /// The decoded runs.
@@ -540,6 +591,19 @@ impl Iterator for PackIter {
 }
 
 /// Compression of pack entries.
+///
+/// ```
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let runs = dir.path().join("runs");
+/// # a2pack::GenOptions::new().policy(a2pack::Policy::Random).max_steps(30).write_dir(&runs, 4, 1)?;
+/// # let path = dir.path().join("runs.a2pack");
+/// # a2pack::pack_dir(&runs, &path, a2pack::PackWriterOptions::new(), None)?;
+/// let zpath = dir.path().join("z.a2pack");
+/// let s = a2pack::pack_dir(&runs, &zpath, a2pack::PackWriterOptions::new().compression(a2pack::PackCompression::Zstd).zstd_level(9), None)?;
+/// assert_eq!(a2pack::Pack::open(&zpath)?.read(2)?, a2pack::Pack::open(&path)?.read(2)?);
+/// assert!(s.stored_bytes <= s.input_bytes);
+/// # Ok::<(), a2pack::Error>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PackCompression {
     /// Run files stored verbatim.
@@ -549,6 +613,17 @@ pub enum PackCompression {
 }
 
 /// What a finished pack build did.
+///
+/// ```
+/// # let dir = tempfile::tempdir().unwrap();
+/// # let runs = dir.path().join("runs");
+/// # a2pack::GenOptions::new().policy(a2pack::Policy::Random).max_steps(30).write_dir(&runs, 4, 1)?;
+/// # let path = dir.path().join("runs.a2pack");
+/// # a2pack::pack_dir(&runs, &path, a2pack::PackWriterOptions::new(), None)?;
+/// let s = a2pack::pack_dir(&runs, dir.path().join("b.a2pack"), a2pack::PackWriterOptions::new().align(64), None)?;
+/// assert_eq!((s.entries, s.skipped, s.compressed_entries), (4, 0, 0));
+/// # Ok::<(), a2pack::Error>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct BuildSummary {
     /// Runs in the pack.
