@@ -7,8 +7,12 @@ LD_LIBRARY_PATH is needed.
 
 import os
 import pathlib
+from typing import Any, Sequence, Union
 
-from ._ffi import ffi
+import numpy as np
+import numpy.typing as npt
+
+from ._ffi import ffi as ffi  # re-exported: the modules import ffi and lib from here
 from . import errors
 
 _HERE = pathlib.Path(__file__).resolve().parent
@@ -28,7 +32,7 @@ def _library_path() -> str:
 
 
 library_path = _library_path()
-lib = ffi.dlopen(library_path)
+lib: Any = ffi.dlopen(library_path)  # cffi library object: its attributes are the C API
 
 if lib.a2pack_abi_version() != lib.A2PACK_ABI_VERSION:
     raise ImportError(
@@ -41,7 +45,8 @@ zstd_version = ffi.string(lib.a2pack_zstd_version()).decode()
 
 
 def last_error() -> str:
-    return ffi.string(lib.a2pack_last_error()).decode("utf-8", "replace")
+    message: str = ffi.string(lib.a2pack_last_error()).decode("utf-8", "replace")
+    return message
 
 
 def check(status: int) -> None:
@@ -50,7 +55,7 @@ def check(status: int) -> None:
         raise errors.from_status(int(status), last_error())
 
 
-def fspath(path) -> bytes:
+def fspath(path: "Union[str, bytes, os.PathLike[str], os.PathLike[bytes]]") -> bytes:
     """A path-like as bytes for the C API."""
     return os.fsencode(os.fspath(path))
 
@@ -61,7 +66,8 @@ class _ArrayView:
 
     __slots__ = ("_owner", "__array_interface__")
 
-    def __init__(self, owner, address: int, shape, typestr: str, readonly: bool):
+    def __init__(self, owner: object, address: int, shape: "tuple[int, ...]", typestr: str,
+                 readonly: bool) -> None:
         self._owner = owner
         self.__array_interface__ = {
             "data": (address, readonly),
@@ -71,14 +77,13 @@ class _ArrayView:
         }
 
 
-def view_array(owner, ptr, shape, dtype, readonly: bool = True):
+def view_array(owner: object, ptr: Any, shape: "Union[int, Sequence[int]]", dtype: "npt.DTypeLike",
+               readonly: bool = True) -> "npt.NDArray[Any]":
     """A numpy array viewing `ptr` (a cffi pointer) without copying.
 
     `owner` must keep the memory valid (typically the Python object holding the
     library handle); the array keeps `owner` alive for as long as it exists.
     """
-    import numpy as np
-
     dt = np.dtype(dtype)
     shape = tuple(int(s) for s in (shape if isinstance(shape, (tuple, list)) else (shape,)))
     count = 1

@@ -1,6 +1,9 @@
 """2048 boards as u64 nibbles (FORMATS.md §1)."""
 
+from typing import Iterable
+
 import numpy as np
+import numpy.typing as npt
 
 from ._native import ffi, lib
 
@@ -25,13 +28,13 @@ def board_legal_moves(board: int) -> int:
     return int(lib.a2pack_board_legal_moves(board))
 
 
-def board_to_grid(board: int) -> np.ndarray:
+def board_to_grid(board: int) -> "npt.NDArray[np.uint8]":
     """4x4 array of tile exponents (0 = empty)."""
     b = int(board)
     return np.array([(b >> (60 - 4 * i)) & 0xF for i in range(16)], dtype=np.uint8).reshape(4, 4)
 
 
-def normalise_branches(ev, legal_mask: int) -> np.ndarray:
+def normalise_branches(ev: Iterable[float], legal_mask: int) -> "npt.NDArray[np.float32]":
     """The upstream per-step branch normalisation of 4 raw move values."""
     src = ffi.new("float[4]", [float(x) for x in ev])
     out = ffi.new("float[4]")

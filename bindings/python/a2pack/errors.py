@@ -5,13 +5,15 @@ message naming the file, offset or index). They also derive from the closest
 Python built-in, so `except FileNotFoundError` or `except IndexError` works.
 """
 
+from typing import Dict, Optional, Type
+
 
 class Error(Exception):
     """Base class of every a2pack error."""
 
     status = -12
 
-    def __init__(self, message: str = "", status: int = None):
+    def __init__(self, message: str = "", status: Optional[int] = None):
         super().__init__(message)
         self.message = message
         if status is not None:
@@ -21,10 +23,10 @@ class Error(Exception):
 class IoError(Error, OSError):
     status = -1
 
-    def __init__(self, message: str = "", status: int = None):
+    def __init__(self, message: str = "", status: Optional[int] = None):
         Error.__init__(self, message, status)
 
-    def __str__(self):
+    def __str__(self) -> str:
         return self.message
 
 
@@ -72,7 +74,7 @@ class InternalError(Error):
     status = -12
 
 
-_BY_STATUS = {cls.status: cls for cls in (
+_BY_STATUS: Dict[int, Type[Error]] = {cls.status: cls for cls in (
     IoError, NotFoundError, CorruptError, ChecksumError, UnsupportedError, OutOfRangeError,
     InvalidArgumentError, NoMemoryError, ClosedError, InterruptedError_, FullError,
     InternalError)}

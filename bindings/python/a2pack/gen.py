@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Callable, Optional, Union
+from typing import Any, Callable, Optional, Union
 
 from ._native import check, ffi, fspath, lib
 from .run import RunV2, _kind_code
@@ -22,7 +22,7 @@ class GenOptions:
     start_unix_s: Optional[int] = None
     max_steps: int = 0
 
-    def _to_c(self):
+    def _to_c(self) -> Any:  # a cffi `a2pack_gen_options *`
         o = ffi.new("a2pack_gen_options *")
         lib.a2pack_gen_options_init(o)
         if self.policy not in _POLICIES:
@@ -37,7 +37,7 @@ class GenOptions:
         return o
 
 
-def generate_run(seed: int, options: Optional[GenOptions] = None, **kw) -> RunV2:
+def generate_run(seed: int, options: Optional[GenOptions] = None, **kw: Any) -> RunV2:
     """Play one game (same seed and options → same run)."""
     opts = (options or GenOptions(**kw))._to_c()
     out = ffi.new("a2pack_run **")
@@ -45,15 +45,15 @@ def generate_run(seed: int, options: Optional[GenOptions] = None, **kw) -> RunV2
     return RunV2._adopt(out[0])
 
 
-def generate_dir(out_dir: Union[str, os.PathLike], runs: int, seed: int = 0,
+def generate_dir(out_dir: Union[str, os.PathLike[str]], runs: int, seed: int = 0,
                  options: Optional[GenOptions] = None,
-                 progress: Optional[Callable[[int, int], Optional[bool]]] = None, **kw) -> None:
+                 progress: Optional[Callable[[int, int], Optional[bool]]] = None, **kw: Any) -> None:
     """Play `runs` games into out_dir/run-NNNNNN.a2run2. `progress(done,
     total)` may return False to stop (raises InterruptedError_)."""
     opts = (options or GenOptions(**kw))._to_c()
-    cb = ffi.NULL
+    cb: Any = ffi.NULL
     if progress is not None:
-        @ffi.callback("int(void *, uint64_t, uint64_t)")
-        def cb(_user, done, total):
+        def on_progress(_user: Any, done: int, total: int) -> int:
             return 1 if progress(int(done), int(total)) is False else 0
+        cb = ffi.callback("int(void *, uint64_t, uint64_t)")(on_progress)
     check(lib.a2pack_gen_dir(opts, fspath(out_dir), runs, seed, cb, ffi.NULL))
