@@ -57,10 +57,16 @@ fn compare(name: &str, rounds: usize, mut safe: impl FnMut(), mut raw: impl FnMu
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let rounds: usize = std::env::args().skip(1).find(|a| !a.starts_with('-')).map_or(Ok(200), |a| a.parse())?;
+    // `cargo bench` passes --bench; under `cargo test --all-targets` the
+    // binary runs as a quick smoke test on small data instead.
+    let bench = std::env::args().any(|a| a == "--bench");
+    let default_rounds = if bench { 200 } else { 2 };
+    let rounds: usize =
+        std::env::args().skip(1).find(|a| !a.starts_with('-')).map_or(Ok(default_rounds), |a| a.parse())?;
+    let n_runs = if bench { 1000 } else { 40 };
     let dir = tempfile::tempdir()?;
     let runs = dir.path().join("runs");
-    GenOptions::new().policy(Policy::Greedy).max_steps(400).write_dir(&runs, 1000, 11)?;
+    GenOptions::new().policy(Policy::Greedy).max_steps(400).write_dir(&runs, n_runs, 11)?;
     let pack_path = dir.path().join("bench.a2pack");
     a2pack::pack_dir(&runs, &pack_path, PackWriterOptions::new(), None)?;
     let ds_dir = dir.path().join("ds");
