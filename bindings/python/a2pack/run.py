@@ -1,17 +1,19 @@
 """Run files (.a2run2 v1 and v2) and columnar run batches."""
 
-from __future__ import annotations
-
+# No `from __future__ import annotations` here: StepV2's field annotations
+# must be real objects, because the NamedTuple's generated __new__ does not
+# live in this module and a string annotation there cannot be resolved (pdoc).
 import dataclasses
 import os
-from typing import List, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, ClassVar, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union, cast
 
 import numpy as np
+import numpy.typing as npt
 
 from ._native import check, ffi, fspath, lib, view_array
 
-KIND_NAMES = {lib.A2PACK_RUN_V1: "v1", lib.A2PACK_RUN_V2: "v2"}
-_KIND_CODES = {"v1": lib.A2PACK_RUN_V1, "v2": lib.A2PACK_RUN_V2}
+KIND_NAMES: Dict[int, str] = {lib.A2PACK_RUN_V1: "v1", lib.A2PACK_RUN_V2: "v2"}
+_KIND_CODES: Dict[str, int] = {"v1": lib.A2PACK_RUN_V1, "v2": lib.A2PACK_RUN_V2}
 
 Branch = Optional[float]  # Legal(value) as a float, Illegal as None
 
@@ -54,8 +56,11 @@ class RunV2:
     """
 
     __slots__ = ("_h", "_cols")
+    _h: Any  # cffi `a2pack_run *`, closed when collected
+    _cols: Optional[Tuple["npt.NDArray[np.uint64]", "npt.NDArray[np.uint8]", "npt.NDArray[np.float32]",
+                          "npt.NDArray[np.uint8]", "npt.NDArray[np.uint8]"]]
 
-    def __init__(self, meta: Meta, steps: Sequence[StepV2], final_board: int):
+    def __init__(self, meta: Meta, steps: Sequence[StepV2], final_board: int) -> None:
         n = len(steps)
         boards = np.fromiter((s[0] for s in steps), dtype=np.uint64, count=n)
         moves = np.fromiter((s[1] for s in steps), dtype=np.uint8, count=n)
@@ -74,7 +79,7 @@ class RunV2:
 
     # -- construction -----------------------------------------------------
     @classmethod
-    def _adopt(cls, handle) -> "RunV2":
+    def _adopt(cls, handle: Any) -> "RunV2":
         """Take ownership of an `a2pack_run *` returned by the library."""
         self = cls.__new__(cls)
         self._h = ffi.gc(handle, lib.a2pack_run_close)
@@ -82,14 +87,19 @@ class RunV2:
         return self
 
     @classmethod
-    def from_arrays(cls, meta: Meta, boards, moves, branch_values=None, legal_masks=None,
-                    branch_present=None, final_board: int = 0) -> "RunV2":
+    def from_arrays(cls, meta: Meta, boards: "npt.ArrayLike", moves: "npt.ArrayLike",
+                    branch_values: "Optional[npt.ArrayLike]" = None,
+                    legal_masks: "Optional[npt.ArrayLike]" = None,
+                    branch_present: "Optional[npt.ArrayLike]" = None,
+                    final_board: int = 0) -> "RunV2":
         self = cls.__new__(cls)
         self._init_from_arrays(meta, boards, moves, branch_values, legal_masks, branch_present,
                                final_board)
         return self
 
-    def _init_from_arrays(self, meta, boards, moves, values, legal, present, final_board):
+    def _init_from_arrays(self, meta: Meta, boards: "npt.ArrayLike", moves: "npt.ArrayLike",
+                          values: "Optional[npt.ArrayLike]", legal: "Optional[npt.ArrayLike]",
+                          present: "Optional[npt.ArrayLike]", final_board: int) -> None:
         boards = np.ascontiguousarray(boards, dtype=np.uint64)
         moves = np.ascontiguousarray(moves, dtype=np.uint8)
         n = len(boards)
@@ -115,7 +125,7 @@ class RunV2:
         self._cols = None
 
     @classmethod
-    def load(cls, path: Union[str, os.PathLike]) -> "RunV2":
+    def load(cls, path: "Union[str, os.PathLike[str]]") -> "RunV2":
         out = ffi.new("a2pack_run **")
         check(lib.a2pack_run_load(fspath(path), out))
         return cls._adopt(out[0])
@@ -138,7 +148,7 @@ class RunV2:
         finally:
             lib.a2pack_free(data[0])
 
-    def save(self, path: Union[str, os.PathLike], kind: str = "v2",
+    def save(self, path: "Union[str, os.PathLike[str]]", kind: str = "v2",
              drop_branches: bool = False) -> None:
         """Write atomically (temporary file + rename)."""
         flags = lib.A2PACK_ENCODE_DROP_BRANCHES if drop_branches else 0
@@ -170,7 +180,8 @@ class RunV2:
     def __len__(self) -> int:
         return int(lib.a2pack_run_step_count(self._h))
 
-    def _columns(self):
+    def _columns(self) -> Tuple["npt.NDArray[np.uint64]", "npt.NDArray[np.uint8]", "npt.NDArray[np.float32]",
+                                "npt.NDArray[np.uint8]", "npt.NDArray[np.uint8]"]:
         if self._cols is None:
             n = len(self)
             boards = np.empty(n, dtype=np.uint64)
@@ -189,29 +200,29 @@ class RunV2:
         return self._cols
 
     @property
-    def boards(self) -> np.ndarray:
+    def boards(self) -> "npt.NDArray[np.uint64]":
         """u64[n]: the board before each step."""
         return self._columns()[0]
 
     @property
-    def moves(self) -> np.ndarray:
+    def moves(self) -> "npt.NDArray[np.uint8]":
         return self._columns()[1]
 
     @property
-    def branch_values(self) -> np.ndarray:
+    def branch_values(self) -> "npt.NDArray[np.float32]":
         """f32[n, 4] (UDLR); 0 where illegal or absent."""
         return self._columns()[2]
 
     @property
-    def legal_masks(self) -> np.ndarray:
+    def legal_masks(self) -> "npt.NDArray[np.uint8]":
         return self._columns()[3]
 
     @property
-    def branch_present(self) -> np.ndarray:
+    def branch_present(self) -> "npt.NDArray[np.uint8]":
         return self._columns()[4]
 
     @property
-    def states(self) -> np.ndarray:
+    def states(self) -> "npt.NDArray[np.uint64]":
         """u64[n + 1]: every board including the final one (the v1 view)."""
         return np.append(self.boards, np.uint64(self.final_board))
 
@@ -222,16 +233,17 @@ class RunV2:
         for i in range(len(boards)):
             br = None
             if present[i]:
-                br = tuple(float(values[i, k]) if legal[i] >> k & 1 else None for k in range(4))
+                br = cast("Tuple[Branch, Branch, Branch, Branch]",
+                          tuple(float(values[i, k]) if legal[i] >> k & 1 else None for k in range(4)))
             out.append(StepV2(int(boards[i]), int(moves[i]), br))
         return out
 
     # Pickled as its v2 bytes (lossless: every field of a RunV2 is in them);
     # a run decoded from a v1 file comes back with source_kind "v2".
-    def __reduce__(self):
+    def __reduce__(self) -> Tuple[Callable[[bytes], "RunV2"], Tuple[bytes]]:
         return (_run_from_bytes, (self.to_bytes("v2"),))
 
-    def __eq__(self, other) -> bool:
+    def __eq__(self, other: object) -> bool:
         if not isinstance(other, RunV2):
             return NotImplemented
         return self.to_bytes() == other.to_bytes()
@@ -246,7 +258,8 @@ def _run_from_bytes(data: bytes) -> RunV2:
     return RunV2.from_bytes(data)
 
 
-def _meta_to_c(meta: Meta):
+def _meta_to_c(meta: Meta) -> Tuple[Any, Any]:
+    """The cffi `a2pack_run_meta *` and the buffer its engine string points into."""
     m = ffi.new("a2pack_run_meta *")
     m.size = ffi.sizeof("a2pack_run_meta")
     m.steps = meta.steps
@@ -268,16 +281,31 @@ class RunBatch:
     view of library memory, valid (and keeping the batch alive) as long as the
     array exists."""
 
-    _STEP_FIELDS = (("boards", "boards", np.uint64, 1), ("moves", "moves", np.uint8, 1),
+    _STEP_FIELDS: ClassVar[Tuple[Tuple[str, str, "npt.DTypeLike", int], ...]] = (("boards", "boards", np.uint64, 1), ("moves", "moves", np.uint8, 1),
                     ("branch_values", "branch_values", np.float32, 4),
                     ("legal_masks", "legal_masks", np.uint8, 1),
                     ("branch_present", "branch_present", np.uint8, 1))
-    _RUN_FIELDS = (("final_boards", np.uint64), ("meta_steps", np.uint32),
+    _RUN_FIELDS: ClassVar[Tuple[Tuple[str, "npt.DTypeLike"], ...]] = (("final_boards", np.uint64), ("meta_steps", np.uint32),
                    ("start_unix_s", np.uint64), ("elapsed_s", np.float32),
                    ("max_score", np.uint64), ("highest_tile", np.uint32),
                    ("source_kind", np.uint8), ("has_engine", np.uint8))
 
-    def __init__(self, handle):
+    # The columns, set from _STEP_FIELDS and _RUN_FIELDS in __init__.
+    boards: "npt.NDArray[np.uint64]"
+    moves: "npt.NDArray[np.uint8]"
+    branch_values: "npt.NDArray[np.float32]"
+    legal_masks: "npt.NDArray[np.uint8]"
+    branch_present: "npt.NDArray[np.uint8]"
+    final_boards: "npt.NDArray[np.uint64]"
+    meta_steps: "npt.NDArray[np.uint32]"
+    start_unix_s: "npt.NDArray[np.uint64]"
+    elapsed_s: "npt.NDArray[np.float32]"
+    max_score: "npt.NDArray[np.uint64]"
+    highest_tile: "npt.NDArray[np.uint32]"
+    source_kind: "npt.NDArray[np.uint8]"
+    has_engine: "npt.NDArray[np.uint8]"
+
+    def __init__(self, handle: Any) -> None:
         self._h = ffi.gc(handle, lib.a2pack_run_batch_close)
         c = ffi.new("a2pack_run_columns *")
         c.size = ffi.sizeof("a2pack_run_columns")
@@ -307,10 +335,10 @@ class RunBatch:
         """The slice of the step columns that belongs to run r."""
         return slice(int(self.step_offsets[r]), int(self.step_offsets[r + 1]))
 
-    def columns(self) -> dict:
+    def columns(self) -> "Dict[str, npt.NDArray[Any]]":
         """Every column by name (numpy views)."""
         names = [f[0] for f in self._STEP_FIELDS] + [f[0] for f in self._RUN_FIELDS]
-        d = {n: getattr(self, n) for n in names}
+        d: "Dict[str, npt.NDArray[Any]]" = {n: getattr(self, n) for n in names}
         d["step_offsets"] = self.step_offsets
         return d
 
