@@ -307,7 +307,7 @@ TEST(CapiArrow, PackStreamOutlivesTheHandle) {
     if (!a.release) break;
     lengths.push_back(a.length);
     const uint64_t* entry = static_cast<const uint64_t*>(a.children[0]->buffers[1]);
-    const uint64_t* board = static_cast<const uint64_t*>(a.children[3]->buffers[1]);
+    const uint64_t* board = static_cast<const uint64_t*>(a.children[2]->buffers[1]);  // entry, step, board
     for (int64_t i = 0; i < a.length; ++i, ++seen) {
       ASSERT_EQ(board[i], c.boards[seen]);
       size_t r = 0;
