@@ -106,9 +106,13 @@ def main():
         assert pq.read_metadata(out1).num_rows == pq.read_metadata(out2).num_rows
         results.append(("pack -> Parquet (steps)", ours, "to-jsonl + DuckDB read_json", base))
 
+        from results import emit  # bench/results.py: the summary table of `make bench`
+
         print(f"{'cell':28} {'a2pack':>10} {'baseline':>10} {'ratio':>7}  baseline")
         for name, o, b_name, b in results:
             print(f"{name:28} {o * 1e3:8.2f}ms {b * 1e3:8.2f}ms {b / o:6.2f}x  {b_name}")
+            emit("arrow_compare", name, o, b_name, b, "s", higher_is_better=False,
+                 note=f"{args.runs} runs, {len(ds)} steps, best of {args.repeat}")
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
