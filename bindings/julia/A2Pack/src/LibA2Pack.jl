@@ -659,6 +659,7 @@ struct a2pack_arrow_api
     pack_export_stats::Ptr{Cvoid}  # a2pack_status (*pack_export_stats)(a2pack_pack *arg1, uint32_t arg2, struct ArrowSchema *arg3, struct ArrowArray *arg4, struct ArrowSchema *arg5, struct ArrowArray *arg6)
     bag_batch_export::Ptr{Cvoid}  # a2pack_status (*bag_batch_export)(a2pack_bag_batch *arg1, struct ArrowSchema *arg2, struct ArrowArray *arg3)
     logger_data_export::Ptr{Cvoid}  # a2pack_status (*logger_data_export)(const a2pack_logger_data *arg1, struct ArrowSchema *arg2, struct ArrowArray *arg3)
+    pack_export_stream::Ptr{Cvoid}  # a2pack_status (*pack_export_stream)(const a2pack_pack *arg1, a2pack_arrow_layout arg2, const uint64_t *arg3, size_t arg4, size_t arg5, uint32_t arg6, uint32_t arg7, struct ArrowArrayStream *arg8)
 end
 
 # a2pack_api_table
@@ -843,6 +844,7 @@ const _fp_a2pack_dataset_export_arrow = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_dataset_export_arrow_stream = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_pack_export_arrow_entries = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_pack_export_arrow_stats = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_a2pack_pack_export_arrow_stream = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_bag_batch_export_arrow = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_logger_data_export_arrow = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_api = Ref{Ptr{Cvoid}}(C_NULL)
@@ -984,6 +986,7 @@ const SYMBOLS = (
     (:a2pack_dataset_export_arrow_stream, _fp_a2pack_dataset_export_arrow_stream),
     (:a2pack_pack_export_arrow_entries, _fp_a2pack_pack_export_arrow_entries),
     (:a2pack_pack_export_arrow_stats, _fp_a2pack_pack_export_arrow_stats),
+    (:a2pack_pack_export_arrow_stream, _fp_a2pack_pack_export_arrow_stream),
     (:a2pack_bag_batch_export_arrow, _fp_a2pack_bag_batch_export_arrow),
     (:a2pack_logger_data_export_arrow, _fp_a2pack_logger_data_export_arrow),
     (:a2pack_api, _fp_a2pack_api),
@@ -1688,6 +1691,11 @@ end
 # a2pack_status a2pack_pack_export_arrow_stats(a2pack_pack *pack, uint32_t workers, struct ArrowSchema *out_schema, struct ArrowArray *out_array, struct ArrowSchema *out_hist_schema, struct ArrowArray *out_hist_array)
 function a2pack_pack_export_arrow_stats(pack, workers, out_schema, out_array, out_hist_schema, out_hist_array)
     @ccall $(_fp_a2pack_pack_export_arrow_stats[])(pack::Ptr{a2pack_pack}, workers::UInt32, out_schema::Ptr{ArrowSchema}, out_array::Ptr{ArrowArray}, out_hist_schema::Ptr{ArrowSchema}, out_hist_array::Ptr{ArrowArray})::a2pack_status
+end
+
+# a2pack_status a2pack_pack_export_arrow_stream(const a2pack_pack *pack, a2pack_arrow_layout layout, const uint64_t *entries, size_t n, size_t batch_runs, uint32_t workers, uint32_t flags, struct ArrowArrayStream *out)
+function a2pack_pack_export_arrow_stream(pack, layout, entries, n, batch_runs, workers, flags, out)
+    @ccall $(_fp_a2pack_pack_export_arrow_stream[])(pack::Ptr{a2pack_pack}, layout::a2pack_arrow_layout, entries::Ptr{UInt64}, n::Csize_t, batch_runs::Csize_t, workers::UInt32, flags::UInt32, out::Ptr{ArrowArrayStream})::a2pack_status
 end
 
 # a2pack_status a2pack_bag_batch_export_arrow(a2pack_bag_batch *batch, struct ArrowSchema *out_schema, struct ArrowArray *out_array)
