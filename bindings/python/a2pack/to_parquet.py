@@ -14,10 +14,12 @@ import argparse
 import os
 import sys
 import time
-from typing import List, Optional
+from typing import Any, Callable, Dict, List, Optional
+
+Progress = Optional[Callable[[int, int], None]]
 
 
-def _progress(enabled: bool):
+def _progress(enabled: bool) -> Progress:
     if not enabled:
         return None
     start = time.monotonic()
@@ -35,24 +37,25 @@ def _progress(enabled: bool):
 
 def convert(inp: str, out: str, *, layout: str = "steps", row_group_size: int = 1 << 20,
             run_ids: Optional[List[int]] = None, min_score: Optional[int] = None,
-            max_score: Optional[int] = None, progress=None) -> int:
+            max_score: Optional[int] = None, progress: Progress = None) -> int:
     """Write IN as Parquet; returns the rows written."""
     from .dataset import Dataset
     from .pack import PackReader
-    from . import arrow  # noqa: F401 - attaches to_parquet
+    from . import arrow
 
     score = None if min_score is None and max_score is None else (min_score, max_score)
     if os.path.isdir(inp):
         ds = Dataset(inp, mmap=True)
-        kw = {}
+        kw: Dict[str, Any] = {}
         if run_ids is not None:
             kw["run_ids"] = run_ids
         if score is not None:
             kw["score"] = score
-        return ds.to_parquet(out, layout, row_group_size=row_group_size, progress=progress, **kw)
+        return int(arrow.dataset_to_parquet(ds, out, layout, row_group_size=row_group_size,
+                                            progress=progress, **kw))
     pack = PackReader(inp)
-    return pack.to_parquet(out, layout, row_group_size=row_group_size, progress=progress,
-                           entries=run_ids, score=score)
+    return int(arrow.pack_to_parquet(pack, out, layout, row_group_size=row_group_size,
+                                     progress=progress, entries=run_ids, score=score))
 
 
 def main(argv: Optional[List[str]] = None) -> int:
