@@ -10,16 +10,18 @@ and tests/python/test_beam.py checks its output byte for byte against
 `a2pack dataset build`.
 """
 
-from __future__ import annotations
-
+# No `from __future__ import annotations` here: RunMeta's field annotations
+# must be real objects, because the NamedTuple's generated __new__ does not
+# live in this module and a string annotation there cannot be resolved (pdoc).
 import json
 import os
 import shutil
 import sqlite3
 import time
-from typing import NamedTuple, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 import numpy as np
+import numpy.typing as npt
 
 from ._native import __version__
 from .dataset import STEP_DTYPE
@@ -59,7 +61,7 @@ class RunMeta(NamedTuple):
     elapsed_s: float
 
 
-RunLike = Union[RunV2, bytes, bytearray, memoryview, str, os.PathLike]
+RunLike = Union[RunV2, bytes, bytearray, memoryview, str, os.PathLike[str]]
 
 
 def _as_run(run: RunLike, label: str) -> RunV2:
@@ -74,7 +76,7 @@ def _as_run(run: RunLike, label: str) -> RunV2:
 
 
 def run_rows(run: RunLike, *, allow_missing_branches: bool = False, run_id: int = 0,
-             label: str = "run") -> Tuple[RunMeta, np.ndarray]:
+             label: str = "run") -> Tuple[RunMeta, "npt.NDArray[np.void]"]:
     """(metadata row, steps rows) of one run, rows in :data:`STEP_DTYPE`
     with ``run_id``. Raises :class:`RowsError` naming ``label``."""
     r = _as_run(run, label)
@@ -90,9 +92,9 @@ def run_rows(run: RunLike, *, allow_missing_branches: bool = False, run_id: int 
                         "them), so its ev_legal/ev_values are unknown; pass "
                         "allow_missing_branches to mark only the chosen move legal, at 1.0")
     m = r.meta
-    for what, v in (("max_score", m.max_score), ("start_unix_s", m.start_unix_s)):
-        if v > _INT64_MAX:
-            raise RowsError(f"{label}: {what} {v} does not fit SQLite's 64-bit INTEGER")
+    for what, value in (("max_score", m.max_score), ("start_unix_s", m.start_unix_s)):
+        if value > _INT64_MAX:
+            raise RowsError(f"{label}: {what} {value} does not fit SQLite's 64-bit INTEGER")
     # The row rule (row.hpp make_row): with branches, the legal moves' values
     # clamped to [0, 1] (NaN -> 0), the chosen move exactly 1.0 when legal,
     # illegal moves 0; without, only the chosen move, legal, at 1.0.
@@ -130,13 +132,15 @@ def _utc_now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
-def _crc32c():
+def _crc32c_extend() -> Callable[[int, bytes], int]:
+    """google_crc32c.extend(crc, data), imported on first use (optional dependency)."""
     try:
         import google_crc32c
     except ImportError as e:
         raise ImportError("writing a dataset from Python needs google-crc32c: "
                           "`pip install google-crc32c` (part of a2pack[beam])") from e
-    return google_crc32c
+    extend: Callable[[int, bytes], int] = google_crc32c.extend
+    return extend
 
 
 def _fsync_dir(path: str) -> None:
@@ -161,16 +165,17 @@ def _check_target(out: str, overwrite: bool) -> bool:
     return True
 
 
-def write_dataset(out_dir, runs: Sequence[Tuple[RunMeta, np.ndarray]], *,
+def write_dataset(out_dir: "Union[str, os.PathLike[str]]",
+                  runs: "Sequence[Tuple[RunMeta, npt.NDArray[np.void]]]", *,
                   overwrite: bool = False, source_input: str = "python",
-                  source_kind: str = "python") -> dict:
+                  source_kind: str = "python") -> Dict[str, Any]:
     """Write a dataset folder from ``runs`` (metadata row, rows), which get
     run ids 0..n-1 in the order given (the rows' run_id column is set here).
     Written under a temporary sibling name and renamed into place: on an
     error nothing is left under ``out_dir``. Returns path, runs and rows."""
     out = os.fspath(out_dir).rstrip("/") or "/"
     exists = _check_target(out, overwrite)
-    crc32c = _crc32c()
+    crc32c_extend = _crc32c_extend()
     tmp = f"{out}.tmp-py-{os.getpid()}-{time.monotonic_ns()}"
     os.mkdir(tmp)
     try:
@@ -182,7 +187,7 @@ def write_dataset(out_dir, runs: Sequence[Tuple[RunMeta, np.ndarray]], *,
                 rows = np.ascontiguousarray(rows, dtype=STEP_DTYPE).copy()
                 rows["run_id"] = rid
                 data = rows.tobytes()
-                crc = crc32c.extend(crc, data)
+                crc = crc32c_extend(crc, data)
                 f.write(data)
             f.flush()
             os.fsync(f.fileno())
@@ -194,7 +199,7 @@ def write_dataset(out_dir, runs: Sequence[Tuple[RunMeta, np.ndarray]], *,
             for stmt in _SCHEMA:
                 db.execute(stmt)
             first = 0
-            params = []
+            params: List[Tuple[int, int, int, int, int, Optional[str], int, float]] = []
             for rid, (m, _rows) in enumerate(runs):
                 params.append((rid, first, m.num_steps, m.max_score, m.highest_tile, m.engine,
                                m.start_time, float(m.elapsed_s)))
