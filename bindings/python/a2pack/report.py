@@ -24,10 +24,11 @@ import json
 import os
 import sqlite3
 import sys
-from typing import Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
+PathLike = Union[str, "os.PathLike[str]"]
 MOVE_NAMES = ("up", "down", "left", "right")  # the UDLR order of moves and ev_values
 # Steps kept for the step-level plots (moves, legal counts, EV values); more
 # are sampled evenly, so a report of a huge dataset stays quick and small.
@@ -50,17 +51,17 @@ class ReportData:
     """What the plots are made of (see :func:`load`)."""
     kind: str                                   # "pack", "dataset" or "log"
     source: str
-    run_ids: np.ndarray = None                  # per run
-    scores: np.ndarray = None
-    lengths: np.ndarray = None
-    highest: np.ndarray = None
+    run_ids: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0, np.int64))  # per run
+    scores: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0, np.uint64))
+    lengths: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0, np.int64))
+    highest: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0, np.uint32))
     engines: List[str] = dataclasses.field(default_factory=list)
-    moves: np.ndarray = None                    # per (sampled) step
-    legal: np.ndarray = None
-    ev: np.ndarray = None
+    moves: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0, np.uint8))  # per step
+    legal: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros(0, np.uint8))
+    ev: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros((0, 4), np.float32))
     total_steps: int = 0
     replays: List[Replay] = dataclasses.field(default_factory=list)
-    log: object = None                          # LogData for kind == "log"
+    log: Any = None                             # LogData for kind == "log"
 
 
 # ------------------------------------------------------------------ loading
@@ -78,7 +79,7 @@ def _sample(n: int, cap: int) -> Optional[np.ndarray]:
     return None if n <= cap else np.linspace(0, n - 1, cap).astype(np.int64)
 
 
-def _load_pack(path: str, replay_runs) -> ReportData:
+def _load_pack(path: str, replay_runs: Optional[Sequence[int]]) -> ReportData:
     from .pack import PackReader
 
     pack = PackReader(path)
@@ -119,7 +120,7 @@ def _load_pack(path: str, replay_runs) -> ReportData:
     return d
 
 
-def _load_dataset(path: str, replay_runs) -> ReportData:
+def _load_dataset(path: str, replay_runs: Optional[Sequence[int]]) -> ReportData:
     from .dataset import Dataset
 
     ds = Dataset(path, mmap=True, verify=False)
@@ -172,7 +173,7 @@ def _load_log(path: str) -> ReportData:
     return d
 
 
-def load(path, *, replay_runs: Optional[Sequence[int]] = None) -> ReportData:
+def load(path: PathLike, *, replay_runs: Optional[Sequence[int]] = None) -> ReportData:
     """Read what the report shows from a packfile, a dataset folder or a
     logger folder (``segments/`` inside). ``replay_runs``: runs to replay
     (pack entries or dataset run ids); default the best, median and worst."""
@@ -194,7 +195,7 @@ _COLORS = ["#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860", "#d
            "#8c8c8c"]
 
 
-def _plt():
+def _plt() -> Any:
     try:
         import matplotlib
     except ImportError as e:
@@ -205,7 +206,7 @@ def _plt():
     return plt
 
 
-def _fig(title: str, xlabel: str, ylabel: str):
+def _fig(title: str, xlabel: str, ylabel: str) -> Tuple[Any, Any]:
     plt = _plt()
     fig, ax = plt.subplots(figsize=(6.0, 3.6), dpi=100)
     ax.set_title(title, fontsize=12, loc="left", fontweight="bold", color="#333333")
@@ -217,7 +218,8 @@ def _fig(title: str, xlabel: str, ylabel: str):
     return fig, ax
 
 
-def _hist(values, title, xlabel, color, bins=40, log_x=False):
+def _hist(values: np.ndarray, title: str, xlabel: str, color: str, bins: int = 40,
+          log_x: bool = False) -> Any:
     fig, ax = _fig(title, xlabel, "runs")
     v = np.asarray(values, dtype=np.float64)
     if v.size:
@@ -225,7 +227,7 @@ def _hist(values, title, xlabel, color, bins=40, log_x=False):
             edges = np.geomspace(v.min(), v.max() * 1.0001, bins + 1)
             ax.set_xscale("log")
         else:
-            edges = bins
+            edges = bins  # type: ignore[assignment]  # an int: numpy picks the edges
         ax.hist(v, bins=edges, color=color, edgecolor="white", linewidth=0.5)
         ax.axvline(float(np.mean(v)), color="#333333", linestyle="--", linewidth=1)
         ax.text(0.99, 0.95, f"mean {np.mean(v):,.0f}\nmedian {np.median(v):,.0f}",
@@ -235,7 +237,8 @@ def _hist(values, title, xlabel, color, bins=40, log_x=False):
     return fig
 
 
-def _bars(labels, counts, title, xlabel, ylabel, color):
+def _bars(labels: Sequence[Any], counts: np.ndarray, title: str, xlabel: str, ylabel: str,
+          color: str) -> Any:
     fig, ax = _fig(title, xlabel, ylabel)
     x = np.arange(len(labels))
     ax.bar(x, counts, color=color, edgecolor="white")
@@ -250,10 +253,11 @@ def _bars(labels, counts, title, xlabel, ylabel, color):
 
 def _popcount4(m: np.ndarray) -> np.ndarray:
     m = m.astype(np.uint8) & 0xF
-    return ((m & 1) + ((m >> 1) & 1) + ((m >> 2) & 1) + ((m >> 3) & 1)).astype(np.int64)
+    out: np.ndarray = ((m & 1) + ((m >> 1) & 1) + ((m >> 2) & 1) + ((m >> 3) & 1)).astype(np.int64)
+    return out
 
 
-def figures(data) -> Dict[str, object]:
+def figures(data: Union["ReportData", PathLike]) -> Dict[str, Any]:
     """The report's plots as matplotlib Figures, keyed by name. ``data`` is
     a :class:`ReportData` or anything :func:`load` takes."""
     if not isinstance(data, ReportData):
@@ -276,7 +280,7 @@ def figures(data) -> Dict[str, object]:
     return out
 
 
-def _ev_figure(data: ReportData):
+def _ev_figure(data: ReportData) -> Any:
     fig, ax = _fig("EV values of legal moves", "EV value", "steps")
     legal = np.stack([(data.legal >> k) & 1 for k in range(4)], axis=1).astype(bool)
     vals = data.ev[legal] if data.ev.size else np.zeros(0)
@@ -296,7 +300,7 @@ def _ev_figure(data: ReportData):
     return fig
 
 
-def _engine_figure(data: ReportData):
+def _engine_figure(data: ReportData) -> Any:
     fig, ax = _fig("Score by engine", "engine", "max score")
     names = sorted(set(data.engines))
     groups = [np.asarray(data.scores, np.float64)[[e == n for e in data.engines]] for n in names]
@@ -314,9 +318,9 @@ def _engine_figure(data: ReportData):
     return fig
 
 
-def _log_figures(data: ReportData) -> Dict[str, object]:
+def _log_figures(data: ReportData) -> Dict[str, Any]:
     log = data.log
-    out = {}
+    out: Dict[str, Any] = {}
     for sid, stream in sorted(log.streams.items())[:24]:
         rows = np.nonzero(log.stream_ids == sid)[0]
         label = ", ".join(f"{k}={v}" for k, v in stream.labels.items()) or f"stream {sid}"
@@ -343,14 +347,14 @@ def _log_figures(data: ReportData) -> Dict[str, object]:
     return out
 
 
-def svg(fig) -> str:
+def svg(fig: Any) -> str:
     """A Figure as an inline <svg> element (text as paths: no fonts needed)."""
     plt = _plt()
     buf = io.StringIO()
     fig.savefig(buf, format="svg", metadata={"Date": None})
     plt.close(fig)
     text = buf.getvalue()
-    return text[text.index("<svg"):]
+    return str(text[text.index("<svg"):])
 
 
 # ------------------------------------------------------------------ html
@@ -473,7 +477,7 @@ def _replay_json(replays: List[Replay]) -> str:
     return json.dumps(runs, separators=(",", ":")).replace("</", "<\\/")
 
 
-def _summary(data: ReportData) -> List[tuple]:
+def _summary(data: ReportData) -> List[Tuple[str, str]]:
     if data.kind == "log":
         s = data.log.summary
         return [("records", f"{s['records']:,}"), ("streams", f"{s['streams']:,}"),
@@ -525,7 +529,7 @@ def render(data: ReportData) -> str:
     return "".join(parts)
 
 
-def write_report(path, out, *, replay_runs: Optional[Sequence[int]] = None) -> str:
+def write_report(path: PathLike, out: PathLike, *, replay_runs: Optional[Sequence[int]] = None) -> str:
     """Write the report of ``path`` to ``out`` (temporary name, then rename)."""
     doc = render(load(path, replay_runs=replay_runs))
     out = os.fspath(out)
@@ -542,14 +546,14 @@ def write_report(path, out, *, replay_runs: Optional[Sequence[int]] = None) -> s
 
 
 class _Html:
-    def __init__(self, text):
+    def __init__(self, text: str) -> None:
         self.text = text
 
-    def _repr_html_(self):
+    def _repr_html_(self) -> str:
         return self.text
 
 
-def replay(data, run: Optional[int] = None):
+def replay(data: Union[ReportData, PathLike], run: Optional[int] = None) -> _Html:
     """A board replay for a notebook (``run``: pack entry or dataset run id)."""
     if not isinstance(data, ReportData):
         data = load(data, replay_runs=None if run is None else [run])
