@@ -33,13 +33,15 @@ from __future__ import annotations
 import ctypes
 import os
 import sqlite3
-from typing import Iterable, Iterator, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
 from ._native import check, ffi, lib
 
-PathLike = Union[str, os.PathLike]
+PathLike = Union[str, "os.PathLike[str]"]
+Score = Optional[Tuple[Optional[int], Optional[int]]]
+Progress = Optional[Callable[[int, int], Any]]
 
 # ------------------------------------------------------------------ capsules
 # The capsule names the interface requires (kept alive here: a capsule keeps
@@ -65,12 +67,12 @@ _capsule_ptr = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char
 _DESTRUCTOR = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 
 
-def _destructor(name: bytes, ctype: str):
+def _destructor(name: bytes, ctype: str) -> Any:
     """A capsule destructor that releases the struct unless a consumer moved
     it out (release set to NULL, as the spec asks of consumers), then frees
     the struct's memory."""
 
-    def destroy(capsule):
+    def destroy(capsule: int) -> None:
         try:
             p = _capsule_ptr(capsule, name)
             if not p:
@@ -96,14 +98,14 @@ def _alloc(ctype: str) -> int:
     if not p:
         raise MemoryError(f"cannot allocate {ctype}")
     ctypes.memset(p, 0, n)
-    return p
+    return int(p)
 
 
-def _capsule(p: int, name: bytes, dtor) -> object:
+def _capsule(p: int, name: bytes, dtor: Any) -> object:
     return _capsule_new(p, name, ctypes.cast(dtor, ctypes.c_void_p))
 
 
-def export_pair(fn, *args) -> Tuple[object, object]:
+def export_pair(fn: Any, *args: Any) -> Tuple[object, object]:
     """Call an ``a2pack_*_export_arrow`` function (its last two arguments are
     the ArrowSchema and ArrowArray to fill) and wrap the result in the
     ``(arrow_schema, arrow_array)`` capsules of ``__arrow_c_array__``."""
@@ -117,7 +119,7 @@ def export_pair(fn, *args) -> Tuple[object, object]:
     return _capsule(sp, _SCHEMA, _SCHEMA_DTOR), _capsule(ap, _ARRAY, _ARRAY_DTOR)
 
 
-def export_stream(fn, *args) -> object:
+def export_stream(fn: Any, *args: Any) -> object:
     """As :func:`export_pair` for functions that fill an ArrowArrayStream."""
     p = _alloc("struct ArrowArrayStream")
     try:
@@ -128,7 +130,7 @@ def export_stream(fn, *args) -> object:
     return _capsule(p, _STREAM, _STREAM_DTOR)
 
 
-def _pyarrow():
+def _pyarrow() -> Any:
     try:
         import pyarrow
     except ImportError as e:  # pragma: no cover - pyarrow is in the test extra
@@ -145,22 +147,22 @@ class ArrowBatch:
 
     __slots__ = ("_make",)
 
-    def __init__(self, make):
+    def __init__(self, make: Callable[[], Tuple[object, object]]) -> None:
         self._make = make
 
-    def __arrow_c_array__(self, requested_schema=None):
+    def __arrow_c_array__(self, requested_schema: object = None) -> Tuple[object, object]:
         return self._make()
 
-    def __arrow_c_schema__(self):
+    def __arrow_c_schema__(self) -> object:
         return self._make()[0]
 
-    def __arrow_c_stream__(self, requested_schema=None):
+    def __arrow_c_stream__(self, requested_schema: object = None) -> object:
         pa = _pyarrow()
         rb = pa.record_batch(self)
         return pa.RecordBatchReader.from_batches(rb.schema, [rb]).__arrow_c_stream__(
             requested_schema)
 
-    def to_pyarrow(self):
+    def to_pyarrow(self) -> Any:
         return _pyarrow().record_batch(self)
 
 
@@ -170,14 +172,14 @@ class ArrowStream:
 
     __slots__ = ("_make",)
 
-    def __init__(self, make):
+    def __init__(self, make: Callable[[], object]) -> None:
         self._make = make
 
-    def __arrow_c_stream__(self, requested_schema=None):
+    def __arrow_c_stream__(self, requested_schema: object = None) -> object:
         return self._make()
 
 
-def _reader_stream(schema, batches: Iterator):
+def _reader_stream(schema: Any, batches: Iterator[Any]) -> Any:
     """A pyarrow RecordBatchReader over `batches` (ArrowBatch objects or
     pyarrow batches), as a stream capsule."""
     pa = _pyarrow()
@@ -196,7 +198,7 @@ def _layout(layout: str) -> int:
         raise ValueError(f"layout must be 'steps' or 'runs', not {layout!r}") from None
 
 
-def run_batch_arrow(batch, layout: str = "steps") -> ArrowBatch:
+def run_batch_arrow(batch: Any, layout: str = "steps") -> ArrowBatch:
     """A RunBatch as an Arrow record batch (``layout`` 'steps' or 'runs');
     board, move, legal_mask, ev_values, has_ev (steps) and every run column
     but ``run`` are zero-copy views that keep the batch alive."""
@@ -205,24 +207,25 @@ def run_batch_arrow(batch, layout: str = "steps") -> ArrowBatch:
     return ArrowBatch(lambda: export_pair(lib.a2pack_run_batch_export_arrow, h, code))
 
 
-def _run_batch_array(self, requested_schema=None):
+def _run_batch_array(self: Any, requested_schema: object = None) -> Tuple[object, object]:
     return export_pair(lib.a2pack_run_batch_export_arrow, self._h, 0)
 
 
-def _run_batch_schema(self):
+def _run_batch_schema(self: Any) -> object:
     return _run_batch_array(self)[0]
 
 
-def _run_batch_stream(self, requested_schema=None):
+def _run_batch_stream(self: Any, requested_schema: object = None) -> object:
     return ArrowBatch(lambda: _run_batch_array(self)).__arrow_c_stream__(requested_schema)
 
 
 # ------------------------------------------------------------------ datasets
-def _ds_indices(ds, indices=None, run_ids=None, score: Optional[Tuple] = None,
-                where: str = "", params: Sequence = ()) -> Optional[np.ndarray]:
+def _ds_indices(ds: Any, indices: Any = None, run_ids: Any = None, score: Score = None,
+                where: str = "", params: Sequence[Any] = ()) -> Optional[np.ndarray]:
     """Step indices selected by the cheap filters (SQL over metadata.db:
     nothing of the rows is read), or None for every row."""
-    clauses, args = [], []
+    clauses: List[str] = []
+    args: List[Any] = []
     if where:
         clauses.append(f"({where})")
         args += list(params)
@@ -249,7 +252,7 @@ def _ds_indices(ds, indices=None, run_ids=None, score: Optional[Tuple] = None,
     return sel
 
 
-def dataset_gather_arrow(ds, indices, workers: int = 1) -> ArrowBatch:
+def dataset_gather_arrow(ds: Any, indices: Any, workers: int = 1) -> ArrowBatch:
     """Rows ``indices`` as one record batch (one copy, made at export)."""
     from .dataset import _indices
 
@@ -257,14 +260,15 @@ def dataset_gather_arrow(ds, indices, workers: int = 1) -> ArrowBatch:
     handle = ds._handle
     h = ds._check_open()
 
-    def make():
+    def make() -> Tuple[object, object]:
         keep = handle  # noqa: F841 - the rows stay open during the call
         return export_pair(lib.a2pack_dataset_export_arrow, h, ffi.from_buffer("int64_t[]", idx)
                            if idx.size else ffi.NULL, idx.size, workers)
     return ArrowBatch(make)
 
 
-def dataset_stream(ds, indices=None, chunk_rows: int = 65536, workers: int = 0):
+def dataset_stream(ds: Any, indices: Any = None, chunk_rows: int = 65536,
+                   workers: int = 0) -> object:
     """Stream capsule over the dataset's rows (or ``indices``)."""
     h = ds._check_open()
     if indices is None:
@@ -277,7 +281,8 @@ def dataset_stream(ds, indices=None, chunk_rows: int = 65536, workers: int = 0):
                          workers)
 
 
-def _runs_table(ds, run_ids=None, score=None, where: str = "", params: Sequence = ()):
+def _runs_table(ds: Any, run_ids: Any = None, score: Score = None, where: str = "",
+                params: Sequence[Any] = ()) -> Any:
     """The dataset's ``runs`` table (metadata.db) as a pyarrow Table."""
     pa = _pyarrow()
     ids = ds.run_ids(where, params) if (where or run_ids is not None or score) else None
@@ -294,16 +299,17 @@ def _runs_table(ds, run_ids=None, score=None, where: str = "", params: Sequence 
         rows = cur.fetchall()
     finally:
         con.close()
-    cols = list(zip(*rows)) if rows else [[] for _ in names]
+    cols: List[Sequence[Any]] = list(zip(*rows)) if rows else [[] for _ in names]
     table = pa.table({n: pa.array(list(c)) for n, c in zip(names, cols)})
     if ids is not None:
         table = table.filter(pa.array(np.isin(np.asarray(table.column("id")), ids)))
     return table
 
 
-def _score_sql(score):
+def _score_sql(score: Tuple[Optional[int], Optional[int]]) -> Tuple[str, Tuple[int, ...]]:
     lo, hi = score
-    parts, args = [], []
+    parts: List[str] = []
+    args: List[int] = []
     if lo is not None:
         parts.append("max_score >= ?")
         args.append(int(lo))
@@ -313,9 +319,9 @@ def _score_sql(score):
     return " AND ".join(parts), tuple(args)
 
 
-def dataset_to_arrow(ds, layout: str = "steps", *, indices=None, run_ids=None,
-                     score: Optional[Tuple] = None, where: str = "", params: Sequence = (),
-                     chunk_rows: int = 65536, workers: int = 0):
+def dataset_to_arrow(ds: Any, layout: str = "steps", *, indices: Any = None, run_ids: Any = None,
+                     score: Score = None, where: str = "", params: Sequence[Any] = (),
+                     chunk_rows: int = 65536, workers: int = 0) -> Any:
     """A pyarrow Table of the dataset: ``layout='steps'`` (one row per step:
     board, exponents, move, legal_mask, ev_values, run_id, step_index) or
     ``'runs'`` (metadata.db's runs table). ``run_ids``, ``score=(lo, hi)``
@@ -331,9 +337,9 @@ def dataset_to_arrow(ds, layout: str = "steps", *, indices=None, run_ids=None,
     return reader.read_all()
 
 
-def dataset_to_parquet(ds, path: PathLike, layout: str = "steps", *,
+def dataset_to_parquet(ds: Any, path: PathLike, layout: str = "steps", *,
                        row_group_size: int = 1 << 20, compression: str = "zstd",
-                       progress=None, **filters) -> int:
+                       progress: Progress = None, **filters: Any) -> int:
     """Write :func:`dataset_to_arrow` as Parquet, streaming row groups of
     ``row_group_size`` rows; returns the rows written. ``progress(done,
     total)`` is called after each row group."""
@@ -346,7 +352,7 @@ def dataset_to_parquet(ds, path: PathLike, layout: str = "steps", *,
                             filters.get("where", ""), filters.get("params", ()))
         _write_atomic(path, lambda tmp: pq.write_table(table, tmp, row_group_size=row_group_size,
                                                        compression=compression))
-        return table.num_rows
+        return int(table.num_rows)
     workers = filters.pop("workers", 0)
     sel = _ds_indices(ds, **filters)
     total = len(ds) if sel is None else int(sel.size)
@@ -354,7 +360,7 @@ def dataset_to_parquet(ds, path: PathLike, layout: str = "steps", *,
         dataset_stream(ds, sel, row_group_size, workers))
     done = 0
 
-    def write(tmp):
+    def write(tmp: str) -> None:
         nonlocal done
         with pq.ParquetWriter(tmp, reader.schema, compression=compression) as w:
             for b in reader:
@@ -366,14 +372,14 @@ def dataset_to_parquet(ds, path: PathLike, layout: str = "steps", *,
     return done
 
 
-def _write_atomic(path: PathLike, write) -> None:
+def _write_atomic(path: PathLike, write: Callable[[str], None]) -> None:
     """Write to a temporary sibling, then rename: an interrupted export never
     leaves a file that reads as complete."""
-    path = os.fspath(path)
-    tmp = f"{path}.tmp-{os.getpid()}"
+    out = os.fspath(path)
+    tmp = f"{out}.tmp-{os.getpid()}"
     try:
         write(tmp)
-        os.replace(tmp, path)
+        os.replace(tmp, out)
     except BaseException:
         try:
             os.unlink(tmp)
@@ -382,19 +388,19 @@ def _write_atomic(path: PathLike, write) -> None:
         raise
 
 
-def _dataset_stream_dunder(self, requested_schema=None):
+def _dataset_stream_dunder(self: Any, requested_schema: object = None) -> object:
     return dataset_stream(self)
 
 
 # ------------------------------------------------------------------ packs
-def pack_entries_arrow(pack) -> ArrowBatch:
+def pack_entries_arrow(pack: Any) -> ArrowBatch:
     """The pack's index (entry, offset, length, kind, flags, crc32c,
     raw_length) as one record batch (one copy)."""
     h = pack._handle
     return ArrowBatch(lambda: export_pair(lib.a2pack_pack_export_arrow_entries, h))
 
 
-def pack_stats_arrow(pack, workers: int = 0):
+def pack_stats_arrow(pack: Any, workers: int = 0) -> Tuple[ArrowBatch, ArrowBatch]:
     """``(stats, highest_tile_histogram)`` as two one-copy record batches."""
     h = pack._handle
     sp, ap = _alloc("struct ArrowSchema"), _alloc("struct ArrowArray")
@@ -411,8 +417,8 @@ def pack_stats_arrow(pack, workers: int = 0):
     hist = (_capsule(hs, _SCHEMA, _SCHEMA_DTOR), _capsule(ha, _ARRAY, _ARRAY_DTOR))
     used = [False, False]
 
-    def once(k, caps):
-        def make():
+    def once(k: int, caps: Tuple[object, object]) -> Callable[[], Tuple[object, object]]:
+        def make() -> Tuple[object, object]:
             if used[k]:
                 return pack_stats_arrow(pack, workers)[k].__arrow_c_array__()
             used[k] = True
@@ -421,7 +427,8 @@ def pack_stats_arrow(pack, workers: int = 0):
     return ArrowBatch(once(0, pair)), ArrowBatch(once(1, hist))
 
 
-def _pack_batches(pack, layout: str, entries, batch_runs: int, workers: int, score):
+def _pack_batches(pack: Any, layout: str, entries: Any, batch_runs: int, workers: int,
+                  score: Score) -> Iterator[Any]:
     """Record batches of the pack (pyarrow), ``batch_runs`` entries each; the
     ``run`` column is replaced by ``entry`` (the pack entry index)."""
     pa = _pyarrow()
@@ -433,8 +440,7 @@ def _pack_batches(pack, layout: str, entries, batch_runs: int, workers: int, sco
     for start in range(0, len(order), batch_runs):
         ids = order[start:start + batch_runs]
         batch = pack.decode_batch_columns(ids, workers)
-        rb = pa.record_batch(ArrowBatch(
-            lambda b=batch: export_pair(lib.a2pack_run_batch_export_arrow, b._h, code)))
+        rb = pa.record_batch(run_batch_arrow(batch, layout))
         entry = pa.array(ids, pa.uint64())
         if code == 0:
             entry = pc.take(entry, rb.column("run"))
@@ -455,7 +461,7 @@ def _pack_batches(pack, layout: str, entries, batch_runs: int, workers: int, sco
         yield rb
 
 
-def pack_schema(pack, layout: str = "runs"):
+def pack_schema(pack: Any, layout: str = "runs") -> Any:
     pa = _pyarrow()
     code = _layout(layout)
     empty = pack.decode_batch_columns([], 1)
@@ -464,8 +470,8 @@ def pack_schema(pack, layout: str = "runs"):
     return rb.set_column(0, "entry", pa.array([], pa.uint64())).schema
 
 
-def pack_stream(pack, layout: str = "runs", entries=None, batch_runs: int = 1024,
-                workers: int = 0):
+def pack_stream(pack: Any, layout: str = "runs", entries: Any = None, batch_runs: int = 1024,
+                workers: int = 0) -> object:
     """The library's stream over the pack (a stream capsule): ``entries`` (or
     every entry) decoded ``batch_runs`` at a time as the consumer reads."""
     h = pack._handle
@@ -480,8 +486,8 @@ def pack_stream(pack, layout: str = "runs", entries=None, batch_runs: int = 1024
                          batch_runs, workers, 0)
 
 
-def pack_reader(pack, layout: str = "runs", *, entries=None, score=None, batch_runs: int = 1024,
-                workers: int = 0):
+def pack_reader(pack: Any, layout: str = "runs", *, entries: Any = None, score: Score = None,
+                batch_runs: int = 1024, workers: int = 0) -> Any:
     """A pyarrow RecordBatchReader over the pack (``layout`` 'runs' or
     'steps'), decoding ``batch_runs`` entries at a time. ``entries`` (pack
     entry indices) is pushed down: only those entries are decoded;
@@ -493,13 +499,14 @@ def pack_reader(pack, layout: str = "runs", *, entries=None, score=None, batch_r
                           _pack_batches(pack, layout, entries, batch_runs, workers, score))
 
 
-def pack_to_arrow(pack, layout: str = "runs", **kw):
+def pack_to_arrow(pack: Any, layout: str = "runs", **kw: Any) -> Any:
     """The pack as a pyarrow Table (see :func:`pack_reader`)."""
     return pack_reader(pack, layout, **kw).read_all()
 
 
-def pack_to_parquet(pack, path: PathLike, layout: str = "runs", *, row_group_size: int = 1 << 20,
-                    compression: str = "zstd", progress=None, **kw) -> int:
+def pack_to_parquet(pack: Any, path: PathLike, layout: str = "runs", *,
+                    row_group_size: int = 1 << 20, compression: str = "zstd",
+                    progress: Progress = None, **kw: Any) -> int:
     """Write the pack as Parquet (streaming; temporary file renamed into
     place when complete); returns the rows written. ``progress(done_entries,
     total_entries)`` is called after each decoded batch."""
@@ -511,7 +518,7 @@ def pack_to_parquet(pack, path: PathLike, layout: str = "runs", *, row_group_siz
     batch_runs = kw.get("batch_runs", 1024)
     rows = 0
 
-    def write(tmp):
+    def write(tmp: str) -> None:
         nonlocal rows
         reader = pack_reader(pack, layout, **kw)
         done = 0
@@ -526,12 +533,12 @@ def pack_to_parquet(pack, path: PathLike, layout: str = "runs", *, row_group_siz
     return rows
 
 
-def _pack_stream_dunder(self, requested_schema=None):
+def _pack_stream_dunder(self: Any, requested_schema: object = None) -> object:
     return pack_stream(self)
 
 
 # ------------------------------------------------------------------ bag readers
-def bag_batch_arrow(reader_handle_ptr, start: int, n: int, workers: int = 0) -> "object":
+def bag_batch_arrow(reader_handle_ptr: Any, start: int, n: int, workers: int = 0) -> Any:
     """Records [start, start+n) of a bag reader as a pyarrow RecordBatch with
     one large_binary column ``record`` - zero-copy: the batch owns the
     library's read buffer."""
@@ -547,7 +554,7 @@ def bag_batch_arrow(reader_handle_ptr, start: int, n: int, workers: int = 0) -> 
     return pa.RecordBatch._import_from_c_capsule(*caps)
 
 
-def bag_reader(reader, batch_records: int = 4096, workers: int = 0):
+def bag_reader(reader: Any, batch_records: int = 4096, workers: int = 0) -> Any:
     """A pyarrow RecordBatchReader over every record of a bag Reader (a
     ``record`` large_binary column), ``batch_records`` records per batch."""
     pa = _pyarrow()
@@ -558,27 +565,27 @@ def bag_reader(reader, batch_records: int = 4096, workers: int = 0):
     first = getattr(reader, "_start", 0)
     n = len(reader)
 
-    def gen():
+    def gen() -> Iterator[Any]:
         for s in range(0, n, batch_records):
             yield bag_batch_arrow(h.ptr, first + s, min(batch_records, n - s), workers)
     return pa.RecordBatchReader.from_batches(pa.schema([("record", pa.large_binary(),
                                                         False)]), gen())
 
 
-def _bag_stream_dunder(self, requested_schema=None):
+def _bag_stream_dunder(self: Any, requested_schema: object = None) -> object:
     return bag_reader(self).__arrow_c_stream__(requested_schema)
 
 
 # ------------------------------------------------------------------ logs
-def _log_array(self, requested_schema=None):
+def _log_array(self: Any, requested_schema: object = None) -> Tuple[object, object]:
     return export_pair(lib.a2pack_logger_data_export_arrow, self._h)
 
 
-def _log_schema(self):
+def _log_schema(self: Any) -> object:
     return _log_array(self)[0]
 
 
-def _log_stream(self, requested_schema=None):
+def _log_stream(self: Any, requested_schema: object = None) -> object:
     return ArrowBatch(lambda: _log_array(self)).__arrow_c_stream__(requested_schema)
 
 
@@ -591,30 +598,23 @@ def _install() -> None:
     from .logger import LogData
     from . import bag
 
-    RunBatch.__arrow_c_array__ = _run_batch_array
-    RunBatch.__arrow_c_schema__ = _run_batch_schema
-    RunBatch.__arrow_c_stream__ = _run_batch_stream
-    RunBatch.arrow = run_batch_arrow
-
-    Dataset.__arrow_c_stream__ = _dataset_stream_dunder
-    Dataset.to_arrow = dataset_to_arrow
-    Dataset.to_parquet = dataset_to_parquet
-    Dataset.arrow_gather = dataset_gather_arrow
-
-    PackReader.__arrow_c_stream__ = _pack_stream_dunder
-    PackReader.to_arrow = pack_to_arrow
-    PackReader.to_parquet = pack_to_parquet
-    PackReader.arrow_reader = pack_reader
-    PackReader.arrow_stream = pack_stream
-    PackReader.arrow_entries = pack_entries_arrow
-    PackReader.arrow_stats = pack_stats_arrow
-
-    bag.Reader.__arrow_c_stream__ = _bag_stream_dunder
-    bag.Reader.arrow_reader = bag_reader
-
-    LogData.__arrow_c_array__ = _log_array
-    LogData.__arrow_c_schema__ = _log_schema
-    LogData.__arrow_c_stream__ = _log_stream
+    # setattr: the methods are added to classes defined elsewhere.
+    attach: Dict[type, Dict[str, Any]] = {
+        RunBatch: {"__arrow_c_array__": _run_batch_array, "__arrow_c_schema__": _run_batch_schema,
+                   "__arrow_c_stream__": _run_batch_stream, "arrow": run_batch_arrow},
+        Dataset: {"__arrow_c_stream__": _dataset_stream_dunder, "to_arrow": dataset_to_arrow,
+                  "to_parquet": dataset_to_parquet, "arrow_gather": dataset_gather_arrow},
+        PackReader: {"__arrow_c_stream__": _pack_stream_dunder, "to_arrow": pack_to_arrow,
+                     "to_parquet": pack_to_parquet, "arrow_reader": pack_reader,
+                     "arrow_stream": pack_stream, "arrow_entries": pack_entries_arrow,
+                     "arrow_stats": pack_stats_arrow},
+        bag.Reader: {"__arrow_c_stream__": _bag_stream_dunder, "arrow_reader": bag_reader},
+        LogData: {"__arrow_c_array__": _log_array, "__arrow_c_schema__": _log_schema,
+                  "__arrow_c_stream__": _log_stream},
+    }
+    for cls, methods in attach.items():
+        for name, fn in methods.items():
+            setattr(cls, name, fn)
 
 
 _install()
