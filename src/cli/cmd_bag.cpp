@@ -7,6 +7,7 @@
 // named *.a2pack is a packfile, anything else is a folder of runs.
 #include <dirent.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -173,7 +174,10 @@ std::string read_whole(const std::string& path) {
 }
 
 void write_whole(const std::string& path, const uint8_t* data, size_t len) {
-  std::string tmp = path + ".tmp";
+  // The writers' temporary name (OUT.tmp-PID-N), so `a2pack clean` knows
+  // what a killed convert left.
+  static uint64_t counter = 0;
+  std::string tmp = fmt::format("{}.tmp-{}-{}", path, ::getpid(), counter++);
   {
     std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
     f.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(len));

@@ -57,7 +57,10 @@ std::vector<uint64_t> parse_indices(const std::string& text) {
 }
 
 void write_file_atomic(const std::string& path, const void* data, size_t len) {
-  std::string tmp = fmt::format("{}.tmp-{}", path, ::getpid());
+  // The writers' temporary name (OUT.tmp-PID-N), so `a2pack clean` knows
+  // what a killed extract left.
+  static uint64_t counter = 0;
+  std::string tmp = fmt::format("{}.tmp-{}-{}", path, ::getpid(), counter++);
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) throw CliError(fmt::format("{}: cannot create: {}", tmp, std::strerror(errno)));
   const auto* p = static_cast<const char*>(data);

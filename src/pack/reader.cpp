@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <new>
 
 #include "base/bytes.hpp"
 #include "base/crc32c.hpp"
@@ -276,6 +277,10 @@ EntryBytes Reader::payload_and_crc(uint64_t i, bool verify, uint32_t& crc) const
            static_cast<int>(k), static_cast<int>(actual));
   } catch (const Error& err) {
     fail_entry(i, err);
+  } catch (const std::bad_alloc&) {
+    fail(A2PACK_E_NO_MEMORY, "{}: entry {}: out of memory allocating {} bytes for its {}", path(), i,
+         e.flags == kEntryZstd ? e.reserved : e.length,
+         e.flags == kEntryZstd ? "decompressed run" : "stored bytes");
   }
   return out;
 }

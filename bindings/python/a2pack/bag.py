@@ -311,7 +311,7 @@ _new_bytes.restype = ctypes.py_object
 _new_bytes.argtypes = (ctypes.c_void_p, ctypes.c_ssize_t)
 
 
-def _records_filled(handle_ptr, idx: np.ndarray, workers: int) -> List[bytes]:
+def _records_filled(handle_ptr, idx: np.ndarray, workers: int, spec="") -> List[bytes]:
     """Records idx of a reader, each decoded by the library into its own new
     bytes object (a2pack_bag_reader_prepare + a2pack_bag_pending_fill)."""
     n = len(idx)
@@ -322,7 +322,12 @@ def _records_filled(handle_ptr, idx: np.ndarray, workers: int) -> List[bytes]:
     pending = out[0]
     try:
         sizes = np.frombuffer(ffi.buffer(sizes_p[0], 8 * n), dtype=np.uint64).tolist()
-        records = list(map(_new_bytes, itertools.repeat(None, n), sizes))
+        try:
+            records = list(map(_new_bytes, itertools.repeat(None, n), sizes))
+        except MemoryError:
+            raise errors.NoMemoryError(
+                f"{spec}: out of memory allocating {sum(sizes)} bytes for a batch of {n} records",
+                lib.A2PACK_E_NO_MEMORY) from None
         dests = ffi.new("uint8_t *[]", [ffi.from_buffer("uint8_t[]", r) for r in records])
         check(lib.a2pack_bag_pending_fill(pending, dests))
         return records
@@ -340,10 +345,12 @@ class UnreferencedBytesWarning(UserWarning):
 class _Handle:
     """Owns one C reader; shared by a Reader and all its slices."""
 
-    __slots__ = ("ptr", "count", "stored_bytes", "maps", "fill_direct", "fill_min", "__weakref__")
+    __slots__ = ("ptr", "spec", "count", "stored_bytes", "maps", "fill_direct", "fill_min",
+                 "__weakref__")
 
     def __init__(self, spec, options: _ReaderOptions):
         o, _keep = options._c_struct()
+        self.spec = ",".join(map(str, spec)) if isinstance(spec, (list, tuple)) else str(spec)
         out = ffi.new("a2pack_bag_reader **")
         if isinstance(spec, (list, tuple)):
             encoded = [ffi.new("char[]", fspath(p)) for p in spec]
@@ -394,7 +401,8 @@ class _Handle:
 
     def read_range(self, start: int, n: int, workers: int) -> List[bytes]:
         if self.fill_direct and n >= self.fill_min:
-            return _records_filled(self.ptr, np.arange(start, start + n, dtype=np.uint64), workers)
+            return _records_filled(self.ptr, np.arange(start, start + n, dtype=np.uint64), workers,
+                                   self.spec)
         if self.maps is not None:
             shards = np.empty(n, dtype=np.uint32)
             begins = np.empty(n, dtype=np.uint64)
@@ -429,7 +437,7 @@ class _Handle:
         idx = np.ascontiguousarray(indices, dtype=np.uint64)
         n = len(idx)
         if self.fill_direct and n >= self.fill_min:
-            return _records_filled(self.ptr, idx, workers)
+            return _records_filled(self.ptr, idx, workers, self.spec)
         if self.maps is not None:
             shards = np.empty(n, dtype=np.uint32)
             begins = np.empty(n, dtype=np.uint64)
