@@ -703,6 +703,14 @@ enum { A2PACK_DATASET_ROW_BYTES = 32 };
 typedef struct a2pack_dataset a2pack_dataset;
 typedef struct a2pack_dataset_sampler a2pack_dataset_sampler;
 
+/* A message from a dataset writer (see on_warning). Called from the thread
+ * that called the library. */
+typedef void (*a2pack_dataset_message_fn)(void *user, const char *message);
+/* Told about each run that skip_bad skips: its label (file, or packfile and
+ * entry), the error status and message. Called from the calling thread. */
+typedef void (*a2pack_dataset_bad_input_fn)(void *user, const char *label, a2pack_status status,
+                                            const char *message);
+
 typedef struct a2pack_dataset_build_options {
   size_t size;                    /* sizeof(a2pack_dataset_build_options) */
   uint32_t workers;               /* decode threads, 0 (default) = all cores */
@@ -712,6 +720,20 @@ typedef struct a2pack_dataset_build_options {
                                      error; 1: replace it (it must be a dataset or empty) */
   a2pack_progress_fn progress;    /* runs done of total; may be NULL (default) */
   void *progress_user;
+  /* append: told about content the dataset holds that a2pack did not write
+   * and keeps (runs another tool appended, adopted into the manifest), one
+   * message each, before anything is added. May be NULL (default). */
+  a2pack_dataset_message_fn on_warning;
+  void *on_warning_user;
+  int32_t skip_bad;               /* 0 (default): the first unreadable or corrupt run is an
+                                     error naming it; 1: skip it (no run id is used), tell
+                                     on_bad_input and count it in runs_skipped */
+  a2pack_dataset_bad_input_fn on_bad_input; /* may be NULL */
+  void *on_bad_input_user;
+  int64_t lock_timeout_ms;        /* append / replacing build: how long to wait for readers
+                                     that are loading the dataset (or another writer) to
+                                     let go of its lock. Default 60000; 0: fail at once;
+                                     < 0: wait as long as it takes. */
 } a2pack_dataset_build_options;
 
 A2PACK_API void a2pack_dataset_build_options_init(a2pack_dataset_build_options *opts);
@@ -722,6 +744,8 @@ typedef struct a2pack_dataset_build_result {
   uint64_t rows_added;
   uint64_t total_runs;  /* of the dataset after the call */
   uint64_t total_rows;
+  uint64_t runs_skipped;  /* bad runs skipped (skip_bad) */
+  uint64_t runs_adopted;  /* runs another tool had appended, now recorded (append) */
 } a2pack_dataset_build_result;
 
 /* Build a dataset in `out_dir` from `input`: a folder (every *.a2run2 under
@@ -734,17 +758,30 @@ A2PACK_API a2pack_status a2pack_dataset_build(const char *input, const char *out
 
 /* Append the runs of `input` (as for build) to the dataset in `dataset_dir`,
  * with fresh run ids and first_step_idx after the existing ones. Takes an
- * exclusive lock on the folder (A2PACK_E_IO naming it when another append
- * holds it) and first repairs what an interrupted append left. `overwrite` is
- * ignored. `opts` and `result` may be NULL. */
+ * exclusive lock on the folder, waiting up to opts->lock_timeout_ms for
+ * readers that are loading it (then A2PACK_E_IO naming the folder and the
+ * holders' pids), and first repairs what an interrupted append of a2pack
+ * left (as its journal records). Runs another tool appended without updating
+ * the manifest are kept: adopted when consistent (opts->on_warning is told),
+ * otherwise the append fails with A2PACK_E_CORRUPT naming them, changing
+ * nothing. `overwrite` is ignored. `opts` and `result` may be NULL. */
 A2PACK_API a2pack_status a2pack_dataset_append(const char *dataset_dir, const char *input,
                                                const a2pack_dataset_build_options *opts,
                                                a2pack_dataset_build_result *result);
 
 enum a2pack_dataset_verify_flags {
   /* First bring an interrupted append back to the committed state: remove
-   * temporary files, uncommitted runs and rows beyond the manifest. */
-  A2PACK_DATASET_VERIFY_REPAIR = 1
+   * temporary files, and the uncommitted runs and rows of a2pack's own
+   * append as its journal (append-journal.json) names them; then record in
+   * the manifest consistent runs another tool appended (never deleted). */
+  A2PACK_DATASET_VERIFY_REPAIR = 1,
+  /* SQLite's integrity_check on metadata.db instead of quick_check (also
+   * compares each index with its table; slower). */
+  A2PACK_DATASET_VERIFY_FULL = 2,
+  /* With REPAIR: delete runs and rows the manifest does not record that no
+   * append journal of a2pack explains and that cannot be adopted (they do
+   * not fit the rows). Without it such content makes repair fail, naming it. */
+  A2PACK_DATASET_VERIFY_DISCARD_UNRECORDED = 4
 };
 
 /* Check a dataset completely: files, header and dtype, manifest CRC, row

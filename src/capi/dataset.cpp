@@ -84,6 +84,21 @@ dataset::BuildOptions convert(const a2pack_dataset_build_options* user) {
       return fn(user_data, done, total) == 0;
     };
   }
+  if (o.on_warning) {
+    auto fn = o.on_warning;
+    void* user_data = o.on_warning_user;
+    b.on_warning = [fn, user_data](const std::string& m) { fn(user_data, m.c_str()); };
+  }
+  b.skip_bad = o.skip_bad != 0;
+  if (o.on_bad_input) {
+    auto fn = o.on_bad_input;
+    void* user_data = o.on_bad_input_user;
+    b.on_bad_input = [fn, user_data](const std::string& label, a2pack_status st,
+                                     const std::string& m) {
+      fn(user_data, label.c_str(), st, m.c_str());
+    };
+  }
+  b.lock_timeout_ms = o.lock_timeout_ms;
   return b;
 }
 
@@ -95,6 +110,8 @@ void fill_result(a2pack_dataset_build_result* out, const dataset::BuildResult& r
   full.rows_added = r.rows_added;
   full.total_runs = r.total_runs;
   full.total_rows = r.total_rows;
+  full.runs_skipped = r.runs_skipped;
+  full.runs_adopted = r.runs_adopted;
   capi::write_out(out, full);
 }
 
@@ -154,6 +171,7 @@ A2PACK_EXPORT void a2pack_dataset_build_options_init(a2pack_dataset_build_option
   if (!o) return;
   *o = a2pack_dataset_build_options{};
   o->size = sizeof *o;
+  o->lock_timeout_ms = 60000;
 }
 
 A2PACK_EXPORT a2pack_status a2pack_dataset_build(const char* input, const char* out_dir,
@@ -185,9 +203,17 @@ A2PACK_EXPORT a2pack_status a2pack_dataset_verify(const char* dataset_dir, uint3
   if (out_report_json) *out_report_json = nullptr;
   return guard([&] {
     require(dataset_dir, "dataset_dir");
-    if (flags & ~uint32_t{A2PACK_DATASET_VERIFY_REPAIR})
-      fail(A2PACK_E_INVALID_ARGUMENT, "unknown verify flags {:#x}", flags);
-    auto rep = dataset::verify(dataset_dir, flags & A2PACK_DATASET_VERIFY_REPAIR, workers);
+    const uint32_t known = A2PACK_DATASET_VERIFY_REPAIR | A2PACK_DATASET_VERIFY_FULL |
+                           A2PACK_DATASET_VERIFY_DISCARD_UNRECORDED;
+    if (flags & ~known) fail(A2PACK_E_INVALID_ARGUMENT, "unknown verify flags {:#x}", flags);
+    if ((flags & A2PACK_DATASET_VERIFY_DISCARD_UNRECORDED) && !(flags & A2PACK_DATASET_VERIFY_REPAIR))
+      fail(A2PACK_E_INVALID_ARGUMENT,
+           "A2PACK_DATASET_VERIFY_DISCARD_UNRECORDED needs A2PACK_DATASET_VERIFY_REPAIR");
+    dataset::VerifyOptions vo;
+    vo.repair = flags & A2PACK_DATASET_VERIFY_REPAIR;
+    vo.full = flags & A2PACK_DATASET_VERIFY_FULL;
+    vo.discard_unrecorded = flags & A2PACK_DATASET_VERIFY_DISCARD_UNRECORDED;
+    auto rep = dataset::verify(dataset_dir, vo, workers);
     if (out_report_json) *out_report_json = capi::owned_string(rep.to_json());
     if (!rep.ok) {
       std::string msg = rep.errors.front();

@@ -21,7 +21,21 @@ struct DatasetArgs {
   bool overwrite = false;
   bool json = false;
   bool repair = false;
+  bool full = false;
+  bool discard_unrecorded = false;
+  bool skip_bad = false;
+  bool strict = false;
+  double lock_timeout_s = 60;
+  bool progress = false;  // upstream's `dataset build --progress`: the bar is on by default here
 };
+
+void report_bad(void* /*user*/, const char* label, a2pack_status status, const char* message) {
+  fmt::print(stderr, "a2pack: skipped {} ({}): {}\n", label, a2pack_status_name(status), message);
+}
+
+void print_warning(void* /*user*/, const char* message) {
+  fmt::print(stderr, "a2pack: warning: {}\n", message);
+}
 
 struct OwnedString {
   char* p = nullptr;
@@ -36,13 +50,25 @@ a2pack_dataset_build_options build_options(const DatasetArgs& a, Progress& bar) 
   o.overwrite = a.overwrite;
   o.progress = &Progress::callback;
   o.progress_user = &bar;
+  o.on_warning = &print_warning;
+  o.skip_bad = a.skip_bad;
+  o.on_bad_input = &report_bad;
+  o.lock_timeout_ms = a.lock_timeout_s < 0 ? -1 : static_cast<int64_t>(a.lock_timeout_s * 1000);
   return o;
 }
 
-void print_result(const char* verb, const a2pack_dataset_build_result& r, double secs) {
+void print_result(const char* verb, const a2pack_dataset_build_result& r, double secs,
+                  const DatasetArgs& a) {
   fmt::print("{} {} runs, {} rows ({}) in {:.2f}s; the dataset now holds {} runs, {} rows\n", verb,
              r.runs_added, r.rows_added, human_bytes(static_cast<double>(r.rows_added) * 32), secs,
              r.total_runs, r.total_rows);
+  if (r.runs_skipped) {
+    fmt::print("skipped {} bad run(s) (each named above)\n", r.runs_skipped);
+    if (a.strict)
+      throw CliError(fmt::format("{} bad run(s) skipped; failing as --strict asks (the good runs "
+                                 "were written)",
+                                 r.runs_skipped));
+  }
 }
 
 void run_build(const DatasetArgs& a) {
@@ -53,7 +79,7 @@ void run_build(const DatasetArgs& a) {
   double t0 = now_seconds();
   check(a2pack_dataset_build(a.input.c_str(), a.out.c_str(), &o, &r));
   bar.finish();
-  print_result("built", r, now_seconds() - t0);
+  print_result("built", r, now_seconds() - t0, a);
 }
 
 void run_append(const DatasetArgs& a) {
@@ -64,7 +90,7 @@ void run_append(const DatasetArgs& a) {
   double t0 = now_seconds();
   check(a2pack_dataset_append(a.dataset.c_str(), a.input.c_str(), &o, &r));
   bar.finish();
-  print_result("appended", r, now_seconds() - t0);
+  print_result("appended", r, now_seconds() - t0, a);
 }
 
 void run_stats(const DatasetArgs& a) {
@@ -127,8 +153,12 @@ void run_stats(const DatasetArgs& a) {
 void run_verify(const DatasetArgs& a) {
   OwnedString js;
   double t0 = now_seconds();
-  a2pack_status st = a2pack_dataset_verify(
-      a.dataset.c_str(), a.repair ? A2PACK_DATASET_VERIFY_REPAIR : 0, a.workers, &js.p);
+  if (a.discard_unrecorded && !a.repair)
+    throw CliError("--discard-unrecorded needs --repair (it deletes the runs and rows it names)");
+  uint32_t flags = (a.repair ? A2PACK_DATASET_VERIFY_REPAIR : 0) |
+                   (a.full ? A2PACK_DATASET_VERIFY_FULL : 0) |
+                   (a.discard_unrecorded ? A2PACK_DATASET_VERIFY_DISCARD_UNRECORDED : 0);
+  a2pack_status st = a2pack_dataset_verify(a.dataset.c_str(), flags, a.workers, &js.p);
   double secs = now_seconds() - t0;
   if (!js.p) check(st);  // failed before a report existed (bad arguments)
   auto j = nlohmann::json::parse(js.p);
@@ -137,12 +167,28 @@ void run_verify(const DatasetArgs& a) {
   } else {
     for (const auto& s : j["actions"]) fmt::print("repaired: {}\n", s.get<std::string>());
     for (const auto& s : j["notes"]) fmt::print("note: {}\n", s.get<std::string>());
+    if (j.contains("warnings"))
+      for (const auto& s : j["warnings"]) fmt::print(stderr, "warning: {}\n", s.get<std::string>());
     for (const auto& s : j["errors"]) fmt::print(stderr, "error: {}\n", s.get<std::string>());
     if (st == A2PACK_OK)
       fmt::print("ok: {} rows in {} runs verified in {:.2f}s\n", j["rows"].get<uint64_t>(),
                  j["runs"].get<uint64_t>(), secs);
   }
   if (st != A2PACK_OK) throw CliError(fmt::format("{}: verification failed", a.dataset));
+}
+
+// Flags build and append share.
+void add_writer_flags(CLI::App* c, DatasetArgs& a) {
+  c->add_flag("--skip-bad", a.skip_bad,
+              "Skip unreadable or corrupt runs (each named on stderr, with why) instead of failing");
+  c->add_flag("--strict", a.strict, "With --skip-bad: exit non-zero when any run was skipped");
+  c->add_option("--lock-timeout", a.lock_timeout_s,
+                "Seconds to wait for readers loading the dataset (or another writer) to release "
+                "its lock; -1 = no limit, 0 = fail at once (default 60)");
+  c->add_flag("-q,--quiet,--no-progress", globals().quiet, "Print no progress bar");
+  // Upstream's `dataset build --progress`: a2pack draws the bar by default
+  // (on a terminal), so the flag is accepted and changes nothing.
+  c->add_flag("--progress", a.progress, "")->group("");
 }
 
 Registrar reg("dataset", [](CLI::App& app) {
@@ -157,6 +203,7 @@ Registrar reg("dataset", [](CLI::App& app) {
   c->add_flag("--allow-missing-branches", b->allow_missing_branches,
               "Accept runs without branch values: only the chosen move is legal, at 1.0");
   c->add_flag("--overwrite", b->overwrite, "Replace an existing dataset folder (atomically)");
+  add_writer_flags(c, *b);
   c->callback([b] { run_build(*b); });
 
   auto p = std::make_shared<DatasetArgs>();
@@ -166,6 +213,7 @@ Registrar reg("dataset", [](CLI::App& app) {
   c->add_option("--workers,-j", p->workers, "Decode threads (0 = all cores)");
   c->add_flag("--allow-missing-branches", p->allow_missing_branches,
               "Accept runs without branch values: only the chosen move is legal, at 1.0");
+  add_writer_flags(c, *p);
   c->callback([p] { run_append(*p); });
 
   auto s = std::make_shared<DatasetArgs>();
@@ -180,7 +228,12 @@ Registrar reg("dataset", [](CLI::App& app) {
   c->add_option("--dataset,-d", v->dataset, "Dataset folder")->required();
   c->add_option("--workers,-j", v->workers, "Threads (0 = all cores)");
   c->add_flag("--repair", v->repair,
-              "First undo what an interrupted append left (temporary files, uncommitted runs/rows)");
+              "First undo what an interrupted append of a2pack left (as its journal records) and "
+              "record runs another tool appended in the manifest");
+  c->add_flag("--full", v->full, "SQLite integrity_check instead of quick_check on metadata.db");
+  c->add_flag("--discard-unrecorded", v->discard_unrecorded,
+              "With --repair: delete runs/rows the manifest does not record that cannot be "
+              "adopted (they do not fit the rows); without it repair refuses, naming them");
   c->add_flag("--json", v->json, "Print the report as JSON");
   c->callback([v] { run_verify(*v); });
 });

@@ -19,6 +19,12 @@ struct DecodeArgs {
   std::string input;
   uint32_t workers = 0;
   bool json = false;
+  bool skip_bad = false;
+  bool strict = false;
+};
+
+struct Skipped {
+  std::string file, why;
 };
 
 std::vector<std::string> run_files(const std::string& dir) {
@@ -36,41 +42,77 @@ std::vector<std::string> run_files(const std::string& dir) {
 
 std::string slurp(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
-  if (!f) throw CliError(fmt::format("{}: cannot open", path));
-  return std::string(std::istreambuf_iterator<char>(f), {});
+  if (!f) throw CliError("cannot open it");
+  std::string s(std::istreambuf_iterator<char>(f), {});
+  if (f.bad()) throw CliError("read error");
+  return s;
+}
+
+void finish(const DecodeArgs& a, const std::vector<Skipped>& skipped) {
+  if (a.strict && !skipped.empty())
+    throw CliError(fmt::format("{} bad file(s) skipped; failing as --strict asks", skipped.size()));
 }
 
 void run_decode(const DecodeArgs& a) {
   auto files = run_files(a.input);
   std::vector<std::string> data;
+  std::vector<Skipped> skipped;
+  auto skip = [&](const std::string& file, const std::string& why) {
+    if (!a.skip_bad) throw CliError(fmt::format("{}: {}", file, why));
+    fmt::print(stderr, "a2pack: skipped {}: {}\n", file, why);
+    skipped.push_back({file, why});
+  };
   data.reserve(files.size());
-  uint64_t bytes = 0;
+  std::vector<std::string> kept;
   for (auto& f : files) {
-    data.push_back(slurp(f));
-    bytes += data.back().size();
+    try {
+      data.push_back(slurp(f));
+      kept.push_back(f);
+    } catch (const CliError& e) {
+      skip(f, e.what());
+    }
   }
   std::vector<const uint8_t*> ptrs;
   std::vector<size_t> lens;
-  for (auto& d : data) {
-    ptrs.push_back(reinterpret_cast<const uint8_t*>(d.data()));
-    lens.push_back(d.size());
-  }
+  auto lay_out = [&] {
+    ptrs.clear();
+    lens.clear();
+    for (auto& d : data) {
+      ptrs.push_back(reinterpret_cast<const uint8_t*>(d.data()));
+      lens.push_back(d.size());
+    }
+  };
+  lay_out();
   a2pack_run_batch* batch = nullptr;
   double t0 = now_seconds();
   a2pack_status st = a2pack_run_batch_decode(ptrs.data(), lens.data(), ptrs.size(), a.workers, &batch);
   double dt = now_seconds() - t0;
   if (st != A2PACK_OK) {
     // Name the file: decode the payloads one by one (only on this error
-    // path) and report the first that fails, with its own message.
+    // path); without --skip-bad report the first that fails, with its own
+    // message; with it, report and drop every bad one and decode the rest.
     std::string batch_msg = a2pack_last_error();
-    for (size_t i = 0; i < files.size(); ++i) {
+    std::vector<std::string> good_data, good_files;
+    for (size_t i = 0; i < kept.size(); ++i) {
       a2pack_run* run = nullptr;
-      if (a2pack_run_decode(ptrs[i], lens[i], &run) != A2PACK_OK)
-        throw CliError(fmt::format("{}: {}", files[i], a2pack_last_error()));
+      if (a2pack_run_decode(ptrs[i], lens[i], &run) != A2PACK_OK) {
+        skip(kept[i], a2pack_last_error());
+        continue;
+      }
       a2pack_run_close(run);
+      good_data.push_back(std::move(data[i]));
+      good_files.push_back(kept[i]);
     }
-    throw CliError(batch_msg);
+    if (good_files.size() == kept.size()) throw CliError(batch_msg);
+    data = std::move(good_data);
+    kept = std::move(good_files);
+    lay_out();
+    t0 = now_seconds();
+    check(a2pack_run_batch_decode(ptrs.data(), lens.data(), ptrs.size(), a.workers, &batch));
+    dt = now_seconds() - t0;
   }
+  uint64_t bytes = 0;
+  for (auto& d : data) bytes += d.size();
   std::unique_ptr<a2pack_run_batch, decltype(&a2pack_run_batch_close)> guard(batch,
                                                                               a2pack_run_batch_close);
   a2pack_run_columns c{};
@@ -101,7 +143,11 @@ void run_decode(const DecodeArgs& a) {
     j["decode_seconds"] = dt;
     j["decode_mb_per_s"] = mbps;
     j["decode_steps_per_s"] = sps;
+    nlohmann::json sk = nlohmann::json::array();
+    for (auto& x : skipped) sk.push_back({{"file", x.file}, {"error", x.why}});
+    j["skipped"] = sk;
     fmt::print("{}\n", j.dump(2));
+    finish(a, skipped);
     return;
   }
   fmt::print("decoded {} runs, {} steps ({} with branches) from {} in {:.1f} ms\n", c.n_runs,
@@ -113,6 +159,8 @@ void run_decode(const DecodeArgs& a) {
   fmt::print("highest tile ");
   for (auto& [t, n] : tiles) fmt::print(" {}:{}", t, n);
   fmt::print("\n");
+  if (!skipped.empty()) fmt::print("skipped {} bad file(s) (each named above)\n", skipped.size());
+  finish(a, skipped);
 }
 
 Registrar reg("decode", [](CLI::App& app) {
@@ -122,6 +170,11 @@ Registrar reg("decode", [](CLI::App& app) {
   c->add_option("--input,-i", a->input, "Folder of .a2run2 files (searched recursively)")->required();
   c->add_option("--workers,-j", a->workers, "Decode threads (0 = all cores)");
   c->add_flag("--json", a->json, "Print JSON");
+  c->add_flag("--skip-bad", a->skip_bad,
+              "Skip unreadable or corrupt run files (each named on stderr, with why) instead of "
+              "failing");
+  c->add_flag("--strict", a->strict, "With --skip-bad: exit non-zero when any file was skipped");
+  c->add_flag("-q,--quiet,--no-progress", globals().quiet, "Print no progress bar");
   c->callback([a] { run_decode(*a); });
 });
 

@@ -11,12 +11,15 @@
 #include <cstdlib>
 #include <exception>
 #include <filesystem>
+#include <optional>
 
 #include "base/crc32c.hpp"
 #include "base/error.hpp"
 #include "base/file_io.hpp"
 #include "base/worker_pool.hpp"
+#include "dataset/foreign.hpp"
 #include "dataset/fsutil.hpp"
+#include "dataset/journal.hpp"
 #include "dataset/metadata.hpp"
 #include "dataset/npy.hpp"
 #include "dataset/row.hpp"
@@ -56,16 +59,41 @@ void catch_into(std::exception_ptr& slot, F&& fn) {
   }
 }
 
-void rethrow_first(std::vector<std::exception_ptr>& errors, size_t n) {
-  for (size_t j = 0; j < n; ++j)
-    if (errors[j]) std::rethrow_exception(errors[j]);
-}
 
 struct StreamResult {
   std::vector<RunRow> runs;
   uint64_t rows = 0;
   uint32_t crc = 0;
+  uint64_t skipped = 0;
 };
+
+// With skip_bad: turn the failures of a round into skips (told to
+// on_bad_input, in input order, from this thread); otherwise rethrow the first.
+size_t take_failures(std::vector<std::exception_ptr>& errors, size_t k, size_t a,
+                     std::vector<char>& skip, const RunSource& src, const BuildOptions& o,
+                     StreamResult& res) {
+  size_t found = 0;
+  for (size_t j = 0; j < k; ++j) {
+    if (!errors[j]) continue;
+    if (!o.skip_bad) std::rethrow_exception(errors[j]);
+    a2pack_status st = A2PACK_E_INTERNAL;
+    std::string msg;
+    try {
+      std::rethrow_exception(errors[j]);
+    } catch (const Error& e) {
+      st = e.status();
+      msg = e.what();
+    } catch (const std::exception& e) {
+      msg = e.what();
+    }
+    errors[j] = nullptr;
+    skip[j] = 1;
+    ++found;
+    ++res.skipped;
+    if (o.on_bad_input) o.on_bad_input(src.label(a + j), st, msg);
+  }
+  return found;
+}
 
 // Decode every run of `src` and append its rows to `out`, run ids from
 // `first_id`, row numbers from `first_row`, extending `crc`.
@@ -98,8 +126,12 @@ StreamResult stream_rows(const RunSource& src, TempFile& out, uint64_t first_id,
   std::vector<std::exception_ptr> errors(kChunkRuns);
   uint64_t row = first_row;
 
+  uint64_t next_id = first_id;
+  std::vector<char> skip(kChunkRuns);
+  std::vector<uint64_t> ids(kChunkRuns);
   for (size_t a = 0; a < n; a += kChunkRuns) {
     const size_t k = std::min(kChunkRuns, n - a);
+    std::fill(skip.begin(), skip.end(), 0);
     // Read and parse headers in parallel (v1 CRCs are checked here).
     parallel_for(k, workers, [&](size_t j) {
       catch_into(errors[j], [&] {
@@ -117,55 +149,65 @@ StreamResult stream_rows(const RunSource& src, TempFile& out, uint64_t first_id,
                src.label(i), headers[j].n_steps, kMaxRunSteps);
       });
     });
-    rethrow_first(errors, k);
-    offs[0] = 0;
-    for (size_t j = 0; j < k; ++j) offs[j + 1] = offs[j] + headers[j].n_steps;
-    rows.resize(offs[k] * kRowBytes);
-
-    // Decode each run into per-worker columns, then into its rows.
-    parallel_for_worker(k, workers, [&](unsigned w, size_t j) { catch_into(errors[j], [&] {
-      const size_t i = a + j;
-      const run::Header& h = headers[j];
-      const size_t ns = h.n_steps;
-      Cols& c = cols[w];
-      if (c.boards.size() < ns || c.boards.empty()) {
-        size_t cap = std::max<size_t>(ns, 1);
-        c.boards.resize(cap);
-        c.moves.resize(cap);
-        c.values.resize(4 * cap);
-        c.legal.resize(cap);
-        c.present.resize(cap);
+    take_failures(errors, k, a, skip, src, o, res);
+    // Decode each kept run into per-worker columns, then into its rows. A run
+    // skipped at this stage changes the ids and rows of those after it, so
+    // the round is laid out again without it.
+    for (;;) {
+      offs[0] = 0;
+      uint64_t id = next_id;
+      for (size_t j = 0; j < k; ++j) {
+        ids[j] = id;
+        if (!skip[j]) ++id;
+        offs[j + 1] = offs[j] + (skip[j] ? 0 : headers[j].n_steps);
       }
-      run::StepColumns sc{c.boards.data(), c.moves.data(), c.values.data(), c.legal.data(),
-                          c.present.data()};
-      try {
-        run::decode_steps(views[j].data, views[j].len, h, sc);
-      } catch (const Error& e) {
-        rethrow_with_context(e, src.label(i));
-      }
-      if (!o.allow_missing_branches)
+      rows.resize(offs[k] * kRowBytes);
+      parallel_for_worker(k, workers, [&](unsigned w, size_t j) { catch_into(errors[j], [&] {
+        if (skip[j]) return;
+        const size_t i = a + j;
+        const run::Header& h = headers[j];
+        const size_t ns = h.n_steps;
+        Cols& c = cols[w];
+        if (c.boards.size() < ns || c.boards.empty()) {
+          size_t cap = std::max<size_t>(ns, 1);
+          c.boards.resize(cap);
+          c.moves.resize(cap);
+          c.values.resize(4 * cap);
+          c.legal.resize(cap);
+          c.present.resize(cap);
+        }
+        run::StepColumns sc{c.boards.data(), c.moves.data(), c.values.data(), c.legal.data(),
+                            c.present.data()};
+        try {
+          run::decode_steps(views[j].data, views[j].len, h, sc);
+        } catch (const Error& e) {
+          rethrow_with_context(e, src.label(i));
+        }
+        if (!o.allow_missing_branches)
+          for (size_t s = 0; s < ns; ++s)
+            if (!c.present[s])
+              fail(A2PACK_E_INVALID_ARGUMENT,
+                   "{}: step {} has no branch values (the run was recorded without them), so its "
+                   "ev_legal/ev_values are unknown; pass --allow-missing-branches to mark only "
+                   "the chosen move legal, at 1.0",
+                   src.label(i), s);
+        Row* out_rows = reinterpret_cast<Row*>(rows.data()) + offs[j];
+        const auto rid = static_cast<uint32_t>(ids[j]);
         for (size_t s = 0; s < ns; ++s)
-          if (!c.present[s])
-            fail(A2PACK_E_INVALID_ARGUMENT,
-                 "{}: step {} has no branch values (the run was recorded without them), so its "
-                 "ev_legal/ev_values are unknown; pass --allow-missing-branches to mark only the "
-                 "chosen move legal, at 1.0",
-                 src.label(i), s);
-      Row* out_rows = reinterpret_cast<Row*>(rows.data()) + offs[j];
-      const auto rid = static_cast<uint32_t>(first_id + i);
-      for (size_t s = 0; s < ns; ++s)
-        make_row(out_rows[s], c.boards[s], c.moves[s], &c.values[4 * s], c.legal[s],
-                 c.present[s] != 0, rid, static_cast<uint16_t>(s));
-    }); });
-    rethrow_first(errors, k);
+          make_row(out_rows[s], c.boards[s], c.moves[s], &c.values[4 * s], c.legal[s],
+                   c.present[s] != 0, rid, static_cast<uint16_t>(s));
+      }); });
+      if (take_failures(errors, k, a, skip, src, o, res) == 0) break;
+    }
 
     out.write(rows.data(), rows.size());
     res.crc = crc32c::extend(res.crc, rows.data(), rows.size());
     for (size_t j = 0; j < k; ++j) {
+      if (skip[j]) continue;
       const run::Meta& m = headers[j].meta;
       const std::string label = src.label(a + j);
       RunRow r;
-      r.id = static_cast<int64_t>(first_id + a + j);
+      r.id = static_cast<int64_t>(ids[j]);
       r.first_step_idx = static_cast<int64_t>(row);
       r.num_steps = static_cast<int64_t>(headers[j].n_steps);
       r.max_score = to_sql_int(m.max_score, "max_score", label);
@@ -175,6 +217,7 @@ StreamResult stream_rows(const RunSource& src, TempFile& out, uint64_t first_id,
       r.elapsed_s = m.elapsed_s;
       res.runs.push_back(std::move(r));
       row += headers[j].n_steps;
+      ++next_id;
     }
     res.rows += offs[k];
     // Large payloads are not kept between rounds.
@@ -206,19 +249,39 @@ void require_dataset_files(const std::string& dir) {
            "manifest.json)", dir, f);
 }
 
-uint32_t crc_of_file_range(const ReadFd& f, uint64_t offset, uint64_t len) {
-  std::vector<uint8_t> buf(std::min<uint64_t>(len, 8u << 20));
-  uint32_t crc = 0;
-  for (uint64_t done = 0; done < len;) {
-    size_t n = static_cast<size_t>(std::min<uint64_t>(len - done, buf.size()));
-    f.pread_exact(buf.data(), n, offset + done);
-    crc = crc32c::extend(crc, buf.data(), n);
-    done += n;
-  }
-  return crc;
+// Rewrite steps.npy with only its first `rows` rows (temporary file, rename).
+void truncate_steps(const std::string& steps_path, const ReadFd& steps, const NpyInfo& info,
+                    uint64_t rows) {
+  TempFile t(steps_path);
+  std::string hdr = npy_header(rows);
+  t.write(hdr.data(), hdr.size());
+  t.copy_from(steps.fd(), steps_path, info.data_offset, rows * kRowBytes);
+  t.sync();
+  t.install();
 }
 
-Manifest recover_locked(const std::string& dir, bool truncate, RecoverReport& rep) {
+void delete_runs(Db& db, const char* where, int64_t a, int64_t b) {
+  db.exec("BEGIN IMMEDIATE");
+  Stmt d = db.prepare(std::string("DELETE FROM runs WHERE ") + where);
+  d.bind(1, a);
+  if (b >= 0) d.bind(2, b);
+  d.step();
+  db.exec("COMMIT");
+}
+
+std::string adopted_warning(const std::string& dir, const Unrecorded& u) {
+  bool local = false;
+  for (const auto& b : u.batches) local |= b.local_ids;
+  return fmt::format(
+      "{}: adopted {} that manifest.json did not record (written by another tool, such as "
+      "upstream's `dataset append`); they are now part of the dataset{}",
+      dir, u.describe(),
+      local ? ". Their rows carry run-local run_ids (a known defect of upstream's append): "
+              "`verify` lists them; select rows through metadata.db, not by the run_id column"
+            : "");
+}
+
+Manifest recover_locked(const std::string& dir, const RecoverOptions& ro, RecoverReport& rep) {
   for (const auto& name : list_dir(dir))
     if (is_temp_name(name)) {
       if (::unlink((dir + "/" + name).c_str()) != 0 && errno != ENOENT)
@@ -234,59 +297,89 @@ Manifest recover_locked(const std::string& dir, bool truncate, RecoverReport& re
     rep.actions.push_back("rolled back an interrupted metadata.db transaction");
 
   const std::string steps_path = dir + "/steps.npy";
-  ReadFd steps(steps_path);
-  NpyInfo info = read_npy_info(steps);
+  std::optional<ReadFd> steps(std::in_place, steps_path);
+  NpyInfo info = read_npy_info(*steps);
   auto m = read_manifest(dir);
+  auto j = read_journal(dir);
   if (!m) {
     // A dataset from the upstream tool: describe it in a manifest first, so
     // that the append protocol has a commit record to roll back to.
-    Stmt q = db.prepare(
-        "SELECT COUNT(*), COALESCE(SUM(num_steps), 0), COALESCE(MAX(id), -1), "
-        "COALESCE(MIN(id), 0) FROM runs");
-    q.step();
-    int64_t count = q.col_int(0), sum = q.col_int(1), max_id = q.col_int(2), min_id = q.col_int(3);
-    if (sum < 0 || static_cast<uint64_t>(sum) != info.rows)
-      fail(A2PACK_E_CORRUPT,
-           "{}: row counts disagree: steps.npy has {} rows but the runs of metadata.db add up "
-           "to {} steps",
-           dir, info.rows, sum);
-    if (min_id < 0) fail(A2PACK_E_CORRUPT, "{}: a run has the negative id {}", db_path, min_id);
-    Manifest nm;
-    nm.rows = info.rows;
-    nm.runs = static_cast<uint64_t>(count);
-    nm.next_run_id = static_cast<uint64_t>(max_id + 1);
-    nm.steps_crc32c = crc_of_file_range(steps, info.data_offset, info.rows * kRowBytes);
+    if (j) remove_journal(dir);  // only an append writes one, after a manifest exists
+    Manifest empty;
+    Unrecorded u = find_unrecorded(dir, empty, std::nullopt, info, *steps, db);
+    if (u.foreign() && !u.adoptable())
+      fail(A2PACK_E_CORRUPT, "{}: cannot describe the dataset (it has no manifest.json): {}", dir,
+           u.problem);
+    Manifest nm = adopt_into(empty, u, info, *steps, dir, "existing");
     nm.created_utc = nm.updated_utc = utc_now();
     nm.generator = generator_name();
-    nm.sources.push_back({dir, "existing", nm.runs, nm.rows, 0, nm.created_utc});
     write_manifest(dir, nm, "adopt:manifest-synced");
     rep.actions.push_back("wrote manifest.json for a dataset that had none");
+    for (const auto& b : u.batches)
+      if (b.local_ids)
+        rep.warnings.push_back(fmt::format(
+            "{}: runs {}..{} carry run-local run_ids in steps.npy (a known defect of upstream's "
+            "`dataset append`); `verify` lists them",
+            dir, b.first_run_id, b.end_run_id - 1));
     return nm;
-  }
-  Stmt q = db.prepare("SELECT COUNT(*) FROM runs WHERE id >= ?1");
-  q.bind(1, static_cast<int64_t>(m->next_run_id));
-  q.step();
-  int64_t extra = q.col_int(0);
-  if (extra > 0) {
-    db.exec("BEGIN IMMEDIATE");
-    Stmt d = db.prepare("DELETE FROM runs WHERE id >= ?1");
-    d.bind(1, static_cast<int64_t>(m->next_run_id));
-    d.step();
-    db.exec("COMMIT");
-    rep.actions.push_back(fmt::format("deleted {} uncommitted runs from metadata.db", extra));
   }
   if (info.rows < m->rows)
     fail(A2PACK_E_CORRUPT, "{}: holds {} rows, fewer than the {} that manifest.json records",
          steps_path, info.rows, m->rows);
-  if (info.rows > m->rows && truncate) {
-    TempFile t(steps_path);
-    std::string hdr = npy_header(m->rows);
-    t.write(hdr.data(), hdr.size());
-    t.copy_from(steps.fd(), steps_path, info.data_offset, m->rows * kRowBytes);
-    t.sync();
-    t.install();
-    rep.actions.push_back(fmt::format("removed {} uncommitted rows from the end of steps.npy",
-                                      info.rows - m->rows));
+  Unrecorded u = find_unrecorded(dir, *m, j, info, *steps, db);
+  // a2pack's own interrupted append, as its journal describes it: undo it,
+  // then remove the journal (a crash in between repeats this next time).
+  if (u.own_pending) {
+    if (u.own_runs) {
+      delete_runs(db, "id >= ?1 AND id < ?2", static_cast<int64_t>(u.own_first_id),
+                  static_cast<int64_t>(u.own_end_id));
+      rep.actions.push_back(
+          fmt::format("deleted {} uncommitted runs of an interrupted append from metadata.db",
+                      u.own_runs));
+    }
+    if (u.own_tail && info.rows > m->rows) {
+      truncate_steps(steps_path, *steps, info, m->rows);
+      rep.actions.push_back(fmt::format(
+          "removed {} uncommitted rows of an interrupted append from the end of steps.npy",
+          info.rows - m->rows));
+      steps.emplace(steps_path);
+      info = read_npy_info(*steps);
+    }
+  }
+  if (j) {
+    remove_journal(dir);
+    rep.actions.push_back(u.own_pending ? "removed the journal of an interrupted append"
+                                        : "removed the journal of an append that had committed");
+  }
+  if (!u.foreign()) return *m;
+  if (u.adoptable()) {
+    Manifest nm = adopt_into(*m, u, info, *steps, "(not recorded: written by another tool)",
+                             "adopted");
+    nm.updated_utc = utc_now();
+    nm.generator = generator_name();
+    write_manifest(dir, nm, "adopt:manifest-synced");
+    rep.actions.push_back(fmt::format("recorded {} in manifest.json", u.describe()));
+    rep.warnings.push_back(adopted_warning(dir, u));
+    rep.adopted_runs = u.runs;
+    return nm;
+  }
+  if (!ro.discard_unrecorded)
+    fail(A2PACK_E_CORRUPT,
+         "{}: holds {} that manifest.json does not record, and they cannot be adopted: {}. "
+         "Nothing was changed. To drop them (the runs of metadata.db with id >= {} and the rows "
+         "of steps.npy past row {}), run `a2pack dataset verify --repair --discard-unrecorded`; "
+         "otherwise rebuild the dataset",
+         dir, u.describe(), u.problem, m->next_run_id, m->rows);
+  if (u.runs) {
+    delete_runs(db, "id >= ?1", static_cast<int64_t>(m->next_run_id), -1);
+    rep.actions.push_back(fmt::format("deleted {} unrecorded runs (ids {}..{}) from metadata.db, "
+                                      "as asked",
+                                      u.runs, u.min_id, u.max_id));
+  }
+  if (info.rows > m->rows) {
+    truncate_steps(steps_path, *steps, info, m->rows);
+    rep.actions.push_back(fmt::format(
+        "removed {} unrecorded rows from the end of steps.npy, as asked", info.rows - m->rows));
   }
   return *m;
 }
@@ -315,14 +408,15 @@ void clean_stale_temps(const std::string& out) {
 }
 
 // Put the finished folder `tmp` in place of `out`.
-void install_dir(const std::string& tmp, const std::string& out, bool replace) {
+void install_dir(const std::string& tmp, const std::string& out, bool replace,
+                 int64_t lock_timeout_ms) {
   const std::string parent = parent_dir(out);
   if (!replace) {
     if (::rename(tmp.c_str(), out.c_str()) != 0) fail_errno("rename to " + out, tmp, errno);
     fsync_dir(parent);
     return;
   }
-  DirLock lock(out, /*exclusive=*/true, /*wait=*/false);  // no append is running in it
+  DirLock lock(out, /*exclusive=*/true, lock_timeout_ms);  // no append is running in it
   if (::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, out.c_str(), RENAME_EXCHANGE) == 0) {
     fsync_dir(parent);
     crash_point("build:exchanged");
@@ -411,9 +505,10 @@ BuildResult build(const RunSource& src, const std::string& out_dir, const BuildO
     write_manifest(tmp, m, "build:manifest-synced");
     fsync_dir(tmp);
     crash_point("build:before-install");
-    install_dir(tmp, out, exists);
+    install_dir(tmp, out, exists, o.lock_timeout_ms);
     r.runs_added = r.total_runs = m.runs;
     r.rows_added = r.total_rows = m.rows;
+    r.runs_skipped = res.skipped;
     return r;
   } catch (...) {
     std::error_code ec;
@@ -425,9 +520,11 @@ BuildResult build(const RunSource& src, const std::string& out_dir, const BuildO
 BuildResult append(const RunSource& src, const std::string& dir_in, const BuildOptions& o) {
   const std::string dir = strip_slashes(dir_in);
   require_dataset_files(dir);
-  DirLock lock(dir, /*exclusive=*/true, /*wait=*/false);
+  DirLock lock(dir, /*exclusive=*/true, o.lock_timeout_ms);
   RecoverReport rep;
-  Manifest m = recover_locked(dir, /*truncate=*/false, rep);
+  Manifest m = recover_locked(dir, RecoverOptions{}, rep);
+  if (o.on_warning)
+    for (const auto& w : rep.warnings) o.on_warning(w);
 
   const std::string steps_path = dir + "/steps.npy";
   ReadFd old(steps_path);
@@ -445,6 +542,27 @@ BuildResult append(const RunSource& src, const std::string& dir_in, const BuildO
   tmp.pwrite(hdr.data(), hdr.size(), 0);
   tmp.sync();
   crash_point("append:steps-synced");
+  // From here on the append changes metadata.db and steps.npy: record first
+  // what it is about to do, so that recovery undoes exactly this append and
+  // nothing another tool wrote.
+  {
+    Journal j;
+    j.pid = ::getpid();
+    j.started_utc = utc_now();
+    j.old_rows = m.rows;
+    j.old_runs = m.runs;
+    j.old_next_run_id = m.next_run_id;
+    j.old_sources = m.sources.size();
+    j.old_crc = m.steps_crc32c;
+    j.first_new_id = m.next_run_id;
+    j.end_new_id = m.next_run_id + res.runs.size();
+    struct stat st;
+    if (::fstat(tmp.fd(), &st) != 0) fail_errno("stat", tmp.temp_path(), errno);
+    j.steps_dev = static_cast<uint64_t>(st.st_dev);
+    j.steps_ino = static_cast<uint64_t>(st.st_ino);
+    write_journal(dir, j);
+  }
+  crash_point("append:journal-written");
   {
     Db db(dir + "/metadata.db", Db::Mode::read_write);
     set_durable(db);
@@ -468,21 +586,24 @@ BuildResult append(const RunSource& src, const std::string& dir_in, const BuildO
       {src.input(), src.kind(), res.runs.size(), res.rows, m.next_run_id, next.updated_utc});
   write_manifest(dir, next, "append:manifest-synced");
   crash_point("append:committed");
+  remove_journal(dir);
 
   BuildResult r;
   r.runs_added = res.runs.size();
   r.rows_added = res.rows;
   r.total_runs = next.runs;
   r.total_rows = next.rows;
+  r.runs_adopted = rep.adopted_runs;
+  r.runs_skipped = res.skipped;
   return r;
 }
 
-RecoverReport recover(const std::string& dir_in, bool truncate_steps) {
+RecoverReport recover(const std::string& dir_in, const RecoverOptions& ro) {
   const std::string dir = strip_slashes(dir_in);
   require_dataset_files(dir);
-  DirLock lock(dir, /*exclusive=*/true, /*wait=*/false);
+  DirLock lock(dir, /*exclusive=*/true, ro.lock_timeout_ms);
   RecoverReport rep;
-  recover_locked(dir, truncate_steps, rep);
+  recover_locked(dir, ro, rep);
   return rep;
 }
 

@@ -20,6 +20,8 @@
 #include <optional>
 #include <string>
 
+#include "a2pack.h"
+
 #include "dataset/manifest.hpp"
 #include "dataset/source.hpp"
 
@@ -33,6 +35,16 @@ struct BuildOptions {
   bool allow_missing_branches = false;
   bool overwrite = false;             // build: replace an existing dataset folder
   ProgressFn progress;
+  // append: told what the append found and kept that it did not write
+  // (content adopted from another tool), before it adds anything.
+  std::function<void(const std::string&)> on_warning;
+  // Skip runs that cannot be read or decoded (told to on_bad_input with the
+  // run's label, status and message) instead of failing.
+  bool skip_bad = false;
+  std::function<void(const std::string&, a2pack_status, const std::string&)> on_bad_input;
+  // How long an append (or a replacing build) waits for the folder's lock:
+  // < 0 forever, 0 not at all.
+  int64_t lock_timeout_ms = 60000;
 };
 
 struct BuildResult {
@@ -40,6 +52,8 @@ struct BuildResult {
   uint64_t rows_added = 0;
   uint64_t total_runs = 0;
   uint64_t total_rows = 0;
+  uint64_t runs_skipped = 0;  // skip_bad
+  uint64_t runs_adopted = 0;  // foreign runs recorded by this append
 };
 
 // Build `out_dir` from `src`, atomically: everything is written into a sibling
@@ -53,15 +67,27 @@ BuildResult build(const RunSource& src, const std::string& out_dir, const BuildO
 // upstream tool wrote (no manifest) is first given a manifest describing it.
 BuildResult append(const RunSource& src, const std::string& dir, const BuildOptions& opts);
 
-// What recover() did, as human-readable lines.
+// What recover() did, as human-readable lines; warnings name content it kept
+// that a2pack did not write.
 struct RecoverReport {
-  std::vector<std::string> actions;
+  std::vector<std::string> actions, warnings;
+  uint64_t adopted_runs = 0;
+};
+
+struct RecoverOptions {
+  // Content the manifest does not record, no append journal explains, and
+  // that cannot be adopted (dataset/foreign.hpp) is deleted only when asked
+  // (`verify --repair --discard-unrecorded`); otherwise recovery refuses.
+  bool discard_unrecorded = false;
+  int64_t lock_timeout_ms = 60000;  // as BuildOptions
 };
 
 // Under an exclusive lock: remove temporary files an interrupted writer left,
-// let SQLite roll back a hot journal, delete runs beyond the manifest's
-// next_run_id, and (when truncate_steps) rewrite steps.npy without rows beyond
-// manifest.rows. A dataset without a manifest gets one (when its files agree).
-RecoverReport recover(const std::string& dir, bool truncate_steps);
+// let SQLite roll back a hot journal, undo a2pack's own interrupted append
+// (the runs and rows its journal names, nothing else), and adopt consistent
+// content another tool appended (the manifest rewritten to record it, with a
+// warning) or refuse, naming the mismatch. A dataset without a manifest gets
+// one (when its files agree).
+RecoverReport recover(const std::string& dir, const RecoverOptions& ro);
 
 }  // namespace a2pack::dataset

@@ -18,7 +18,9 @@
 #include "base/path_prefix.hpp"
 #include "base/worker_pool.hpp"
 #include "dataset/builder.hpp"
+#include "dataset/foreign.hpp"
 #include "dataset/fsutil.hpp"
+#include "dataset/journal.hpp"
 #include "dataset/gather.hpp"
 #include "dataset/npy.hpp"
 #include "dataset/row.hpp"
@@ -94,13 +96,13 @@ std::unique_ptr<Dataset> Dataset::open(const std::string& dir_in, const OpenOpti
   struct stat st;
   if (::stat(dir.c_str(), &st) != 0) fail_errno("open dataset", dir, errno);
   if (!S_ISDIR(st.st_mode)) fail(A2PACK_E_INVALID_ARGUMENT, "{}: not a dataset folder", dir);
-  DirLock lock(dir, /*exclusive=*/false, /*wait=*/true);  // not while an append is half-way
+  DirLock lock(dir, /*exclusive=*/false, /*timeout_ms=*/-1);  // not while an append is half-way
 
   bool has_steps = false, has_db = false;
   for (const auto& name : list_dir(dir)) {
     if (name == "steps.npy") has_steps = true;
     else if (name == "metadata.db") has_db = true;
-    else if (name == "manifest.json") continue;
+    else if (name == "manifest.json" || name == kJournalName) continue;
     else if (name == "metadata.db-journal" || name == "metadata.db-wal" || name == "metadata.db-shm")
       continue;  // SQLite's own files
     else if (is_temp_name(name))
@@ -123,25 +125,48 @@ std::unique_ptr<Dataset> Dataset::open(const std::string& dir_in, const OpenOpti
         "{}/manifest.json: absent (a dataset from the upstream tool); rows are not checked "
         "against a CRC",
         dir));
+  auto journal = ds->manifest_ ? read_journal(dir) : std::nullopt;
   const std::string steps_path = dir + "/steps.npy";
   ReadFd f(steps_path);
   NpyInfo info = read_npy_info(f);
   ds->file_rows_ = info.rows;
-  ds->rows_ = ds->manifest_ ? ds->manifest_->rows : info.rows;
-  if (info.rows < ds->rows_)
+  const Manifest base = ds->manifest_ ? *ds->manifest_ : Manifest{};
+  if (info.rows < base.rows)
     fail(A2PACK_E_CORRUPT, "{}: holds {} rows but manifest.json records {} (truncated or replaced)",
-         steps_path, info.rows, ds->rows_);
-  if (info.rows > ds->rows_)
+         steps_path, info.rows, base.rows);
+  ds->open_db();
+  Unrecorded u = find_unrecorded(dir, base, journal, info, f, *ds->db_);
+  if (!ds->manifest_ && u.foreign() && !u.adoptable())
+    fail(A2PACK_E_CORRUPT, "{}: {}", dir, u.problem);
+  ds->crc_rows_ = base.rows;
+  ds->rows_ = base.rows + (u.adoptable() ? u.rows : 0);
+  if (u.own_pending && (u.own_runs || u.own_rows))
     ds->notes_.push_back(fmt::format(
-        "{}: {} rows past the {} committed ones (an interrupted append); they are ignored",
-        steps_path, info.rows - ds->rows_, ds->rows_));
+        "{}: an interrupted append (its journal {} is present) left {} runs and {} rows past the "
+        "committed ones; they are ignored (the next append or `verify --repair` removes them)",
+        dir, kJournalName, u.own_runs, u.own_rows));
+  if (ds->manifest_ && u.adoptable())
+    ds->notes_.push_back(fmt::format(
+        "{}: includes {} that manifest.json does not record (written by another tool, such as "
+        "upstream's `dataset append`; rows past {} are not covered by the manifest's CRC); the "
+        "next append or `verify --repair` records them",
+        dir, u.describe(), base.rows));
+  else if (u.foreign() && !u.adoptable())
+    ds->notes_.push_back(fmt::format(
+        "{}: ignores {} that manifest.json does not record and that are not consistent: {}; "
+        "appends refuse until `verify --repair --discard-unrecorded` drops them",
+        dir, u.describe(), u.problem));
+  ds->local_ids_ = local_id_ranges(ds->manifest_ ? &*ds->manifest_ : nullptr, &u);
   ds->load_rows(f, info.data_offset, o);
-  ds->open_metadata();
+  ds->check_metadata(u);
   return ds;
 }
 
 void Dataset::load_rows(const ReadFd& f, uint64_t offset, const OpenOptions& o) {
   const uint64_t bytes = rows_ * kRowBytes;
+  // The manifest's CRC covers its rows; rows another tool appended after
+  // them (included when consistent) have none.
+  const uint64_t crc_bytes = crc_rows_ * kRowBytes;
   const bool check = o.verify_crc && manifest_.has_value();
   uint32_t crc = 0;
   if (o.mmap) {
@@ -151,50 +176,49 @@ void Dataset::load_rows(const ReadFd& f, uint64_t offset, const OpenOptions& o) 
 #ifdef MADV_HUGEPAGE
     if (bytes) ::madvise(const_cast<uint8_t*>(map_.data()), map_.size(), MADV_HUGEPAGE);  // a hint
 #endif
-    if (check) crc = parallel_crc(data_, bytes, o.workers);
+    if (check) crc = parallel_crc(data_, crc_bytes, o.workers);
   } else {
     mem_ = RowMemory(static_cast<size_t>(bytes), o.huge_pages);
     data_ = mem_.data();
     // Large positional reads, one chunk per task, each checked while still
     // in cache; the chunk CRCs are then combined in order.
     size_t chunks = static_cast<size_t>((bytes + kChunk - 1) / kChunk);
-    std::vector<uint32_t> crcs(chunks);
+    size_t crc_chunks = static_cast<size_t>((crc_bytes + kChunk - 1) / kChunk);
+    std::vector<uint32_t> crcs(crc_chunks);
     parallel_for(chunks, o.workers, [&](size_t i) {
       uint64_t off = i * kChunk;
       size_t n = static_cast<size_t>(std::min(kChunk, bytes - off));
       f.pread_exact(mem_.data() + off, n, offset + off);
-      if (check) crcs[i] = crc32c::compute(mem_.data() + off, n);
+      if (check && off < crc_bytes)
+        crcs[i] = crc32c::compute(mem_.data() + off, static_cast<size_t>(std::min<uint64_t>(n, crc_bytes - off)));
     });
-    if (check) crc = combine_chunks(crcs, bytes);
+    if (check) crc = combine_chunks(crcs, crc_bytes);
   }
   if (check && crc != manifest_->steps_crc32c)
     fail(A2PACK_E_CHECKSUM,
          "{}: CRC32C of the {} rows is {:#010x} but manifest.json records {:#010x} (the rows were "
          "changed or damaged)",
-         f.path(), rows_, crc, manifest_->steps_crc32c);
+         f.path(), crc_rows_, crc, manifest_->steps_crc32c);
 }
 
-void Dataset::open_metadata() {
+void Dataset::open_db() {
   const std::string path = dir_ + "/metadata.db";
   // Read-write when possible, so that SQLite can roll back a hot journal an
   // interrupted append left; nothing here writes to the file otherwise.
   bool writable = ::access(path.c_str(), W_OK) == 0 && ::access(dir_.c_str(), W_OK) == 0;
   db_ = std::make_unique<Db>(path, writable ? Db::Mode::read_write : Db::Mode::read_only);
   check_schema(*db_);
-  int64_t limit = INT64_MAX;
+}
+
+void Dataset::check_metadata(const Unrecorded& u) {
+  const std::string path = dir_ + "/metadata.db";
+  uint64_t expect_runs = 0;
   if (manifest_) {
-    limit = static_cast<int64_t>(std::min<uint64_t>(manifest_->next_run_id, INT64_MAX));
-    Stmt q = db_->prepare("SELECT COUNT(*) FROM main.runs WHERE id >= ?1");
-    q.bind(1, limit);
-    q.step();
-    if (int64_t extra = q.col_int(0); extra > 0) {
-      notes_.push_back(fmt::format(
-          "{}: {} runs past the committed ones (an interrupted append); they are ignored", path,
-          extra));
-      // Every query, the caller's filters included, sees only committed runs:
-      // a temporary view named `runs` shadows the table.
-      db_->exec(fmt::format("CREATE TEMP VIEW runs AS SELECT * FROM main.runs WHERE id < {}", limit));
-    }
+    expect_runs = manifest_->runs + (u.adoptable() ? u.runs : 0);
+    // Every query, the caller's filters included, sees only the runs that
+    // belong to the dataset: a temporary view named `runs` shadows the table.
+    if (std::string keep = u.visible_sql(manifest_->next_run_id); !keep.empty())
+      db_->exec(fmt::format("CREATE TEMP VIEW runs AS SELECT * FROM main.runs WHERE {}", keep));
   }
   Stmt q = db_->prepare(
       "SELECT COUNT(*), COALESCE(SUM(num_steps), 0), COALESCE(MIN(first_step_idx), 0), "
@@ -204,9 +228,9 @@ void Dataset::open_metadata() {
   int64_t count = q.col_int(0), sum = q.col_int(1), min_first = q.col_int(2),
           max_end = q.col_int(3), min_len = q.col_int(4), max_id = q.col_int(5),
           min_id = q.col_int(6);
-  if (manifest_ && static_cast<uint64_t>(count) != manifest_->runs)
-    fail(A2PACK_E_CORRUPT, "{}: holds {} committed runs (id < {}) but manifest.json records {}",
-         path, count, limit, manifest_->runs);
+  if (manifest_ && static_cast<uint64_t>(count) != expect_runs)
+    fail(A2PACK_E_CORRUPT, "{}: holds {} committed runs but manifest.json records {}", path,
+         count, manifest_->runs);
   if (sum < 0 || static_cast<uint64_t>(sum) != rows_)
     fail(A2PACK_E_CORRUPT,
          "{}: row counts disagree: steps.npy has {} committed rows but the runs of metadata.db "
@@ -218,7 +242,25 @@ void Dataset::open_metadata() {
          "steps.npy",
          path, rows_);
   runs_ = static_cast<uint64_t>(count);
-  next_run_id_ = manifest_ ? manifest_->next_run_id : static_cast<uint64_t>(max_id + 1);
+  max_run_id_ = max_id;
+  next_run_id_ = manifest_ ? std::max<uint64_t>(manifest_->next_run_id,
+                                                 u.adoptable() ? u.max_id + 1 : 0)
+                           : static_cast<uint64_t>(max_id + 1);
+  // What steers row lookup: each run's first_step_idx must point at its own
+  // step 0 (one row per run). A damaged or swapped value would otherwise
+  // make selections return another run's rows.
+  Stmt r = db_->prepare("SELECT id, first_step_idx, num_steps FROM runs WHERE num_steps > 0");
+  while (r.step()) {
+    int64_t id = r.col_int(0), first = r.col_int(1);
+    Row x;
+    std::memcpy(&x, data_ + static_cast<uint64_t>(first) * kRowBytes, kRowBytes);
+    uint64_t want = expected_row_run_id(local_ids_, static_cast<uint64_t>(id));
+    if (x.run_id != static_cast<uint32_t>(want) || x.step_index != 0)
+      fail(A2PACK_E_CORRUPT,
+           "{}: run {} has first_step_idx {}, but row {} of steps.npy is step {} of run_id {} "
+           "(expected step 0 of run_id {}): the run's first_step_idx is damaged or was swapped",
+           path, id, first, first, uint16_t{x.step_index}, uint32_t{x.run_id}, want);
+  }
 }
 
 // ---------------------------------------------------------------- gather
@@ -459,8 +501,12 @@ std::vector<std::string> Dataset::check_rows(uint32_t workers, size_t max_errors
       auto bad = [&](const std::string& what) {
         report(fmt::format("{}/steps.npy: row {} (run {}, step {}): {}", dir_, row, r.id, s, what));
       };
-      if (x.run_id != static_cast<uint32_t>(r.id))
-        bad(fmt::format("run_id is {}, metadata.db says {}", uint32_t{x.run_id}, r.id));
+      const uint64_t want = expected_row_run_id(local_ids_, static_cast<uint64_t>(r.id));
+      if (x.run_id != static_cast<uint32_t>(want))
+        bad(fmt::format("run_id is {}, metadata.db says {}{}", uint32_t{x.run_id}, r.id,
+                        want != static_cast<uint64_t>(r.id)
+                            ? fmt::format(" (run-local id {} in its upstream append batch)", want)
+                            : std::string()));
       if (x.step_index != static_cast<uint16_t>(s))
         bad(fmt::format("step_index is {}, expected {}", uint16_t{x.step_index}, s & 0xFFFF));
       if (x.move > 3) bad(fmt::format("move {} is not 0..3", x.move));
@@ -484,6 +530,17 @@ std::vector<std::string> Dataset::check_rows(uint32_t workers, size_t max_errors
   return errors;
 }
 
+std::vector<std::string> Dataset::defects() const {
+  std::vector<std::string> out;
+  for (const auto& r : local_ids_)
+    out.push_back(fmt::format(
+        "{}/steps.npy: the rows of runs {}..{} carry run-local run_ids 0..{} instead of the "
+        "runs' ids (a known defect of upstream's `dataset append`, which wrote them); "
+        "metadata.db maps them correctly, so select rows by SQL, not by the run_id column",
+        dir_, r.first, r.end - 1, r.end - r.first - 1));
+  return out;
+}
+
 std::string VerifyReport::to_json() const {
   nlohmann::json j;
   j["ok"] = ok;
@@ -491,14 +548,45 @@ std::string VerifyReport::to_json() const {
   j["runs"] = runs;
   j["errors"] = errors;
   j["notes"] = notes;
+  j["warnings"] = warnings;
   j["actions"] = actions;
   return j.dump();
 }
 
-VerifyReport verify(const std::string& dir, bool repair, uint32_t workers) {
+namespace {
+// SQLite's own page-level check of metadata.db: damaged pages would
+// otherwise surface only later, as "database disk image is malformed" from a
+// filter. quick_check is O(N); integrity_check also compares every index
+// with its table.
+void sqlite_check(const std::string& dir, bool full, VerifyReport& rep) {
+  const std::string path = strip_slashes(dir) + "/metadata.db";
+  Db db(path, Db::Mode::read_only);
+  Stmt q = db.prepare(full ? "PRAGMA integrity_check(20)" : "PRAGMA quick_check(20)");
+  while (q.step()) {
+    std::string line = q.col_text(0);
+    if (line != "ok")
+      rep.errors.push_back(fmt::format("{}: SQLite {}: {}", path,
+                                       full ? "integrity_check" : "quick_check", line));
+  }
+}
+}  // namespace
+
+VerifyReport verify(const std::string& dir, const VerifyOptions& vo, uint32_t workers) {
   VerifyReport rep;
   try {
-    if (repair) rep.actions = recover(dir, /*truncate_steps=*/true).actions;
+    if (vo.repair) {
+      RecoverOptions ro;
+      ro.discard_unrecorded = vo.discard_unrecorded;
+      RecoverReport r = recover(dir, ro);
+      rep.actions = r.actions;
+      rep.warnings = r.warnings;
+    }
+    try {
+      sqlite_check(dir, vo.full, rep);
+    } catch (const Error& e) {
+      rep.errors.push_back(e.what());
+    }
+    if (!rep.errors.empty()) rep.status = A2PACK_E_CORRUPT;
     OpenOptions o;
     o.verify_crc = true;
     o.workers = workers;
@@ -506,11 +594,18 @@ VerifyReport verify(const std::string& dir, bool repair, uint32_t workers) {
     rep.rows = ds->rows();
     rep.runs = ds->runs();
     rep.notes = ds->notes();
-    rep.errors = ds->check_rows(workers, 20);
+    for (auto& w : ds->defects()) rep.warnings.push_back(std::move(w));
+    if (const auto& m = ds->manifest();
+        m && m->next_run_id > static_cast<uint64_t>(ds->max_run_id() + 1))
+      rep.errors.push_back(fmt::format(
+          "{}/manifest.json: next_run_id is {}, but the largest run id in metadata.db is {} (it "
+          "must be at most one past it)",
+          strip_slashes(dir), m->next_run_id, ds->max_run_id()));
+    for (auto& e : ds->check_rows(workers, 20)) rep.errors.push_back(std::move(e));
     if (!rep.errors.empty()) rep.status = A2PACK_E_CORRUPT;
   } catch (const Error& e) {
     rep.errors.push_back(e.what());
-    rep.status = e.status();
+    if (rep.status == A2PACK_OK) rep.status = e.status();
   }
   rep.ok = rep.errors.empty();
   return rep;

@@ -12,6 +12,7 @@
 
 #include "a2pack.h"
 #include "base/file_io.hpp"
+#include "dataset/foreign.hpp"
 #include "dataset/manifest.hpp"
 #include "dataset/memory.hpp"
 #include "dataset/metadata.hpp"
@@ -100,6 +101,11 @@ class Dataset {
   // the rows, every row's run_id and step_index match its run, moves and
   // values are in range. Returns problems (at most `max_errors`).
   std::vector<std::string> check_rows(uint32_t workers, size_t max_errors) const;
+  // Known defects of content another tool wrote that a2pack keeps as it is
+  // (run-local run_ids from upstream's append), one line per batch.
+  std::vector<std::string> defects() const;
+  // The largest run id (-1 when there are none).
+  int64_t max_run_id() const { return max_run_id_; }
 
  private:
   // Bounds-checks a batch (throws naming the first bad index) and returns how
@@ -110,13 +116,17 @@ class Dataset {
   // s3:// and gs:// datasets (remote.cpp).
   static std::unique_ptr<Dataset> open_remote(const std::string& url, const OpenOptions& opts);
   void load_rows(const ReadFd& f, uint64_t offset, const OpenOptions& o);
-  void open_metadata();
+  void open_db();
+  void check_metadata(const Unrecorded& u);
   template <typename F>
   void for_each_run(const std::string& where, const std::vector<SqlParam>& params, F&& fn) const;
 
   std::string dir_;
   std::optional<Manifest> manifest_;
   uint64_t rows_ = 0, file_rows_ = 0, runs_ = 0, next_run_id_ = 0;
+  uint64_t crc_rows_ = 0;  // rows the manifest's CRC covers
+  int64_t max_run_id_ = -1;
+  std::vector<LocalIdRange> local_ids_;
   RowMemory mem_;
   MappedFile map_;
   const uint8_t* data_ = nullptr;
@@ -134,9 +144,19 @@ struct VerifyReport {
   bool ok = false;
   a2pack_status status = A2PACK_OK;  // of the first error (CORRUPT for row-level problems)
   uint64_t rows = 0, runs = 0;
-  std::vector<std::string> errors, notes, actions;
+  std::vector<std::string> errors, notes, warnings, actions;
   std::string to_json() const;
 };
-VerifyReport verify(const std::string& dir, bool repair, uint32_t workers);
+struct VerifyOptions {
+  bool repair = false;              // first recover() (undo, adopt; see builder.hpp)
+  bool discard_unrecorded = false;  // with repair: drop inconsistent unrecorded content
+  bool full = false;                // SQLite integrity_check instead of quick_check
+};
+VerifyReport verify(const std::string& dir, const VerifyOptions& vo, uint32_t workers);
+inline VerifyReport verify(const std::string& dir, bool repair, uint32_t workers) {
+  VerifyOptions vo;
+  vo.repair = repair;
+  return verify(dir, vo, workers);
+}
 
 }  // namespace a2pack::dataset

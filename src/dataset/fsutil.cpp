@@ -4,10 +4,16 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <fstream>
+#include <sstream>
+#include <thread>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -100,24 +106,118 @@ void TempFile::install() {
 }
 
 // ---------------------------------------------------------------- DirLock
-DirLock::DirLock(const std::string& dir, bool exclusive, bool wait) {
-  fd_ = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd_ < 0) fail_errno("open folder", dir, errno);
-  int op = (exclusive ? LOCK_EX : LOCK_SH) | (wait ? 0 : LOCK_NB);
-  while (::flock(fd_, op) != 0) {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// flock() with a deadline: flock has none, so poll with LOCK_NB, sleeping
+// 1 ms at first and up to 20 ms. Returns false when the deadline passed.
+bool flock_until(int fd, int op, int64_t timeout_ms, const std::string& path) {
+  const auto deadline = Clock::now() + std::chrono::milliseconds(std::max<int64_t>(timeout_ms, 0));
+  int nb = timeout_ms < 0 ? 0 : LOCK_NB;
+  auto nap = std::chrono::milliseconds(1);
+  for (;;) {
+    if (::flock(fd, op | nb) == 0) return true;
     if (errno == EINTR) continue;
+    if (errno != EWOULDBLOCK) fail_errno("lock", path, errno);
+    if (Clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(nap);
+    nap = std::min(nap * 2, std::chrono::milliseconds(20));
+  }
+}
+
+}  // namespace
+
+std::string lock_holders(const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return "";
+  std::ifstream f("/proc/locks");
+  if (!f) return "";
+  const std::string dev_ino = fmt::format("{:02x}:{:02x}:{}", major(st.st_dev), minor(st.st_dev),
+                                          static_cast<unsigned long>(st.st_ino));
+  std::vector<long> pids;
+  std::string line;
+  while (std::getline(f, line)) {
+    std::istringstream in(line);
+    std::string num, kind, adv, mode, id;
+    long pid = 0;
+    if (!(in >> num >> kind)) continue;
+    if (kind == "->") continue;  // a waiter, not a holder
+    if (kind != "FLOCK" || !(in >> adv >> mode >> pid >> id)) continue;
+    if (id == dev_ino && std::find(pids.begin(), pids.end(), pid) == pids.end()) pids.push_back(pid);
+  }
+  std::string out;
+  for (long pid : pids)
+    out += fmt::format("{}pid {}{}", out.empty() ? "" : ", ", pid,
+                       pid == static_cast<long>(::getpid()) ? " (this process)" : "");
+  return out;
+}
+
+DirLock::DirLock(const std::string& dir, bool exclusive, int64_t timeout_ms) {
+  const auto start = Clock::now();
+  auto left = [&] {
+    if (timeout_ms < 0) return timeout_ms;
+    auto used = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
+    return std::max<int64_t>(timeout_ms - used, 0);
+  };
+  const std::string gate_path = dir + "/steps.npy";
+  auto timed_out = [&](const std::string& what) {
+    std::string who = lock_holders(dir);
+    std::string gate_who = lock_holders(gate_path);
+    if (who.empty()) who = gate_who;
+    fail(A2PACK_E_IO,
+         "{}: the dataset is locked by {} ({}); gave up after {} ms. Readers hold the lock only "
+         "while they load the dataset, an append or a build for its whole run; wait longer with "
+         "lock_timeout_ms (CLI: --lock-timeout SECONDS, -1 = no limit)",
+         dir, who.empty() ? "another process" : who, what, timeout_ms);
+  };
+  gate_ = ::open(gate_path.c_str(), O_RDONLY | O_CLOEXEC);  // none in an empty folder: no gate
+  if (gate_ >= 0) {
+    bool got = false;
+    try {
+      got = flock_until(gate_, LOCK_EX, exclusive ? timeout_ms : -1, gate_path);
+    } catch (...) {
+      ::close(gate_);
+      gate_ = -1;
+      throw;
+    }
+    if (!got) {
+      ::close(gate_);
+      gate_ = -1;
+      timed_out("a writer is waiting for it or holds it");
+    }
+  }
+  fd_ = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd_ < 0) {
     int err = errno;
+    if (gate_ >= 0) ::close(gate_);
+    gate_ = -1;
+    fail_errno("open folder", dir, err);
+  }
+  bool ok = false;
+  try {
+    ok = flock_until(fd_, exclusive ? LOCK_EX : LOCK_SH, exclusive ? left() : -1, dir);
+  } catch (...) {
     ::close(fd_);
-    fd_ = -1;
-    if (err == EWOULDBLOCK)
-      fail(A2PACK_E_IO, "{}: the dataset is locked by another process (an append or build is "
-           "running)", dir);
-    fail_errno("lock", dir, err);
+    if (gate_ >= 0) ::close(gate_);
+    fd_ = gate_ = -1;
+    throw;
+  }
+  if (!ok) {
+    ::close(fd_);
+    if (gate_ >= 0) ::close(gate_);
+    fd_ = gate_ = -1;
+    timed_out(exclusive ? "readers loading it, or another append or build" : "an append or build");
+  }
+  if (!exclusive && gate_ >= 0) {  // a reader lets the next one in at once
+    ::close(gate_);
+    gate_ = -1;
   }
 }
 
 DirLock::~DirLock() {
   if (fd_ >= 0) ::close(fd_);  // closing releases the flock
+  if (gate_ >= 0) ::close(gate_);
 }
 
 // ---------------------------------------------------------------- misc
@@ -127,7 +227,7 @@ void crash_point(const char* name) {
 }
 
 bool is_temp_name(const std::string& name) {
-  for (const char* prefix : {"steps.npy.tmp-", "manifest.json.tmp-"})
+  for (const char* prefix : {"steps.npy.tmp-", "manifest.json.tmp-", "append-journal.json.tmp-"})
     if (name.rfind(prefix, 0) == 0) return true;
   return false;
 }

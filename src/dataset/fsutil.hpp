@@ -28,6 +28,7 @@ class TempFile {
   // Rename over the final path and fsync the folder.
   void install();
   const std::string& temp_path() const { return tmp_; }
+  int fd() const { return fd_; }
 
  private:
   std::string final_, tmp_;
@@ -38,17 +39,32 @@ class TempFile {
 
 // An flock() on a folder: shared for readers while they load, exclusive for
 // an append or a replacing build. Released on destruction.
+//
+// flock() alone lets readers starve a writer: with a few readers re-opening
+// in a loop, some shared lock is nearly always held and an exclusive request
+// never finds the folder free. So both sides first pass a gate, an exclusive
+// flock() on steps.npy (a file every dataset has; its inode changes when an
+// append installs a new one, which is harmless: the writer then holds the
+// folder itself). A reader holds the gate only while it takes its shared
+// lock; a writer holds it while it waits for the readers that are already
+// loading, so no new reader gets in ahead of it, and until it is done.
 class DirLock {
  public:
-  // wait=false fails with an error naming the folder when the lock is held.
-  DirLock(const std::string& dir, bool exclusive, bool wait);
+  // timeout_ms: < 0 wait as long as it takes, 0 fail at once. A timeout fails
+  // with A2PACK_E_IO naming the folder and the processes holding the lock.
+  DirLock(const std::string& dir, bool exclusive, int64_t timeout_ms);
   ~DirLock();
   DirLock(const DirLock&) = delete;
   DirLock& operator=(const DirLock&) = delete;
 
  private:
   int fd_ = -1;
+  int gate_ = -1;
 };
+
+// "pid 123 (this process), pid 456": the processes holding an flock() on
+// `path` (from /proc/locks), or "" when none can be named.
+std::string lock_holders(const std::string& path);
 
 // For the crash tests only: when the environment variable
 // A2PACK_TEST_CRASH_AT equals `name`, end the process at once with _exit(86),

@@ -38,9 +38,12 @@ std::string to_json(const Manifest& m) {
   j["updated"] = m.updated_utc;
   j["generator"] = m.generator;
   json s = json::array();
-  for (const auto& r : m.sources)
-    s.push_back({{"input", r.input}, {"kind", r.kind}, {"runs", r.runs}, {"rows", r.rows},
-                 {"first_run_id", r.first_run_id}, {"added", r.added_utc}});
+  for (const auto& r : m.sources) {
+    json e = {{"input", r.input}, {"kind", r.kind}, {"runs", r.runs}, {"rows", r.rows},
+              {"first_run_id", r.first_run_id}, {"added", r.added_utc}};
+    if (r.local_run_ids) e["row_run_ids"] = "local";
+    s.push_back(std::move(e));
+  }
   j["sources"] = s;
   return j.dump(2) + "\n";
 }
@@ -116,6 +119,11 @@ Manifest parse_manifest(const std::string& text, const std::string& path) {
       r.rows = get<uint64_t>(s, "rows", path);
       r.first_run_id = get<uint64_t>(s, "first_run_id", path);
       r.added_utc = get_str(s, "added", path);
+      std::string ids = get_str(s, "row_run_ids", path);
+      if (!ids.empty() && ids != "local" && ids != "global")
+        fail(A2PACK_E_CORRUPT, "{}: \"row_run_ids\" is \"{}\", expected \"local\" or \"global\"",
+             path, ids);
+      r.local_run_ids = ids == "local";
       m.sources.push_back(std::move(r));
     }
   }

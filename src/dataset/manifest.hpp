@@ -17,11 +17,15 @@ inline constexpr const char* kFormatName = "a2pack-steps";
 
 struct SourceRecord {
   std::string input;     // the folder or packfile given
-  std::string kind;      // "dir" or "pack"
+  std::string kind;      // "dir", "pack", "existing" (described when first appended to) or
+                         // "adopted" (written by another tool, recorded afterwards)
   uint64_t runs = 0;
   uint64_t rows = 0;
   uint64_t first_run_id = 0;
   std::string added_utc;
+  // The rows carry run_id = id - first_run_id (upstream's append writes
+  // run-local ids) rather than the run's id. JSON: "row_run_ids": "local".
+  bool local_run_ids = false;
 };
 
 struct Manifest {

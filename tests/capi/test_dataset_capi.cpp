@@ -333,3 +333,60 @@ TEST(CapiDataset, ErrorsAndPackfileInput) {
   EXPECT_NE(a2pack_dataset_append(from_pack.c_str(), junk.c_str(), nullptr, nullptr), A2PACK_OK);
   EXPECT_NE(std::string(a2pack_last_error()).find("junk.a2pack"), std::string::npos);
 }
+
+namespace {
+struct BadSeen {
+  std::vector<std::string> labels;
+};
+void on_bad(void* user, const char* label, a2pack_status status, const char* message) {
+  EXPECT_NE(status, A2PACK_OK);
+  EXPECT_NE(std::strlen(message), 0u);
+  static_cast<BadSeen*>(user)->labels.push_back(label);
+}
+}  // namespace
+
+TEST(CapiDataset, SkipBadVerifyFlagsAndLockTimeoutDefault) {
+  a2pack_dataset_build_options o;
+  a2pack_dataset_build_options_init(&o);
+  EXPECT_EQ(o.lock_timeout_ms, 60000);
+  EXPECT_EQ(o.skip_bad, 0);
+
+  // A folder of good runs plus one that is not a run file.
+  std::string in = workdir() + "/withbad";
+  std::filesystem::create_directories(in);
+  for (const auto& e : std::filesystem::directory_iterator(workdir() + "/more"))
+    std::filesystem::copy_file(e.path(), in + "/" + e.path().filename().string(),
+                               std::filesystem::copy_options::overwrite_existing);
+  {
+    FILE* f = std::fopen((in + "/zz-bad.a2run2").c_str(), "wb");
+    std::fputs("garbage", f);
+    std::fclose(f);
+  }
+  std::string out = workdir() + "/skipbad";
+  EXPECT_NE(a2pack_dataset_build(in.c_str(), out.c_str(), &o, nullptr), A2PACK_OK);
+  EXPECT_NE(std::string(a2pack_last_error()).find("zz-bad.a2run2"), std::string::npos);
+  BadSeen seen;
+  o.skip_bad = 1;
+  o.on_bad_input = &on_bad;
+  o.on_bad_input_user = &seen;
+  a2pack_dataset_build_result r{};
+  r.size = sizeof r;
+  ASSERT_EQ(a2pack_dataset_build(in.c_str(), out.c_str(), &o, &r), A2PACK_OK) << a2pack_last_error();
+  EXPECT_EQ(r.runs_added, 5u);
+  EXPECT_EQ(r.runs_skipped, 1u);
+  ASSERT_EQ(seen.labels.size(), 1u);
+  EXPECT_NE(seen.labels[0].find("zz-bad.a2run2"), std::string::npos);
+
+  char* js = nullptr;
+  EXPECT_EQ(a2pack_dataset_verify(out.c_str(), A2PACK_DATASET_VERIFY_FULL, 1, &js), A2PACK_OK);
+  EXPECT_NE(std::string(js).find("\"warnings\""), std::string::npos);
+  a2pack_free(js);
+  EXPECT_EQ(a2pack_dataset_verify(out.c_str(), A2PACK_DATASET_VERIFY_DISCARD_UNRECORDED, 1, nullptr),
+            A2PACK_E_INVALID_ARGUMENT);
+  EXPECT_EQ(a2pack_dataset_verify(out.c_str(),
+                                  A2PACK_DATASET_VERIFY_REPAIR |
+                                      A2PACK_DATASET_VERIFY_DISCARD_UNRECORDED,
+                                  1, nullptr),
+            A2PACK_OK)
+      << a2pack_last_error();
+}

@@ -105,9 +105,11 @@ TEST(DatasetCrash, AppendLeavesOldOrNewAtEveryPoint) {
   Content new_c = content_of(ref.ds);
   ASSERT_NE(old_c, new_c);
 
-  const char* points[] = {"append:old-rows-copied", "append:rows-partial",  "append:steps-synced",
-                          "append:db-inserted",     "append:db-committed",  "append:steps-installed",
-                          "append:manifest-synced", "append:committed"};
+  const char* points[] = {"append:old-rows-copied", "append:rows-partial",
+                          "append:steps-synced",    "append:journal-written",
+                          "append:db-inserted",     "append:db-committed",
+                          "append:steps-installed", "append:manifest-synced",
+                          "append:committed"};
   for (const char* point : points) {
     SCOPED_TRACE(point);
     AppendCase s;

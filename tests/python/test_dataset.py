@@ -298,7 +298,7 @@ def test_append_then_verify(built, tmp_path, runs):
 
 
 CRASH_POINTS = ["append:old-rows-copied", "append:rows-partial", "append:steps-synced",
-                "append:db-inserted", "append:db-committed", "append:steps-installed",
+                "append:journal-written", "append:db-inserted", "append:db-committed", "append:steps-installed",
                 "append:manifest-synced", "append:committed"]
 
 APPEND_SCRIPT = textwrap.dedent("""

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from typing import Callable, Iterator, Optional, Sequence, Tuple, Union
 
 import numpy as np
@@ -117,61 +118,103 @@ def _sql(where: Optional[str]):
     return where.encode() if where else ffi.NULL
 
 
-def _build_options(workers, allow_missing_branches, overwrite, progress):
+def _build_options(workers, allow_missing_branches, overwrite, progress,
+                   lock_timeout=60.0, skip_bad=False, skipped=None):
     o = ffi.new("a2pack_dataset_build_options *")
     lib.a2pack_dataset_build_options_init(o)
     o.workers = workers
     o.allow_missing_branches = bool(allow_missing_branches)
     o.overwrite = bool(overwrite)
-    cb = None
+    o.lock_timeout_ms = -1 if lock_timeout is None or lock_timeout < 0 else int(lock_timeout * 1000)
+    o.skip_bad = bool(skip_bad)
+    keep = []
     if progress is not None:
         @ffi.callback("int(void *, uint64_t, uint64_t)")
         def cb(_user, done, total):
             return 1 if progress(int(done), int(total)) is False else 0
         o.progress = cb
-    return o, cb
+        keep.append(cb)
+
+    # Content another tool wrote that the append adopted: a Python warning.
+    @ffi.callback("void(void *, const char *)")
+    def on_warning(_user, message):
+        warnings.warn(ffi.string(message).decode(errors="replace"), UserWarning, stacklevel=3)
+    o.on_warning = on_warning
+    keep.append(on_warning)
+    if skipped is not None:
+        @ffi.callback("void(void *, const char *, a2pack_status, const char *)")
+        def on_bad(_user, label, status, message):
+            skipped.append((ffi.string(label).decode(errors="replace"),
+                            ffi.string(message).decode(errors="replace")))
+        o.on_bad_input = on_bad
+        keep.append(on_bad)
+    return o, keep
 
 
-def _result(r) -> dict:
-    return {"runs_added": r.runs_added, "rows_added": r.rows_added,
-            "total_runs": r.total_runs, "total_rows": r.total_rows}
+def _result(r, skipped=None) -> dict:
+    out = {"runs_added": r.runs_added, "rows_added": r.rows_added,
+           "total_runs": r.total_runs, "total_rows": r.total_rows,
+           "runs_skipped": r.runs_skipped, "runs_adopted": r.runs_adopted}
+    if skipped is not None:
+        out["skipped"] = skipped
+    return out
 
 
 # ------------------------------------------------------------------ build
 def build_dataset(input: PathLike, out_dir: PathLike, *, workers: int = 0,
                   allow_missing_branches: bool = False, overwrite: bool = False,
-                  progress: Progress = None) -> dict:
+                  progress: Progress = None, skip_bad: bool = False,
+                  lock_timeout: Optional[float] = 60.0) -> dict:
     """Build a dataset folder from a folder of .a2run2 files or a packfile.
 
     Atomic: on any error nothing is left under ``out_dir`` (or the previous
     dataset, with ``overwrite``). Runs without branch values raise
     InvalidArgumentError naming the file unless ``allow_missing_branches``.
-    ``progress(done, total)`` may return False to stop. Returns the counts.
+    ``progress(done, total)`` may return False to stop. ``skip_bad`` skips
+    runs that cannot be read or decoded; the result's ``skipped`` lists
+    (label, message) for each. Returns the counts.
     """
-    o, _cb = _build_options(workers, allow_missing_branches, overwrite, progress)
+    skipped = [] if skip_bad else None
+    o, _cb = _build_options(workers, allow_missing_branches, overwrite, progress,
+                            lock_timeout, skip_bad, skipped)
     r = ffi.new("a2pack_dataset_build_result *")
     r.size = ffi.sizeof("a2pack_dataset_build_result")
     check(lib.a2pack_dataset_build(fspath(input), fspath(out_dir), o, r))
-    return _result(r)
+    return _result(r, skipped)
 
 
 def append_dataset(dataset_dir: PathLike, input: PathLike, *, workers: int = 0,
-                   allow_missing_branches: bool = False, progress: Progress = None) -> dict:
-    """Append runs to a dataset, atomically (fresh run ids; see docs/dataset.md)."""
-    o, _cb = _build_options(workers, allow_missing_branches, False, progress)
+                   allow_missing_branches: bool = False, progress: Progress = None,
+                   skip_bad: bool = False, lock_timeout: Optional[float] = 60.0) -> dict:
+    """Append runs to a dataset, atomically (fresh run ids; see docs/dataset.md).
+
+    Waits up to ``lock_timeout`` seconds (None: no limit) for readers that
+    are loading the dataset. Runs another tool appended without updating the
+    manifest are adopted, with a ``UserWarning`` naming them."""
+    skipped = [] if skip_bad else None
+    o, _cb = _build_options(workers, allow_missing_branches, False, progress,
+                            lock_timeout, skip_bad, skipped)
     r = ffi.new("a2pack_dataset_build_result *")
     r.size = ffi.sizeof("a2pack_dataset_build_result")
     check(lib.a2pack_dataset_append(fspath(dataset_dir), fspath(input), o, r))
-    return _result(r)
+    return _result(r, skipped)
 
 
 def verify_dataset(dataset_dir: PathLike, *, repair: bool = False, workers: int = 0,
-                   raise_on_error: bool = True) -> dict:
+                   raise_on_error: bool = True, full: bool = False,
+                   discard_unrecorded: bool = False) -> dict:
     """Check a dataset completely; returns the report dict (ok, rows, runs,
-    errors, notes, actions). Raises the error of the first problem unless
-    ``raise_on_error`` is False. ``repair`` first undoes an interrupted append."""
+    errors, notes, warnings, actions). Raises the error of the first problem
+    unless ``raise_on_error`` is False. ``repair`` first undoes an interrupted
+    append and adopts consistent runs another tool appended;
+    ``discard_unrecorded`` (with repair) deletes unrecorded runs/rows that
+    cannot be adopted. ``full``: SQLite integrity_check, not quick_check."""
     out = ffi.new("char **")
     flags = lib.A2PACK_DATASET_VERIFY_REPAIR if repair else 0
+    if full:
+        flags |= lib.A2PACK_DATASET_VERIFY_FULL
+    if discard_unrecorded:
+        flags |= lib.A2PACK_DATASET_VERIFY_DISCARD_UNRECORDED
     status = lib.a2pack_dataset_verify(fspath(dataset_dir), flags, workers, out)
     report = _owned_json(out[0]) if out[0] != ffi.NULL else None
     if status != 0 and (raise_on_error or report is None):

@@ -1,0 +1,87 @@
+#include "dataset/journal.hpp"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include <nlohmann/json.hpp>
+
+#include "base/error.hpp"
+#include "base/file_io.hpp"
+#include "dataset/fsutil.hpp"
+
+namespace a2pack::dataset {
+
+using nlohmann::json;
+
+bool Journal::describes_uncommitted(const Manifest& m) const {
+  return m.rows == old_rows && m.runs == old_runs && m.next_run_id == old_next_run_id &&
+         m.steps_crc32c == old_crc && m.sources.size() == old_sources;
+}
+
+void write_journal(const std::string& dir, const Journal& j) {
+  json o;
+  o["format"] = "a2pack-append-journal";
+  o["pid"] = j.pid;
+  o["started"] = j.started_utc;
+  o["old"] = {{"rows", j.old_rows},
+              {"runs", j.old_runs},
+              {"next_run_id", j.old_next_run_id},
+              {"sources", j.old_sources},
+              {"steps_crc32c", j.old_crc}};
+  o["new_run_ids"] = {j.first_new_id, j.end_new_id};
+  o["new_steps"] = {{"dev", j.steps_dev}, {"ino", j.steps_ino}};
+  std::string text = o.dump(2) + "\n";
+  TempFile t(dir + "/" + kJournalName);
+  t.write(text.data(), text.size());
+  t.sync();
+  t.install();
+}
+
+std::optional<Journal> read_journal(const std::string& dir) {
+  const std::string path = dir + "/" + kJournalName;
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT) return std::nullopt;
+    fail_errno("stat", path, errno);
+  }
+  if (st.st_size > (1 << 20)) fail(A2PACK_E_CORRUPT, "{}: {} bytes is too large for a journal", path, st.st_size);
+  auto bytes = read_file(path);
+  try {
+    json o = json::parse(bytes.begin(), bytes.end());
+    if (o.value("format", "") != "a2pack-append-journal")
+      fail(A2PACK_E_CORRUPT, "{}: not an a2pack append journal", path);
+    Journal j;
+    j.pid = o.at("pid").get<long>();
+    j.started_utc = o.value("started", "");
+    const json& old = o.at("old");
+    j.old_rows = old.at("rows").get<uint64_t>();
+    j.old_runs = old.at("runs").get<uint64_t>();
+    j.old_next_run_id = old.at("next_run_id").get<uint64_t>();
+    j.old_sources = old.at("sources").get<uint64_t>();
+    j.old_crc = old.at("steps_crc32c").get<uint32_t>();
+    const json& ids = o.at("new_run_ids");
+    j.first_new_id = ids.at(0).get<uint64_t>();
+    j.end_new_id = ids.at(1).get<uint64_t>();
+    if (j.end_new_id < j.first_new_id || j.first_new_id != j.old_next_run_id)
+      fail(A2PACK_E_CORRUPT, "{}: new_run_ids [{}, {}) do not follow next_run_id {}", path,
+           j.first_new_id, j.end_new_id, j.old_next_run_id);
+    j.steps_dev = o.at("new_steps").at("dev").get<uint64_t>();
+    j.steps_ino = o.at("new_steps").at("ino").get<uint64_t>();
+    return j;
+  } catch (const json::exception& e) {
+    fail(A2PACK_E_CORRUPT, "{}: damaged append journal: {}", path, e.what());
+  }
+}
+
+void remove_journal(const std::string& dir) {
+  const std::string path = dir + "/" + kJournalName;
+  if (::unlink(path.c_str()) != 0) {
+    if (errno == ENOENT) return;
+    fail_errno("remove", path, errno);
+  }
+  fsync_dir(dir);
+}
+
+}  // namespace a2pack::dataset

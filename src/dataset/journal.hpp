@@ -1,0 +1,49 @@
+// The append journal: a2pack's own record of an append in progress.
+//
+// An append writes DIR/append-journal.json (fsynced, renamed into place)
+// before it changes metadata.db, and removes it after the manifest commit.
+// It is the only evidence a2pack uses to call content beyond the manifest
+// "ours and uncommitted": rows or runs the manifest does not record and no
+// journal explains were written by someone else (upstream's `dataset append`
+// updates steps.npy and metadata.db but not the manifest) and are never
+// deleted as if they were an interrupted append (dataset/foreign.hpp).
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "dataset/manifest.hpp"
+
+namespace a2pack::dataset {
+
+inline constexpr const char* kJournalName = "append-journal.json";
+
+struct Journal {
+  long pid = 0;
+  std::string started_utc;
+  // The manifest the append started from (the committed state it may roll
+  // back to): its counts, CRC and number of sources.
+  uint64_t old_rows = 0, old_runs = 0, old_next_run_id = 0, old_sources = 0;
+  uint32_t old_crc = 0;
+  // The run ids the append inserts into metadata.db: [first_new_id, end_new_id).
+  uint64_t first_new_id = 0, end_new_id = 0;
+  // The new steps file (device and inode): when steps.npy is this file, the
+  // rows past old_rows are the append's.
+  uint64_t steps_dev = 0, steps_ino = 0;
+
+  // Whether `m` is still the manifest the append started from (the append
+  // did not commit); a committed append's journal is only a leftover.
+  bool describes_uncommitted(const Manifest& m) const;
+};
+
+// Write the journal durably (temporary name, fsync, rename, fsync the folder).
+void write_journal(const std::string& dir, const Journal& j);
+// nullopt when there is none; errors name the file when it cannot be parsed.
+std::optional<Journal> read_journal(const std::string& dir);
+// Remove it and fsync the folder (no error when it is already gone).
+void remove_journal(const std::string& dir);
+
+}  // namespace a2pack::dataset
