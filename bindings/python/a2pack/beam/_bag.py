@@ -12,10 +12,10 @@ each chunk, so records past a split point are left to the other half.
 from __future__ import annotations
 
 import os
-from typing import Iterator, Optional
+from typing import Any, Callable, Dict, Iterator, List, Optional, Union
 
 from apache_beam import io as beam_io
-from apache_beam import transforms
+from apache_beam import pvalue, transforms
 from apache_beam.coders import coders
 from apache_beam.io import filebasedsink, filesystem, iobase, range_trackers
 from apache_beam.transforms import display
@@ -29,7 +29,7 @@ from ._common import counter, parse_output_spec, records_per_bundle
 _READ_CHUNK = 256
 
 
-class WriteToBag(transforms.PTransform):
+class WriteToBag(transforms.PTransform[pvalue.PCollection[Any], pvalue.PCollection[str]]):
     """Write a PCollection to record files.
 
     ``file_path`` is ``<dir>/<name>@<N><.ext>.(bagz|bag)`` (N shards, ``*``:
@@ -41,39 +41,45 @@ class WriteToBag(transforms.PTransform):
     into place when the pipeline finishes).
     """
 
-    def __init__(self, file_path, coder: coders.Coder = coders.BytesCoder(),
-                 compression_type=filesystem.CompressionTypes.AUTO):
+    def __init__(self, file_path: Union[str, os.PathLike[str]],
+                 coder: coders.Coder = coders.BytesCoder(),
+                 compression_type: str = filesystem.CompressionTypes.AUTO) -> None:
         prefix, suffix, num_shards, template = parse_output_spec(
             file_path, ("bag", "bagz"), "record files")
         self._sink = _BagSink(prefix, suffix, num_shards, template, coder, compression_type)
 
-    def expand(self, pcoll):
-        return pcoll | beam_io.iobase.Write(self._sink)
+    def expand(self, pcoll: pvalue.PCollection[Any]) -> pvalue.PCollection[str]:
+        written: pvalue.PCollection[str] = pcoll | beam_io.iobase.Write(self._sink)
+        return written
 
-    def display_data(self):
-        return self._sink.display_data()
+    def display_data(self) -> Dict[str, Any]:
+        # FileBasedSink.display_data is unannotated in Beam.
+        items: Dict[str, Any] = self._sink.display_data()  # type: ignore[no-untyped-call]
+        return items
 
 
 class _BagSink(filebasedsink.FileBasedSink):
-    def __init__(self, prefix, suffix, num_shards, template, coder, compression_type):
-        super().__init__(prefix, file_name_suffix=suffix, num_shards=num_shards,
+    def __init__(self, prefix: str, suffix: str, num_shards: int, template: Optional[str],
+                 coder: coders.Coder, compression_type: str) -> None:
+        # FileBasedSink.__init__ is unannotated in Beam.
+        super().__init__(prefix, file_name_suffix=suffix, num_shards=num_shards,  # type: ignore[no-untyped-call]
                          shard_name_template=template, coder=coder,
                          mime_type="application/octet-stream",
                          compression_type=compression_type)
 
     # The library's writer picks the compression from the temporary file's
     # extension, which FileBasedSink keeps (it ends in file_name_suffix).
-    def open(self, temp_path):
+    def open(self, temp_path: str) -> _CountingWriter:
         return _CountingWriter(_bag.Writer(temp_path))
 
-    def write_encoded_record(self, handle, value: bytes) -> None:
+    def write_encoded_record(self, handle: _CountingWriter, value: bytes) -> None:
         handle.writer.write(value)
         handle.records += 1
         handle.bytes += len(value)
 
     # Counters are added once per file: a Metrics call per record costs more
     # than writing the record.
-    def close(self, handle) -> None:
+    def close(self, handle: _CountingWriter) -> None:
         handle.writer.close()
         counter("records_written").inc(handle.records)
         counter("bytes_written").inc(handle.bytes)
@@ -82,11 +88,11 @@ class _BagSink(filebasedsink.FileBasedSink):
 class _CountingWriter:
     __slots__ = ("writer", "records", "bytes")
 
-    def __init__(self, writer):
+    def __init__(self, writer: _bag.Writer) -> None:
         self.writer, self.records, self.bytes = writer, 0, 0
 
 
-class ReadFromBag(transforms.PTransform):
+class ReadFromBag(transforms.PTransform[pvalue.PBegin, pvalue.PCollection[Any]]):
     """Read the records of ``file_pattern`` (a file, ``name@N.bagz``,
     ``name@*.bagz`` or a comma-separated list, as :class:`a2pack.bag.Reader`
     takes), decoding each with ``coder``.
@@ -95,22 +101,27 @@ class ReadFromBag(transforms.PTransform):
     bundle, to spread small inputs with heavy per-record work over workers.
     """
 
-    def __init__(self, file_pattern, coder: coders.Coder = coders.BytesCoder(),
-                 compression_type=filesystem.CompressionTypes.AUTO, *,
-                 records_per_split: Optional[int] = None):
+    def __init__(self, file_pattern: Union[str, os.PathLike[str]],
+                 coder: coders.Coder = coders.BytesCoder(),
+                 compression_type: str = filesystem.CompressionTypes.AUTO, *,
+                 records_per_split: Optional[int] = None) -> None:
         self._source = _BagSource(os.fspath(file_pattern), coder, compression_type,
                                   records_per_split)
 
-    def expand(self, pbegin):
-        return pbegin | iobase.Read(self._source)
+    def expand(self, pbegin: pvalue.PBegin) -> pvalue.PCollection[Any]:
+        records: pvalue.PCollection[Any] = pbegin | iobase.Read(self._source)
+        return records
 
-    def display_data(self):
-        return self._source.display_data()
+    def display_data(self) -> Dict[str, Any]:
+        items: Dict[str, Any] = self._source.display_data()
+        return items
 
 
 class _BagSource(iobase.BoundedSource):
-    def __init__(self, file_pattern: str, coder, compression_type,
-                 records_per_split: Optional[int] = None):
+    _reader: Optional[_bag.Reader]
+
+    def __init__(self, file_pattern: str, coder: coders.Coder, compression_type: str,
+                 records_per_split: Optional[int] = None) -> None:
         self._file_pattern = file_pattern
         self._coder = coder
         self._compression_type = compression_type
@@ -118,12 +129,12 @@ class _BagSource(iobase.BoundedSource):
         self._reader = _bag.Reader(file_pattern)  # fails here, at construction, on a bad spec
 
     # Sent to workers by pattern; each opens the files again.
-    def __getstate__(self):
+    def __getstate__(self) -> Dict[str, Any]:
         state = self.__dict__.copy()
         state["_reader"] = None
         return state
 
-    def __setstate__(self, state):
+    def __setstate__(self, state: Dict[str, Any]) -> None:
         self.__dict__.update(state)
 
     @property
@@ -136,7 +147,8 @@ class _BagSource(iobase.BoundedSource):
         # + 8: each record's entry in the index.
         return int((self.reader.approximate_bytes_per_record() + 8) * len(self.reader))
 
-    def split(self, desired_bundle_size, start_position=None, stop_position=None):
+    def split(self, desired_bundle_size: int, start_position: Optional[int] = None,
+              stop_position: Optional[int] = None) -> Iterator[iobase.SourceBundle]:
         start = 0 if start_position is None else start_position
         stop = len(self.reader) if stop_position is None else stop_position
         step = records_per_bundle(desired_bundle_size,
@@ -147,21 +159,23 @@ class _BagSource(iobase.BoundedSource):
             yield iobase.SourceBundle(weight=b - a, source=self, start_position=a,
                                       stop_position=b)
 
-    def get_range_tracker(self, start_position, stop_position):
+    def get_range_tracker(self, start_position: Optional[int],
+                          stop_position: Optional[int]) -> range_trackers.OffsetRangeTracker:
         start = 0 if start_position is None else start_position
         stop = len(self.reader) if stop_position is None else stop_position
         return range_trackers.OffsetRangeTracker(start, stop)
 
-    def read(self, range_tracker) -> Iterator:
-        reader, decode = self.reader, self._coder.decode
+    def read(self, range_tracker: iobase.RangeTracker) -> Iterator[Any]:
+        reader = self.reader
+        decode: Callable[[bytes], Any] = self._coder.decode
         n_read, n_bytes = counter("records_read"), counter("bytes_read")
-        claim = range_tracker.try_claim
+        claim: Callable[[int], bool] = range_tracker.try_claim
         pos = range_tracker.start_position()
         while True:
             stop = range_tracker.stop_position()  # shrinks when the runner splits
             if pos >= stop:
                 return
-            records = reader.read_range(pos, min(_READ_CHUNK, stop - pos))
+            records: List[bytes] = reader.read_range(pos, min(_READ_CHUNK, stop - pos))
             # Counters are added once per chunk: a Metrics call per record
             # costs as much as the rest of the per-record work.
             done = nbytes = 0
@@ -177,7 +191,7 @@ class _BagSource(iobase.BoundedSource):
                 n_read.inc(done)
                 n_bytes.inc(nbytes)
 
-    def display_data(self):
+    def display_data(self) -> Dict[str, Any]:
         return {
             "file_pattern": display.DisplayDataItem(self._file_pattern, label="File Pattern"),
             "compression": display.DisplayDataItem(str(self._compression_type),

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Optional, Tuple
+from typing import Optional, Tuple, Union
 
 try:
     import apache_beam as beam  # noqa: F401  (re-exported to the other modules)
-    from apache_beam.metrics import Metrics
+    from apache_beam.metrics.metric import Metrics
 except ImportError as e:  # pragma: no cover - exercised by the import test
     raise ImportError(
         "a2pack.beam needs Apache Beam, which is not installed: "
@@ -20,7 +20,7 @@ except ImportError as e:  # pragma: no cover - exercised by the import test
 NAMESPACE = "a2pack"
 
 
-def counter(name: str):
+def counter(name: str) -> Metrics.DelegatingCounter:
     """A Beam counter in the a2pack namespace (records_read, bytes_read,
     records_written, bytes_written, bad_runs_skipped, runs_built, rows_built)."""
     return Metrics.counter(NAMESPACE, name)
@@ -30,7 +30,8 @@ def counter(name: str):
 #   <dir>/<name>@<N><.ext>.<suffix>   N shards (N = 0: one file, no shard part)
 #   <dir>/<name>@*<.ext>.<suffix>     as many shards as the runner chooses
 #   <dir>/<name><.ext>.<suffix>@0     one file, no shard part
-def parse_output_spec(file_path, suffixes: Tuple[str, ...], what: str):
+def parse_output_spec(file_path: Union[str, os.PathLike[str]], suffixes: Tuple[str, ...],
+                      what: str) -> Tuple[str, str, int, Optional[str]]:
     """(file_path_prefix, file_name_suffix, num_shards, shard_name_template)
     for a FileBasedSink, or ValueError naming the accepted forms."""
     file_path = os.fspath(file_path)

@@ -13,20 +13,26 @@ from __future__ import annotations
 
 import logging
 import os
+from typing import Any, Dict, Iterator, List, Tuple, Union
 
 import apache_beam as beam
+import numpy as np
+import numpy.typing as npt
 from apache_beam import pvalue, transforms
 from apache_beam.transforms import display
 
-from ..dataset_rows import RowsError, run_rows, write_dataset
+from ..dataset_rows import RowsError, RunMeta, run_rows, write_dataset
 from ..run import RunV2
 from ._common import counter
 
 _LOG = logging.getLogger("a2pack.beam")
 _BAD = "bad"
 
+# What _RowsFn makes of a good run: (order key, metadata row, rows).
+_Made = Tuple[Any, RunMeta, "npt.NDArray[np.void]"]
 
-class BuildDataset(transforms.PTransform):
+
+class BuildDataset(transforms.PTransform[pvalue.PCollection[Any], pvalue.PCollection[Dict[str, Any]]]):
     """Build the dataset folder ``out_dir`` from a PCollection of runs.
 
     Elements are ``(key, run)``: ``run`` a :class:`~a2pack.RunV2`, run-file
@@ -47,25 +53,28 @@ class BuildDataset(transforms.PTransform):
     ``bad_runs`` (list of ``(key, message)``).
     """
 
-    def __init__(self, out_dir, *, allow_missing_branches: bool = False,
-                 overwrite: bool = False, skip_bad: bool = True,
-                 source_input: str = "beam", source_kind: str = "beam"):
+    def __init__(self, out_dir: Union[str, os.PathLike[str]], *,
+                 allow_missing_branches: bool = False, overwrite: bool = False,
+                 skip_bad: bool = True, source_input: str = "beam",
+                 source_kind: str = "beam") -> None:
         self._out = os.fspath(out_dir)
         self._allow_missing = allow_missing_branches
         self._overwrite = overwrite
         self._skip_bad = skip_bad
         self._source = (source_input, source_kind)
 
-    def expand(self, pcoll):
+    def expand(self, pcoll: pvalue.PCollection[Any]) -> pvalue.PCollection[Dict[str, Any]]:
         made = pcoll | "Rows" >> beam.ParDo(
             _RowsFn(self._allow_missing, self._skip_bad)).with_outputs(_BAD, main="rows")
-        return (pcoll.pipeline
-                | "Once" >> beam.Create([None])
-                | "Assemble" >> beam.Map(_assemble, pvalue.AsList(made.rows),
-                                         pvalue.AsList(made[_BAD]), self._out,
-                                         self._overwrite, self._source))
+        result: pvalue.PCollection[Dict[str, Any]] = (
+            pcoll.pipeline
+            | "Once" >> beam.Create([None])
+            | "Assemble" >> beam.Map(_assemble, pvalue.AsList(made.rows),
+                                     pvalue.AsList(made[_BAD]), self._out,
+                                     self._overwrite, self._source))
+        return result
 
-    def display_data(self):
+    def display_data(self) -> Dict[str, Any]:
         return {
             "out_dir": display.DisplayDataItem(self._out, label="Dataset folder"),
             "allow_missing_branches": display.DisplayDataItem(self._allow_missing,
@@ -75,23 +84,23 @@ class BuildDataset(transforms.PTransform):
         }
 
 
-def _label(key) -> str:
+def _label(key: object) -> str:
     if isinstance(key, bytes):
         return os.fsdecode(key) if len(key) < 4096 else f"<run of {len(key)} bytes>"
     return str(key)
 
 
 class _RowsFn(beam.DoFn):
-    def __init__(self, allow_missing: bool, skip_bad: bool):
+    def __init__(self, allow_missing: bool, skip_bad: bool) -> None:
         self._allow_missing = allow_missing
         self._skip_bad = skip_bad
 
-    def setup(self):
+    def setup(self) -> None:
         self._bad = counter("bad_runs_skipped")
         self._runs = counter("runs_built")
         self._rows = counter("rows_built")
 
-    def process(self, element):
+    def process(self, element: Any) -> Iterator[Union[_Made, "pvalue.TaggedOutput[str, Tuple[str, str]]"]]:
         if isinstance(element, tuple) and len(element) == 2:
             key, run = element
         else:
@@ -112,7 +121,8 @@ class _RowsFn(beam.DoFn):
         yield key, meta, rows
 
 
-def _assemble(_, made, bad, out_dir, overwrite, source):
+def _assemble(_: None, made: List[_Made], bad: List[Tuple[str, str]], out_dir: str,
+              overwrite: bool, source: Tuple[str, str]) -> Dict[str, Any]:
     made = sorted(made, key=lambda m: m[0])
     for a, b in zip(made, made[1:]):
         if a[0] == b[0]:

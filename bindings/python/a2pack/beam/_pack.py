@@ -13,10 +13,10 @@ from __future__ import annotations
 import glob
 import logging
 import os
-from typing import Iterator, List, Optional
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import apache_beam as beam
-from apache_beam import transforms
+from apache_beam import pvalue, transforms
 from apache_beam.io import filebasedsink, iobase, range_trackers
 from apache_beam.transforms import display
 
@@ -28,6 +28,10 @@ from ._common import counter, parse_output_spec, records_per_bundle
 _LOG = logging.getLogger("a2pack.beam")
 _READ_CHUNK = 64  # entries decoded per library call
 
+# (entry index, the run or its bytes, None) for a good entry; (entry index,
+# None, the error) for a bad one.
+_Fetched = Tuple[int, Union[RunV2, bytes, None], Optional[Error]]
+
 
 def _match(path_or_glob: str) -> List[str]:
     if glob.has_magic(path_or_glob):
@@ -38,7 +42,7 @@ def _match(path_or_glob: str) -> List[str]:
     return [path_or_glob]
 
 
-class ReadFromPack(transforms.PTransform):
+class ReadFromPack(transforms.PTransform[pvalue.PBegin, pvalue.PCollection[Any]]):
     """The runs of the packfile(s) ``path_or_glob``: :class:`~a2pack.RunV2`
     objects (``decoded=True``) or each entry's run-file bytes. With
     ``with_index=True`` each element is ``(global_entry_index, run)``, the
@@ -46,22 +50,25 @@ class ReadFromPack(transforms.PTransform):
     entries of an initial bundle (decoding is CPU work, so a small pack may
     deserve more bundles than its bytes suggest)."""
 
-    def __init__(self, path_or_glob, decoded: bool = True, *, with_index: bool = False,
-                 verify: bool = True, skip_bad: bool = True,
-                 records_per_split: Optional[int] = None, decode_workers: int = 1):
+    def __init__(self, path_or_glob: Union[str, os.PathLike[str]], decoded: bool = True, *,
+                 with_index: bool = False, verify: bool = True, skip_bad: bool = True,
+                 records_per_split: Optional[int] = None, decode_workers: int = 1) -> None:
         self._source = _PackSource(os.fspath(path_or_glob), decoded, with_index, verify,
                                    skip_bad, records_per_split, decode_workers)
 
-    def expand(self, pbegin):
-        return pbegin | iobase.Read(self._source)
+    def expand(self, pbegin: pvalue.PBegin) -> pvalue.PCollection[Any]:
+        runs: pvalue.PCollection[Any] = pbegin | iobase.Read(self._source)
+        return runs
 
-    def display_data(self):
+    def display_data(self) -> Dict[str, Any]:
         return self._source.display_data()
 
 
 class _PackSource(iobase.BoundedSource):
-    def __init__(self, pattern, decoded, with_index, verify, skip_bad, records_per_split,
-                 decode_workers):
+    _readers: Optional[List[PackReader]]
+
+    def __init__(self, pattern: str, decoded: bool, with_index: bool, verify: bool,
+                 skip_bad: bool, records_per_split: Optional[int], decode_workers: int) -> None:
         self._pattern = pattern
         self._decoded = decoded
         self._with_index = with_index
@@ -75,12 +82,12 @@ class _PackSource(iobase.BoundedSource):
         self._bytes = sum(os.path.getsize(f) for f in self._files)
         self._readers = readers
 
-    def __getstate__(self):
+    def __getstate__(self) -> Dict[str, Any]:
         state = self.__dict__.copy()
         state["_readers"] = None
         return state
 
-    def __setstate__(self, state):
+    def __setstate__(self, state: Dict[str, Any]) -> None:
         self.__dict__.update(state)
 
     @property
@@ -95,7 +102,8 @@ class _PackSource(iobase.BoundedSource):
     def estimate_size(self) -> int:
         return self._bytes
 
-    def split(self, desired_bundle_size, start_position=None, stop_position=None):
+    def split(self, desired_bundle_size: int, start_position: Optional[int] = None,
+              stop_position: Optional[int] = None) -> Iterator[iobase.SourceBundle]:
         start = 0 if start_position is None else start_position
         stop = self._total() if stop_position is None else stop_position
         per = self._bytes / max(self._total(), 1)
@@ -105,22 +113,24 @@ class _PackSource(iobase.BoundedSource):
             yield iobase.SourceBundle(weight=b - a, source=self, start_position=a,
                                       stop_position=b)
 
-    def get_range_tracker(self, start_position, stop_position):
+    def get_range_tracker(self, start_position: Optional[int],
+                          stop_position: Optional[int]) -> range_trackers.OffsetRangeTracker:
         start = 0 if start_position is None else start_position
         stop = self._total() if stop_position is None else stop_position
         return range_trackers.OffsetRangeTracker(start, stop)
 
-    def _locate(self, g: int):
+    def _locate(self, g: int) -> Tuple[int, int]:
         for f, n in enumerate(self._counts):
             if g < n:
                 return f, g
             g -= n
         raise IndexError(g)
 
-    def _fetch(self, reader: PackReader, entries: List[int], f: int):
+    def _fetch(self, reader: PackReader, entries: List[int], f: int) -> List[_Fetched]:
         """(entry, run-or-bytes, error) for each entry, in order."""
         verify = None if self._verify else False
         try:
+            runs: Sequence[Union[RunV2, bytes]]
             if self._decoded:
                 runs = reader.decode_batch(entries, self._decode_workers, verify)
             else:
@@ -129,7 +139,7 @@ class _PackSource(iobase.BoundedSource):
         except Error:
             pass
         # One entry of the batch is bad: find which, one by one.
-        out = []
+        out: List[_Fetched] = []
         for i in entries:
             try:
                 out.append((i, reader.decode(i, verify) if self._decoded else reader.read(i, verify),
@@ -138,12 +148,14 @@ class _PackSource(iobase.BoundedSource):
                 out.append((i, None, e))
         return out
 
-    def read(self, range_tracker) -> Iterator:
+    def read(self, range_tracker: iobase.RangeTracker) -> Iterator[Any]:
+        claim: Callable[[int], bool] = range_tracker.try_claim
+        start: int = range_tracker.start_position()
         n_read, n_bytes, n_bad = (counter("records_read"), counter("bytes_read"),
                                   counter("bad_runs_skipped"))
-        pos = range_tracker.start_position()
+        pos = start
         while True:
-            stop = range_tracker.stop_position()
+            stop: int = range_tracker.stop_position()
             if pos >= stop:
                 return
             f, local = self._locate(pos)
@@ -152,7 +164,7 @@ class _PackSource(iobase.BoundedSource):
             done = nbytes = 0  # counters are added once per chunk
             try:
                 for i, run, err in self._fetch(reader, list(range(local, local + k)), f):
-                    if not range_tracker.try_claim(pos):
+                    if not claim(pos):
                         return
                     g, pos = pos, pos + 1
                     if err is not None:
@@ -168,7 +180,7 @@ class _PackSource(iobase.BoundedSource):
                 n_read.inc(done)
                 n_bytes.inc(nbytes)
 
-    def display_data(self):
+    def display_data(self) -> Dict[str, Any]:
         return {
             "path_or_glob": display.DisplayDataItem(self._pattern, label="Packfiles"),
             "files": display.DisplayDataItem(len(self._files), label="Files matched"),
@@ -178,7 +190,8 @@ class _PackSource(iobase.BoundedSource):
         }
 
 
-class WriteToPack(transforms.PTransform):
+class WriteToPack(transforms.PTransform[pvalue.PCollection[Union[RunV2, bytes]],
+                                         pvalue.PCollection[str]]):
     """Write runs (:class:`~a2pack.RunV2` or run-file bytes) to a packfile.
 
     ``path`` is a plain file name (one pack) or a shard spec as for
@@ -188,31 +201,34 @@ class WriteToPack(transforms.PTransform):
     The order of entries is the order the runner delivers (none in general).
     """
 
-    def __init__(self, path, **writer_options):
+    def __init__(self, path: Union[str, os.PathLike[str]], **writer_options: Any) -> None:
         path = os.fspath(path)
         if "@" not in os.path.basename(path):
             path = path + "@0"
         prefix, suffix, num_shards, template = parse_output_spec(path, ("a2pack",), "packfiles")
         self._sink = _PackSink(prefix, suffix, num_shards, template, writer_options)
 
-    def expand(self, pcoll):
-        return pcoll | beam.io.iobase.Write(self._sink)
+    def expand(self, pcoll: pvalue.PCollection[Union[RunV2, bytes]]) -> pvalue.PCollection[str]:
+        written: pvalue.PCollection[str] = pcoll | beam.io.iobase.Write(self._sink)
+        return written
 
-    def display_data(self):
+    def display_data(self) -> Dict[str, Any]:
         return self._sink.display_data()
 
 
 class _PackSink(filebasedsink.FileBasedSink):
-    def __init__(self, prefix, suffix, num_shards, template, writer_options):
-        super().__init__(prefix, file_name_suffix=suffix, num_shards=num_shards,
+    def __init__(self, prefix: str, suffix: str, num_shards: int, template: Optional[str],
+                 writer_options: Dict[str, Any]) -> None:
+        # FileBasedSink.__init__ is unannotated in Beam.
+        super().__init__(prefix, file_name_suffix=suffix, num_shards=num_shards,  # type: ignore[no-untyped-call]
                          shard_name_template=template, coder=None,
                          mime_type="application/octet-stream")
         self._options = dict(writer_options)
 
-    def open(self, temp_path):
+    def open(self, temp_path: str) -> PackWriter:
         return PackWriter(temp_path, **self._options)
 
-    def write_record(self, writer: PackWriter, value) -> None:
+    def write_record(self, writer: PackWriter, value: Union[RunV2, bytes]) -> None:
         data = value.to_bytes("v2") if isinstance(value, RunV2) else bytes(value)
         writer.add(data)
         counter("records_written").inc()
@@ -221,23 +237,24 @@ class _PackSink(filebasedsink.FileBasedSink):
     def close(self, writer: PackWriter) -> None:
         writer.finish()
 
-    def display_data(self):
-        d = super().display_data()
+    def display_data(self) -> Dict[str, Any]:
+        # FileBasedSink.display_data is unannotated in Beam.
+        d: Dict[str, Any] = super().display_data()  # type: ignore[no-untyped-call]
         d["writer_options"] = display.DisplayDataItem(repr(self._options), label="PackWriter")
         return d
 
 
-class ReadRunFiles(transforms.PTransform):
+class ReadRunFiles(transforms.PTransform[pvalue.PBegin, pvalue.PCollection[Tuple[bytes, bytes]]]):
     """Every ``*.a2run2`` under ``folder`` (recursively) as ``(key, bytes)``,
     where the key is the path relative to the folder as bytes: sorted keys are
     the order ``a2pack dataset build`` gives the runs of that folder."""
 
-    def __init__(self, folder):
+    def __init__(self, folder: Union[str, os.PathLike[str]]) -> None:
         self._folder = os.fspath(folder)
 
-    def expand(self, pbegin):
+    def expand(self, pbegin: pvalue.PBegin) -> pvalue.PCollection[Tuple[bytes, bytes]]:
         root = self._folder
-        rel = []
+        rel: List[str] = []
         for d, _dirs, files in os.walk(root):
             for name in files:
                 if name.endswith(".a2run2"):
@@ -245,15 +262,17 @@ class ReadRunFiles(transforms.PTransform):
         if not rel:
             raise FileNotFoundError(f"{root}: no .a2run2 files under it")
         rel.sort(key=os.fsencode)
-        return (pbegin
-                | "ListRunFiles" >> beam.Create(rel)
-                | "ReadRunFile" >> beam.Map(_read_run_file, root))
+        keyed: pvalue.PCollection[Tuple[bytes, bytes]] = (
+            pbegin
+            | "ListRunFiles" >> beam.Create(rel)
+            | "ReadRunFile" >> beam.Map(_read_run_file, root))
+        return keyed
 
-    def display_data(self):
+    def display_data(self) -> Dict[str, Any]:
         return {"folder": display.DisplayDataItem(self._folder, label="Run folder")}
 
 
-def _read_run_file(rel: str, root: str):
+def _read_run_file(rel: str, root: str) -> Tuple[bytes, bytes]:
     with open(os.path.join(root, rel), "rb") as f:
         data = f.read()
     counter("records_read").inc()
