@@ -1,6 +1,7 @@
 // Opening a dataset in object storage (s3://bucket/ds, gs://bucket/ds).
 //
-// The small files (metadata.db and manifest.json) are fetched into a local cache folder keyed by the URL and
+// The small files (metadata.db, manifest.json, and an append journal or any
+// other object directly under the folder) are fetched into a local cache folder keyed by the URL and
 // the objects' versions (S3 ETag, GCS generation), under
 // Settings::cache_dir/datasets, so a second open of an unchanged dataset
 // fetches nothing but the rows. steps.npy is streamed into RAM with parallel
@@ -12,6 +13,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 
@@ -91,27 +93,30 @@ std::unique_ptr<Dataset> Dataset::open_remote(const std::string& dir_in, const O
   std::string url = parse_path(dir_in).url();
   while (!url.empty() && url.back() == '/') url.pop_back();
   try {
-    auto steps = storage::open_read(url + "/steps.npy");
-    auto db = storage::open_read(url + "/metadata.db");
-    // The optional files: absent is fine, any other error is not.
-    auto optional = [&](const char* name) -> std::unique_ptr<storage::ReadObject> {
-      try {
-        return storage::open_read(url + "/" + name);
-      } catch (const Error& e) {
-        if (e.status() == A2PACK_E_NOT_FOUND) return nullptr;
-        throw;
-      }
-    };
-    auto manifest = optional("manifest.json");
-
-    std::string versions = db->version() + "|" + std::to_string(db->size());
-    if (manifest) versions += "|" + manifest->version();
+    // Every object directly under the folder: steps.npy, metadata.db,
+    // manifest.json and whatever else is there (an append journal, a stray
+    // file), so the ordinary open sees the same names it would see locally
+    // and applies the same rules to them.
+    std::unique_ptr<storage::ReadObject> steps;
+    std::vector<std::pair<std::string, std::unique_ptr<storage::ReadObject>>> small;
+    for (const auto& path : storage::list(url + "/")) {
+      const std::string name = path.substr(url.size() + 1);
+      if (name.empty() || name.find('/') != std::string::npos) continue;  // a subfolder
+      if (name == "steps.npy")
+        steps = storage::open_read(path);
+      else
+        small.emplace_back(name, storage::open_read(path));
+    }
+    if (!steps) fail(A2PACK_E_NOT_FOUND, "{}/steps.npy: missing from the dataset folder", url);
+    std::sort(small.begin(), small.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    std::string versions;
+    for (const auto& [name, obj] : small)
+      versions += name + "|" + obj->version() + "|" + std::to_string(obj->size()) + "\n";
     const std::string root = storage::settings().cache_dir + "/datasets";
     const std::string cache = root + "/" + storage::sha256_hex(url).substr(0, 16) + "-" +
                               storage::sha256_hex(versions).substr(0, 16);
     fs::create_directories(cache);
-    fetch_to_cache(*db, cache + "/metadata.db");
-    if (manifest) fetch_to_cache(*manifest, cache + "/manifest.json");
+    for (const auto& [name, obj] : small) fetch_to_cache(*obj, cache + "/" + name);
 
     int fd = fetch_to_memfd(*steps);
     struct Closer {
@@ -122,8 +127,7 @@ std::unique_ptr<Dataset> Dataset::open_remote(const std::string& dir_in, const O
     auto link = [&](const std::string& target, const std::string& name) {
       fs::create_symlink(target, view.path + "/" + name);
     };
-    link(cache + "/metadata.db", "metadata.db");
-    if (manifest) link(cache + "/manifest.json", "manifest.json");
+    for (const auto& [name, obj] : small) link(cache + "/" + name, name);
     link("/proc/self/fd/" + std::to_string(fd), "steps.npy");
     try {
       std::unique_ptr<Dataset> ds = open(view.path, o);

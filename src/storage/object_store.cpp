@@ -52,6 +52,11 @@ void ReadObject::read(uint64_t offset, size_t len, uint8_t* dst) const {
 }
 
 void ReadObject::read_many(const ReadRange* ranges, size_t n, uint32_t parallelism) const {
+  // The window serves record-at-a-time readers. Batches (several ranges, or
+  // one of 1 MiB or more) are the caller's own read-ahead unit - a binding
+  // iterating reads the next batches concurrently - and a window beside them
+  // would fetch their bytes twice.
+  const bool window = read_ahead_ && n == 1 && ranges[0].len < (1u << 20);
   std::vector<ReadRange> todo;
   todo.reserve(n);
   uint64_t start = UINT64_MAX, end = 0;
@@ -63,11 +68,11 @@ void ReadObject::read_many(const ReadRange* ranges, size_t n, uint32_t paralleli
     if (r.len == 0) continue;
     start = std::min<uint64_t>(start, r.offset);
     end = std::max<uint64_t>(end, r.offset + r.len);
-    if (read_ahead_ && from_window(r.offset, r.len, r.dst)) continue;
+    if (window && from_window(r.offset, r.len, r.dst)) continue;
     todo.push_back(r);
   }
   if (!todo.empty()) fetch_parallel(todo.data(), todo.size(), parallelism);
-  if (read_ahead_ && end) advance_window(start, end);
+  if (window && end) advance_window(start, end);
 }
 
 // Sort, merge neighbours into requests, run the requests in parallel and
