@@ -583,8 +583,9 @@ VerifyReport verify(const std::string& dir, const VerifyOptions& vo, uint32_t wo
     }
     try {
       sqlite_check(dir, vo.full, rep);
-    } catch (const Error& e) {
-      rep.errors.push_back(e.what());
+    } catch (const Error&) {
+      // Not a database SQLite can open at all: the open below names the
+      // problem (a missing file, a wrong schema) with its own status.
     }
     if (!rep.errors.empty()) rep.status = A2PACK_E_CORRUPT;
     OpenOptions o;
