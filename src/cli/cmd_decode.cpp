@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 
 #include <fmt/format.h>
@@ -53,25 +54,21 @@ void finish(const DecodeArgs& a, const std::vector<Skipped>& skipped) {
     throw CliError(fmt::format("{} bad file(s) skipped; failing as --strict asks", skipped.size()));
 }
 
-void run_decode(const DecodeArgs& a) {
-  auto files = run_files(a.input);
-  std::vector<std::string> data;
-  std::vector<Skipped> skipped;
-  auto skip = [&](const std::string& file, const std::string& why) {
-    if (!a.skip_bad) throw CliError(fmt::format("{}: {}", file, why));
-    fmt::print(stderr, "a2pack: skipped {}: {}\n", file, why);
-    skipped.push_back({file, why});
-  };
-  data.reserve(files.size());
-  std::vector<std::string> kept;
-  for (auto& f : files) {
-    try {
-      data.push_back(slurp(f));
-      kept.push_back(f);
-    } catch (const CliError& e) {
-      skip(f, e.what());
-    }
-  }
+// Files are read and decoded in windows of at most this many files and
+// bytes, whose summary is added up and whose memory is then released: peak
+// memory is one window (plus its decoded columns), whatever the corpus size.
+constexpr size_t kWindowFiles = 256;
+constexpr uint64_t kWindowBytes = uint64_t{64} << 20;
+
+struct Totals {
+  uint64_t runs = 0, steps = 0, bytes = 0, with_branches = 0, max_len = 0, min_len = UINT64_MAX;
+  std::map<uint32_t, uint64_t> tiles;
+  double decode_s = 0;
+};
+
+void decode_window(const DecodeArgs& a, std::vector<std::string>& data,
+                   std::vector<std::string>& kept, Totals& t,
+                   const std::function<void(const std::string&, const std::string&)>& skip) {
   std::vector<const uint8_t*> ptrs;
   std::vector<size_t> lens;
   auto lay_out = [&] {
@@ -111,22 +108,60 @@ void run_decode(const DecodeArgs& a) {
     check(a2pack_run_batch_decode(ptrs.data(), lens.data(), ptrs.size(), a.workers, &batch));
     dt = now_seconds() - t0;
   }
-  uint64_t bytes = 0;
-  for (auto& d : data) bytes += d.size();
+  t.decode_s += dt;
+  for (auto& d : data) t.bytes += d.size();
   std::unique_ptr<a2pack_run_batch, decltype(&a2pack_run_batch_close)> guard(batch,
                                                                               a2pack_run_batch_close);
   a2pack_run_columns c{};
   c.size = sizeof c;
   check(a2pack_run_batch_columns(batch, &c));
-  std::map<uint32_t, uint64_t> tiles;
-  uint64_t with_branches = 0, max_len = 0, min_len = c.n_runs ? UINT64_MAX : 0;
   for (size_t r = 0; r < c.n_runs; ++r) {
-    tiles[a2pack_board_highest_tile(c.final_boards[r])]++;
+    t.tiles[a2pack_board_highest_tile(c.final_boards[r])]++;
     uint64_t len = c.step_offsets[r + 1] - c.step_offsets[r];
-    max_len = std::max(max_len, len);
-    min_len = std::min(min_len, len);
+    t.max_len = std::max(t.max_len, len);
+    t.min_len = std::min(t.min_len, len);
   }
-  for (size_t s = 0; s < c.n_steps; ++s) with_branches += c.branch_present[s];
+  for (size_t s = 0; s < c.n_steps; ++s) t.with_branches += c.branch_present[s];
+  t.runs += c.n_runs;
+  t.steps += c.n_steps;
+}
+
+void run_decode(const DecodeArgs& a) {
+  auto files = run_files(a.input);
+  std::vector<Skipped> skipped;
+  auto skip = [&](const std::string& file, const std::string& why) {
+    if (!a.skip_bad) throw CliError(fmt::format("{}: {}", file, why));
+    fmt::print(stderr, "a2pack: skipped {}: {}\n", file, why);
+    skipped.push_back({file, why});
+  };
+  Totals t;
+  std::vector<std::string> data, kept;
+  uint64_t window_bytes = 0;
+  auto flush = [&] {
+    if (!data.empty()) decode_window(a, data, kept, t, skip);
+    std::vector<std::string>().swap(data);
+    kept.clear();
+    window_bytes = 0;
+  };
+  for (auto& f : files) {
+    try {
+      data.push_back(slurp(f));
+      kept.push_back(f);
+      window_bytes += data.back().size();
+    } catch (const CliError& e) {
+      skip(f, e.what());
+    }
+    if (data.size() >= kWindowFiles || window_bytes >= kWindowBytes) flush();
+  }
+  flush();
+  if (t.runs == 0) t.min_len = 0;
+  const double dt = t.decode_s;
+  const uint64_t bytes = t.bytes, with_branches = t.with_branches, min_len = t.min_len,
+                 max_len = t.max_len;
+  const auto& tiles = t.tiles;
+  struct {
+    uint64_t n_runs, n_steps;
+  } c{t.runs, t.steps};
   double mbps = dt > 0 ? static_cast<double>(bytes) / dt / 1e6 : 0;
   double sps = dt > 0 ? static_cast<double>(c.n_steps) / dt : 0;
   if (a.json) {

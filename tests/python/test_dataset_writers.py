@@ -123,3 +123,14 @@ def test_decode_skip_bad(mixed):
     assert p.stderr.count("a2pack: skipped") == 2
     p = cli("decode", "--input", d, "--skip-bad", "--strict", "--no-progress", ok=False)
     assert p.returncode != 0 and "skipped 2 bad file(s)" in p.stdout
+
+
+def test_decode_streams_windows_and_adds_them_up(tmp_path):
+    """More files than one decode window (256): the totals cover them all."""
+    runs = [make_run(s, 1 + s % 13) for s in range(300)]
+    write_runs(tmp_path / "many", runs)
+    j = json.loads(cli("decode", "--input", tmp_path / "many", "--json").stdout)
+    assert j["runs"] == 300
+    assert j["steps"] == j["steps_with_branches"] == sum(len(r) for r in runs)
+    assert j["min_len"] == 1 and j["max_len"] == 13
+    assert sum(j["highest_tile_hist"].values()) == 300
