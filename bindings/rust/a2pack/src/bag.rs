@@ -680,6 +680,16 @@ impl Batch {
         self.raw_parts().1.len().saturating_sub(1)
     }
 
+    /// The batch as an Arrow record batch (one `record` column, zero-copy):
+    /// the export takes the batch.
+    pub fn into_arrow(self) -> Result<crate::arrow::RecordBatch> {
+        // SAFETY: on success the export owns the batch handle (forgotten
+        // below); on failure it is still ours and dropped normally.
+        let rb = crate::arrow::export(|s, a| unsafe { sys::a2pack_bag_batch_export_arrow(self.raw, s, a) })?;
+        std::mem::forget(self);
+        Ok(rb)
+    }
+
     /// Whether the batch holds no record.
     pub fn is_empty(&self) -> bool {
         self.len() == 0

@@ -583,6 +583,24 @@ impl Dataset {
         Ok(unsafe { (take_owned(tr, ntr), take_owned(va, nva)) })
     }
 
+    /// Rows `idx` as an Arrow record batch (one copy).
+    pub fn to_arrow(&self, idx: &[i64], workers: u32) -> Result<crate::arrow::RecordBatch> {
+        // SAFETY: n indices, checked by the library.
+        crate::arrow::export(|s, a| unsafe {
+            sys::a2pack_dataset_export_arrow(self.raw, idx.as_ptr(), idx.len(), workers, s, a)
+        })
+    }
+
+    /// Every row, or rows `idx`, as an Arrow stream of `chunk_rows`-row
+    /// batches (0 = 65536). The stream holds the rows.
+    pub fn arrow_stream(&self, idx: Option<&[i64]>, chunk_rows: usize, workers: u32) -> Result<crate::arrow::Stream> {
+        let (p, n) = idx.map_or((std::ptr::null(), 0), |i| (i.as_ptr(), i.len()));
+        // SAFETY: n indices or NULL (copied).
+        crate::arrow::Stream::fill(|out| unsafe {
+            sys::a2pack_dataset_export_arrow_stream(self.raw, p, n, chunk_rows, workers, out)
+        })
+    }
+
     /// Statistics as a JSON object.
     pub fn stats_json(&self, workers: u32) -> Result<String> {
         let mut out = std::ptr::null_mut();

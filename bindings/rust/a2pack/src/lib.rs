@@ -32,6 +32,7 @@ mod gen;
 mod pack;
 mod run;
 
+pub mod arrow;
 pub mod bag;
 pub mod dataset;
 pub mod logger;

@@ -577,6 +577,12 @@ impl LoggerData {
         }
     }
 
+    /// The records as an Arrow record batch (one copy).
+    pub fn to_arrow(&self) -> Result<crate::arrow::RecordBatch> {
+        // SAFETY: valid data.
+        crate::arrow::export(|s, a| unsafe { sys::a2pack_logger_data_export_arrow(self.raw, s, a) })
+    }
+
     /// Totals.
     pub fn summary(&self) -> LoggerSummary {
         let mut s = sys::a2pack_logger_summary {

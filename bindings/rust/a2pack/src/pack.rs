@@ -434,6 +434,48 @@ impl Pack {
         })
     }
 
+    /// The index as an Arrow record batch (one copy).
+    pub fn arrow_entries(&self) -> Result<crate::arrow::RecordBatch> {
+        // SAFETY: valid pack.
+        crate::arrow::export(|s, a| unsafe { sys::a2pack_pack_export_arrow_entries(self.raw, s, a) })
+    }
+
+    /// The stats (one row) and highest-tile histogram as Arrow record batches.
+    pub fn arrow_stats(&self, workers: u32) -> Result<(crate::arrow::RecordBatch, crate::arrow::RecordBatch)> {
+        use crate::arrow::{Array, RecordBatch, Schema};
+        let mut stats = RecordBatch { schema: Schema::empty(), array: Array::empty() };
+        let mut hist = RecordBatch { schema: Schema::empty(), array: Array::empty() };
+        // SAFETY: the pack is thread-safe; four outputs, released by their owners.
+        check(unsafe {
+            sys::a2pack_pack_export_arrow_stats(
+                self.raw,
+                workers,
+                &mut stats.schema.raw,
+                &mut stats.array.raw,
+                &mut hist.schema.raw,
+                &mut hist.array.raw,
+            )
+        })?;
+        Ok((stats, hist))
+    }
+
+    /// The runs (every entry, or `entries`) as an Arrow stream, decoded
+    /// `batch_runs` at a time (0 = 1024) as the consumer asks.
+    pub fn arrow_stream(
+        &self,
+        layout: crate::arrow::Layout,
+        entries: Option<&[u64]>,
+        batch_runs: usize,
+        workers: u32,
+        flags: ReadFlags,
+    ) -> Result<crate::arrow::Stream> {
+        let (p, n) = entries.map_or((std::ptr::null(), 0), |e| (e.as_ptr(), e.len()));
+        // SAFETY: n entries or NULL (copied).
+        crate::arrow::Stream::fill(|out| unsafe {
+            sys::a2pack_pack_export_arrow_stream(self.raw, layout.raw(), p, n, batch_runs, workers, flags.0, out)
+        })
+    }
+
     /// Write every entry as JSONL to `path` (atomically); returns the bytes written.
     pub fn to_jsonl(
         &self,

@@ -538,6 +538,12 @@ impl RunBatch {
         self.columns().n_runs()
     }
 
+    /// The batch as an Arrow record batch (see [`crate::arrow::RecordBatch`]).
+    pub fn to_arrow(&self, layout: crate::arrow::Layout) -> Result<crate::arrow::RecordBatch> {
+        // SAFETY: valid batch; the export keeps it alive.
+        crate::arrow::export(|s, a| unsafe { sys::a2pack_run_batch_export_arrow(self.raw, layout.raw(), s, a) })
+    }
+
     /// Whether the batch holds no run.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
