@@ -8,7 +8,9 @@
 //! - [`Dataset`], [`dataset::build`], [`Sampler`]: step datasets;
 //! - [`bag::Reader`], [`bag::Writer`]: Bagz record files;
 //! - [`DataLogger`], [`logger::decode`]: the sparse-vector data logger;
-//! - [`Board`], [`GenOptions`]: boards and the game generator.
+//! - [`Board`], [`GenOptions`]: boards and the game generator;
+//! - [`arrow`]: every capability's Arrow C Data Interface exports;
+//! - [`clean_temps`]: the temporaries killed writers left.
 //!
 //! Handles close on drop. Every fallible call returns [`Result`], whose
 //! [`Error`] carries the [`Status`] and the library's message. Handles are
