@@ -19,6 +19,10 @@ rust-toolchain:
 	  echo "cargo not found: installing the stable toolchain with rustup"; \
 	  curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs | sh -s -- -y --profile minimal -c clippy; \
 	fi
+	@RUSTUP=$$(command -v rustup || echo $(HOME)/.cargo/bin/rustup); \
+	if [ -x "$$RUSTUP" ] && ! "$$RUSTUP" component list --installed 2>/dev/null | grep -q '^clippy'; then \
+	  "$$RUSTUP" component add clippy; \
+	fi
 
 test-rust: build python test-deps $(STAMPS)/apt-rust rust-toolchain
 	cd $(RUST_DIR) && A2PACK_SYS_LIB_DIR=$(CURDIR)/$(BUILD) A2PACK_CLI=$(CURDIR)/$(BUILD)/a2pack \
