@@ -24,23 +24,30 @@ default, so the workers share the page cache instead of each holding a copy).
 from __future__ import annotations
 
 import os
-from typing import Iterator, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Optional, Sized, Tuple, Type, Union, cast
 
 import numpy as np
+import numpy.typing as npt
 
 from .dataset import Dataset, EpochSampler, _indices
+from .run import RunV2
+
+if TYPE_CHECKING:
+    import torch
+    import torch.utils.data
 
 _TORCH_MISSING = (
     "a2pack.torch_data needs PyTorch, which is not installed: `pip install torch` "
     "(the rest of a2pack.dataset works without it)")
 
 
-def _torch():
+def _require_torch() -> None:
+    """Raise the ImportError that says what to install when PyTorch is
+    missing; the callers then import it themselves (a typed import)."""
     try:
-        import torch
+        import torch  # noqa: F401
     except ImportError as e:
         raise ImportError(_TORCH_MISSING) from e
-    return torch
 
 
 class StepBatches:
@@ -53,8 +60,10 @@ class StepBatches:
     losses take).
     """
 
-    def __init__(self, dataset: Union[Dataset, str, os.PathLike], *, worker_mmap: bool = True,
-                 moves_dtype: str = "int64", gather_workers: int = 1):
+    _ds: Optional[Dataset]
+
+    def __init__(self, dataset: Union[Dataset, str, os.PathLike[str]], *, worker_mmap: bool = True,
+                 moves_dtype: str = "int64", gather_workers: int = 1) -> None:
         self._ds = dataset if isinstance(dataset, Dataset) else Dataset(dataset)
         self._path = self._ds.path
         self._worker_mmap = worker_mmap
@@ -71,8 +80,9 @@ class StepBatches:
     def __len__(self) -> int:
         return self._len
 
-    def __getitem__(self, indices) -> dict:
-        torch = _torch()
+    def __getitem__(self, indices: npt.ArrayLike) -> Dict[str, torch.Tensor]:
+        _require_torch()
+        import torch
         exps, moves, legal, ev = self.dataset.get_batch_columns(
             _indices(indices), workers=self._gather_workers)
         return {
@@ -84,12 +94,12 @@ class StepBatches:
 
     # A copy sent to a worker carries the path, not the rows; the rows were
     # checked against the manifest's CRC when the original was opened.
-    def __getstate__(self):
+    def __getstate__(self) -> Dict[str, Any]:
         state = self.__dict__.copy()
         state["_ds"] = None
         return state
 
-    def __setstate__(self, state):
+    def __setstate__(self, state: Dict[str, Any]) -> None:
         self.__dict__.update(state)
 
 
@@ -100,8 +110,8 @@ class EpochBatchSampler:
     of step indices (e.g. from ``Dataset.filter_sql`` or ``Dataset.split``).
     Call :meth:`set_epoch` before each epoch."""
 
-    def __init__(self, source, *, batch_size: int = 4096, seed: int = 0,
-                 drop_last: bool = False):
+    def __init__(self, source: Union[int, np.integer[Any], npt.ArrayLike], *,
+                 batch_size: int = 4096, seed: int = 0, drop_last: bool = False) -> None:
         if isinstance(source, (int, np.integer)):
             self._s = EpochSampler(n=int(source), batch_size=batch_size, seed=seed,
                                    drop_last=drop_last)
@@ -118,22 +128,28 @@ class EpochBatchSampler:
     def __len__(self) -> int:
         return len(self._s)
 
-    def __iter__(self) -> Iterator[np.ndarray]:
+    def __iter__(self) -> Iterator[npt.NDArray[np.int64]]:
         return iter(self._s)
 
 
-def make_loader(dataset: Union[Dataset, str, os.PathLike], *, indices=None,
+def make_loader(dataset: Union[Dataset, str, os.PathLike[str]], *,
+                indices: Optional[npt.ArrayLike] = None,
                 batch_size: int = 4096, seed: int = 0, drop_last: bool = False,
-                num_workers: int = 0, **loader_kwargs):
+                num_workers: int = 0, **loader_kwargs: Any
+                ) -> Tuple[torch.utils.data.DataLoader[Dict[str, torch.Tensor]], EpochBatchSampler]:
     """A ``torch.utils.data.DataLoader`` over ``dataset`` (all rows, or
     ``indices``) yielding dicts of tensors, one gather per batch. Returns
     ``(loader, sampler)``; call ``sampler.set_epoch(e)`` between epochs."""
-    torch = _torch()
+    _require_torch()
+    import torch.utils.data
     data = StepBatches(dataset)
     sampler = EpochBatchSampler(len(data) if indices is None else indices,
                                 batch_size=batch_size, seed=seed, drop_last=drop_last)
-    loader = torch.utils.data.DataLoader(data, sampler=sampler, batch_size=None,
-                                         num_workers=num_workers, **loader_kwargs)
+    # StepBatches is a map-style dataset by protocol: it does not subclass
+    # torch's Dataset, so that importing this module needs no PyTorch.
+    loader: torch.utils.data.DataLoader[Dict[str, torch.Tensor]] = torch.utils.data.DataLoader(
+        cast("torch.utils.data.Dataset[Dict[str, torch.Tensor]]", data), sampler=sampler,
+        batch_size=None, num_workers=num_workers, **loader_kwargs)
     return loader, sampler
 
 
@@ -142,10 +158,10 @@ def make_loader(dataset: Union[Dataset, str, os.PathLike], *, indices=None,
 # made on first access (module __getattr__): importing this module still
 # does not import PyTorch. Pickles refer to it as
 # a2pack.torch_data.DistributedSampler, which resolves the same way.
-_LAZY_CLASSES: dict = {}
+_LAZY_CLASSES: Dict[str, type] = {}
 
 
-def __getattr__(name):
+def __getattr__(name: str) -> type:
     if name == "DistributedSampler":
         if name not in _LAZY_CLASSES:
             _LAZY_CLASSES[name] = _make_distributed_sampler()
@@ -153,12 +169,12 @@ def __getattr__(name):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def rank_and_world(rank: Optional[int] = None, num_replicas: Optional[int] = None):
+def rank_and_world(rank: Optional[int] = None, num_replicas: Optional[int] = None) -> Tuple[int, int]:
     """``(rank, num_replicas)``: the arguments when given, else from
     ``torch.distributed`` when it is initialised, else ``(0, 1)``."""
     if rank is None or num_replicas is None:
-        torch = _torch()
-        dist = torch.distributed
+        _require_torch()
+        import torch.distributed as dist
         on = dist.is_available() and dist.is_initialized()
         if num_replicas is None:
             num_replicas = dist.get_world_size() if on else 1
@@ -171,10 +187,12 @@ def rank_and_world(rank: Optional[int] = None, num_replicas: Optional[int] = Non
     return rank, num_replicas
 
 
-def _make_distributed_sampler():
-    torch = _torch()
+def _make_distributed_sampler() -> type:
+    _require_torch()
+    import torch
+    import torch.utils.data
 
-    class DistributedSampler(torch.utils.data.Sampler):
+    class DistributedSampler(torch.utils.data.Sampler[Union[int, npt.NDArray[np.int64]]]):
         """``torch.utils.data.DistributedSampler`` semantics over step
         indices: each of ``num_replicas`` ranks draws a disjoint share of
         one seeded permutation per epoch (the same permutation torch's
@@ -192,9 +210,12 @@ def _make_distributed_sampler():
         each epoch.
         """
 
-        def __init__(self, source, num_replicas: Optional[int] = None,
+        _indices: Optional[npt.NDArray[np.int64]]
+
+        def __init__(self, source: Union[int, np.integer[Any], Sized],
+                     num_replicas: Optional[int] = None,
                      rank: Optional[int] = None, shuffle: bool = True, seed: int = 0,
-                     drop_last: bool = False, batch_size: Optional[int] = None):
+                     drop_last: bool = False, batch_size: Optional[int] = None) -> None:
             if isinstance(source, (int, np.integer)):
                 self._indices, self._n = None, int(source)
             elif isinstance(source, (np.ndarray, list, tuple)):
@@ -219,7 +240,7 @@ def _make_distributed_sampler():
         def set_epoch(self, epoch: int) -> None:
             self.epoch = int(epoch)
 
-        def rank_indices(self) -> np.ndarray:
+        def rank_indices(self) -> npt.NDArray[np.int64]:
             """This rank's indices for the current epoch (int64)."""
             if self.shuffle:
                 g = torch.Generator()
@@ -234,7 +255,7 @@ def _make_distributed_sampler():
             order = order.astype(np.int64, copy=False)
             return order if self._indices is None else self._indices[order]
 
-        def __iter__(self):
+        def __iter__(self) -> Iterator[Union[int, npt.NDArray[np.int64]]]:
             own = self.rank_indices()
             if self.batch_size is None:
                 return iter(own.tolist())
@@ -266,8 +287,8 @@ class RankShard:
     shards empty. Pickles by path.
     """
 
-    def __init__(self, path: Union[str, os.PathLike], rank: Optional[int] = None,
-                 num_replicas: Optional[int] = None):
+    def __init__(self, path: Union[str, os.PathLike[str]], rank: Optional[int] = None,
+                 num_replicas: Optional[int] = None) -> None:
         self.rank, self.num_replicas = rank_and_world(rank, num_replicas)
         self.path = os.fspath(path)
         self.dataset = Dataset(self.path, mmap=True, verify=False)
@@ -278,7 +299,7 @@ class RankShard:
         # at most one run's step_index column (a few pages of the mapping),
         # so no rank touches the others' rows.
         step_index = self.dataset.steps["step_index"]
-        bounds = []
+        bounds: List[int] = []
         for r in range(w + 1):
             x = -(-r * n // w)
             while x < n:
@@ -303,7 +324,7 @@ class RankShard:
             idx = np.resize(idx, target) if target != idx.size else idx
         return EpochBatchSampler(idx, batch_size=batch_size, seed=seed + self.rank)
 
-    def __reduce__(self):
+    def __reduce__(self) -> Tuple[Type[RankShard], Tuple[str, int, int]]:
         return (RankShard, (self.path, self.rank, self.num_replicas))
 
 
@@ -314,8 +335,8 @@ class PackRuns:
     entries are read only when asked for, so a rank never reads the others'.
     Pickles by path (spawn-started DataLoader workers reopen the pack)."""
 
-    def __init__(self, path, *, rank_shard: bool = False, rank: Optional[int] = None,
-                 num_replicas: Optional[int] = None):
+    def __init__(self, path: Union[str, os.PathLike[str]], *, rank_shard: bool = False,
+                 rank: Optional[int] = None, num_replicas: Optional[int] = None) -> None:
         from .pack import PackReader
         self.path = os.fspath(path)
         self.reader = PackReader(self.path)
@@ -332,16 +353,18 @@ class PackRuns:
     def __len__(self) -> int:
         return self.stop - self.start
 
-    def __getitem__(self, i: int):
+    def __getitem__(self, i: int) -> RunV2:
         i = int(i)
         if not 0 <= i < len(self):
             raise IndexError(f"run {i} out of range for {len(self)} runs")
         return self.reader.decode(self.start + i)
 
-    def __reduce__(self):
+    def __reduce__(self) -> Tuple[Callable[[str, bool, Optional[int], Optional[int]], PackRuns],
+                                  Tuple[str, bool, Optional[int], Optional[int]]]:
         rank_shard, rank, num_replicas = self._args
         return (_reopen_pack_runs, (self.path, rank_shard, rank, num_replicas))
 
 
-def _reopen_pack_runs(path, rank_shard, rank, num_replicas):
+def _reopen_pack_runs(path: str, rank_shard: bool, rank: Optional[int],
+                      num_replicas: Optional[int]) -> PackRuns:
     return PackRuns(path, rank_shard=rank_shard, rank=rank, num_replicas=num_replicas)
