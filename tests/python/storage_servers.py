@@ -44,6 +44,17 @@ def _wait_for(url: str, proc: subprocess.Popen, what: str, timeout: float = 30.0
     raise RuntimeError(f"{what} did not answer at {url} within {timeout} s")
 
 
+def _die_with_parent() -> None:
+    # A server outlives nothing: when the test process dies (a crash, a
+    # timeout's kill), Linux sends the server SIGKILL.
+    import ctypes
+    import signal
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
 class Server:
     """A child-process server; stop() kills it (idempotent)."""
 
@@ -51,7 +62,7 @@ class Server:
         self.port = port
         self.url = f"http://127.0.0.1:{port}"
         self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                     env=env)
+                                     env=env, preexec_fn=_die_with_parent)
         _wait_for(self.url + health, self.proc, what)
 
     def stop(self) -> None:
