@@ -17,6 +17,7 @@
 #include <random>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "command.hpp"
 
@@ -215,13 +216,56 @@ class BatchFeeder {
 struct InfoArgs {
   std::string spec;
   BagFlags flags;
+  bool json = false;
 };
+
+// Mean decompressed record size over the first (up to) 1000 records, from
+// the frame headers: nothing is decompressed. Returns the records sampled.
+uint64_t sample_record_bytes(const a2pack_bag_reader* r, uint64_t n, uint32_t jobs, double* mean) {
+  uint64_t k = std::min<uint64_t>(n, 1000);
+  *mean = 0;
+  if (!k) return 0;
+  std::vector<uint64_t> idx(k), sizes(k);
+  for (uint64_t i = 0; i < k; ++i) idx[i] = i;
+  check(a2pack_bag_reader_sizes(r, idx.data(), k, jobs, sizes.data()));
+  double total = 0;
+  for (uint64_t s : sizes) total += static_cast<double>(s);
+  *mean = total / static_cast<double>(k);
+  return k;
+}
+
+void print_info_json(const InfoArgs& a, const a2pack_bag_reader* r, uint64_t n, uint64_t stored,
+                     size_t shards) {
+  nlohmann::json list = nlohmann::json::array();
+  for (size_t i = 0; i < shards; ++i) {
+    const char* path = nullptr;
+    const char* mode = nullptr;
+    uint64_t records = 0;
+    int32_t compressed = 0;
+    check(a2pack_bag_reader_shard_info(r, i, &path, &records, &compressed, &mode));
+    list.push_back({{"path", path},
+                    {"records", records},
+                    {"compression", compressed ? "zstd" : "none"},
+                    {"read_mode", mode}});
+  }
+  double mean = 0;
+  uint64_t sampled = sample_record_bytes(r, n, a.flags.jobs, &mean);
+  nlohmann::json j = {{"spec", a.spec},
+                      {"records", n},
+                      {"stored_bytes", stored},
+                      {"shard_count", shards},
+                      {"shards", list},
+                      {"record_bytes_mean", mean},
+                      {"records_sampled", sampled}};
+  fmt::print("{}\n", j.dump(2));
+}
 
 void run_info(const InfoArgs& a) {
   ReaderPtr r = open_reader(a.spec, a.flags);
   uint64_t n = a2pack_bag_reader_count(r.get());
   uint64_t stored = a2pack_bag_reader_stored_bytes(r.get());
   size_t shards = a2pack_bag_reader_shard_count(r.get());
+  if (a.json) return print_info_json(a, r.get(), n, stored, shards);
   fmt::print("spec            {}\n", a.spec);
   fmt::print("records         {}\n", n);
   fmt::print("stored bytes    {} ({})\n", stored, human_bytes(static_cast<double>(stored)));
@@ -237,18 +281,9 @@ void run_info(const InfoArgs& a) {
                compressed ? "zstd" : "none", mode, path);
   }
   if (shards > 20) fmt::print("  ... {} more shards\n", shards - 20);
-  if (n) {
-    // Decompressed size from a sample of up to 1000 records.
-    // (from the frame headers: nothing is decompressed).
-    uint64_t k = std::min<uint64_t>(n, 1000);
-    std::vector<uint64_t> idx(k), sizes(k);
-    for (uint64_t i = 0; i < k; ++i) idx[i] = i;
-    check(a2pack_bag_reader_sizes(r.get(), idx.data(), k, a.flags.jobs, sizes.data()));
-    double total = 0;
-    for (uint64_t s : sizes) total += static_cast<double>(s);
-    fmt::print("record bytes    {:.1f} on average over the first {} records\n",
-               total / static_cast<double>(k), k);
-  }
+  double mean = 0;
+  if (uint64_t k = sample_record_bytes(r.get(), n, a.flags.jobs, &mean))
+    fmt::print("record bytes    {:.1f} on average over the first {} records\n", mean, k);
 }
 
 // ---------------------------------------------------------------- cat
@@ -325,6 +360,7 @@ struct WriteArgs {
   std::string out;
   std::vector<std::string> inputs;
   BagFlags flags;
+  bool json = false;
 };
 
 void run_write(const WriteArgs& a) {
@@ -351,8 +387,15 @@ void run_write(const WriteArgs& a) {
   feed.drain();
   check(a2pack_bag_writer_commit(w.get()));
   bar.finish();
+  double dt = now_seconds() - t0;
+  if (a.json) {
+    nlohmann::json j = {{"output", a.out}, {"records", files.size()}, {"bytes", bytes},
+                        {"seconds", dt}};
+    fmt::print("{}\n", j.dump(2));
+    return;
+  }
   fmt::print("wrote {} records ({}) to {} in {:.2f}s\n", files.size(),
-             human_bytes(static_cast<double>(bytes)), a.out, now_seconds() - t0);
+             human_bytes(static_cast<double>(bytes)), a.out, dt);
 }
 
 // ---------------------------------------------------------------- convert
@@ -361,6 +404,7 @@ struct ConvertArgs {
   std::string in, out;
   BagFlags in_flags, out_flags;
   bool pack_zstd = false;
+  bool json = false;
 };
 
 // Calls sink(data, len) for every run payload of the input, in order.
@@ -432,8 +476,15 @@ void run_convert(const ConvertArgs& a) {
       bytes += len;
     });
   }
+  double dt = now_seconds() - t0;
+  if (a.json) {
+    nlohmann::json j = {{"input", a.in}, {"output", a.out}, {"runs", n}, {"bytes", bytes},
+                        {"seconds", dt}};
+    fmt::print("{}\n", j.dump(2));
+    return;
+  }
   fmt::print("converted {} runs ({}) from {} to {} in {:.2f}s\n", n,
-             human_bytes(static_cast<double>(bytes)), a.in, a.out, now_seconds() - t0);
+             human_bytes(static_cast<double>(bytes)), a.in, a.out, dt);
 }
 
 // ---------------------------------------------------------------- registration
@@ -446,6 +497,7 @@ Registrar reg("bag", [](CLI::App& app) {
   auto* info = bag->add_subcommand("info", "Shards, records and sizes of a bag spec");
   info->add_option("spec", ia->spec, "File, name@N.bagz, name@*.bagz or a comma list")->required();
   add_bag_flags(info, ia->flags, false);
+  info->add_flag("--json", ia->json, "Print the summary as JSON (docs/cli.md)");
   info->callback([ia] { run_info(*ia); });
 
   auto ca = std::make_shared<CatArgs>();
@@ -466,6 +518,7 @@ Registrar reg("bag", [](CLI::App& app) {
   write->add_option("inputs", wa->inputs, "Files, one record each, or folders of .a2run2 runs")
       ->required();
   add_bag_flags(write, wa->flags, true);
+  write->add_flag("--json", wa->json, "Print the summary as JSON (docs/cli.md)");
   write->callback([wa] { run_write(*wa); });
 
   auto va = std::make_shared<ConvertArgs>();
@@ -481,6 +534,7 @@ Registrar reg("bag", [](CLI::App& app) {
   conv->add_option("--level", va->out_flags.level, "Output bag zstd level (0 = default 3)");
   conv->add_flag("--pack-zstd", va->pack_zstd, "Output packfile entries compressed with zstd");
   conv->add_option("--workers,-j", va->out_flags.jobs, "Threads (0 = all cores)");
+  conv->add_flag("--json", va->json, "Print the summary as JSON (docs/cli.md)");
   conv->callback([va] {
     va->in_flags.jobs = va->out_flags.jobs;
     run_convert(*va);

@@ -59,11 +59,25 @@ a2pack_dataset_build_options build_options(const DatasetArgs& a, Progress& bar) 
 
 void print_result(const char* verb, const a2pack_dataset_build_result& r, double secs,
                   const DatasetArgs& a) {
-  fmt::print("{} {} runs, {} rows ({}) in {:.2f}s; the dataset now holds {} runs, {} rows\n", verb,
-             r.runs_added, r.rows_added, human_bytes(static_cast<double>(r.rows_added) * 32), secs,
-             r.total_runs, r.total_rows);
+  if (a.json) {
+    nlohmann::json j = {{"input", a.input},
+                        {"dataset", a.out.empty() ? a.dataset : a.out},
+                        {"runs_added", r.runs_added},
+                        {"rows_added", r.rows_added},
+                        {"runs_skipped", r.runs_skipped},
+                        {"total_runs", r.total_runs},
+                        {"total_rows", r.total_rows},
+                        {"seconds", secs}};
+    fmt::print("{}\n", j.dump(2));
+    std::fflush(stdout);
+  } else {
+    fmt::print("{} {} runs, {} rows ({}) in {:.2f}s; the dataset now holds {} runs, {} rows\n",
+               verb, r.runs_added, r.rows_added, human_bytes(static_cast<double>(r.rows_added) * 32),
+               secs,
+               r.total_runs, r.total_rows);
+  }
   if (r.runs_skipped) {
-    fmt::print("skipped {} bad run(s) (each named above)\n", r.runs_skipped);
+    if (!a.json) fmt::print("skipped {} bad run(s) (each named above)\n", r.runs_skipped);
     if (a.strict)
       throw CliError(fmt::format("{} bad run(s) skipped; failing as --strict asks (the good runs "
                                  "were written)",
@@ -186,6 +200,7 @@ void add_writer_flags(CLI::App* c, DatasetArgs& a) {
                 "Seconds to wait for readers loading the dataset (or another writer) to release "
                 "its lock; -1 = no limit, 0 = fail at once (default 60)");
   c->add_flag("-q,--quiet,--no-progress", globals().quiet, "Print no progress bar");
+  c->add_flag("--json", a.json, "Print the summary as JSON (docs/cli.md)");
   // Upstream's `dataset build --progress`: a2pack draws the bar by default
   // (on a terminal), so the flag is accepted and changes nothing.
   c->add_flag("--progress", a.progress, "")->group("");
@@ -220,7 +235,7 @@ Registrar reg("dataset", [](CLI::App& app) {
   c = g->add_subcommand("stats", "Load a dataset and print its statistics");
   c->add_option("--dataset,-d", s->dataset, "Dataset folder")->required();
   c->add_option("--workers,-j", s->workers, "Threads (0 = all cores)");
-  c->add_flag("--json", s->json, "Print JSON");
+  c->add_flag("--json", s->json, "Print the summary as JSON (docs/cli.md)");
   c->callback([s] { run_stats(*s); });
 
   auto v = std::make_shared<DatasetArgs>();
@@ -234,7 +249,7 @@ Registrar reg("dataset", [](CLI::App& app) {
   c->add_flag("--discard-unrecorded", v->discard_unrecorded,
               "With --repair: delete runs/rows the manifest does not record that cannot be "
               "adopted (they do not fit the rows); without it repair refuses, naming them");
-  c->add_flag("--json", v->json, "Print the report as JSON");
+  c->add_flag("--json", v->json, "Print the report as JSON (docs/cli.md)");
   c->callback([v] { run_verify(*v); });
 });
 

@@ -209,6 +209,7 @@ void run_decode(const DecodeArgs& a) {
 struct ParquetArgs {
   std::string dir, out, python = default_python();
   bool strict = false;
+  bool json = false;
 };
 
 // Parquet is written by the Python package (pyarrow), which this library
@@ -228,6 +229,7 @@ void run_to_parquet(const ParquetArgs& a) {
       a.python, "-c", "import sys; from a2pack.logger import main; sys.exit(main(sys.argv[1:]))",
       "to-parquet", a.dir, a.out};
   if (a.strict) args.push_back("--strict");
+  if (a.json) args.push_back("--json");  // the Python side prints the summary
   std::vector<char*> argv;
   for (auto& s : args) argv.push_back(s.data());
   argv.push_back(nullptr);
@@ -245,7 +247,7 @@ Registrar reg("log", [](CLI::App& app) {
   auto ia = std::make_shared<InfoArgs>();
   auto* info = log->add_subcommand("info", "Segments, frames, records, streams and damage of a folder");
   add_common(info, ia->c);
-  info->add_flag("--json", ia->json, "Print the summary as JSON");
+  info->add_flag("--json", ia->json, "Print the summary as JSON (docs/cli.md)");
   info->callback([ia] { run_info(*ia); });
 
   auto da = std::make_shared<DecodeArgs>();
@@ -262,6 +264,7 @@ Registrar reg("log", [](CLI::App& app) {
   pq->add_option("out", pa->out, "Output .parquet file")->required();
   pq->add_option("--python", pa->python, "Python interpreter with a2pack and pyarrow");
   pq->add_flag("--strict", pa->strict, "Fail on the first damaged frame");
+  pq->add_flag("--json", pa->json, "Print the summary as JSON (docs/cli.md)");
   pq->callback([pa] { run_to_parquet(*pa); });
 });
 

@@ -1,5 +1,6 @@
 // a2pack pack: every .a2run2 file under a folder into one packfile.
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "command.hpp"
 #include "pack_util.hpp"
@@ -16,6 +17,7 @@ struct PackArgs {
   bool entry_crc = true;  // upstream's --entry-crc (its default); --entry-crc=false = --no-crc
   uint32_t workers = 0;
   bool skip_bad = false;
+  bool json = false;
 };
 
 void report_bad(void* /*user*/, const char* path, a2pack_status status, const char* message) {
@@ -43,6 +45,19 @@ void run_pack(const PackArgs& a) {
   check(a2pack_pack_dir(a.input.c_str(), a.output.c_str(), &o, &Progress::callback, &bar, &s));
   bar.finish();
   double dt = now_seconds() - t0;
+  if (a.json) {
+    nlohmann::json j = {{"input", a.input},
+                        {"output", a.output},
+                        {"runs", s.entries},
+                        {"input_bytes", s.input_bytes},
+                        {"file_bytes", s.file_bytes},
+                        {"compressed_entries", s.compressed_entries},
+                        {"stored_bytes", s.stored_bytes},
+                        {"skipped", s.skipped},
+                        {"seconds", dt}};
+    fmt::print("{}\n", j.dump(2));
+    return;
+  }
   fmt::print("packed {} runs from {} into {} ({} of runs, pack {}) in {:.2f}s ({}/s)\n", s.entries,
              a.input, a.output, human_bytes(static_cast<double>(s.input_bytes)),
              human_bytes(static_cast<double>(s.file_bytes)), dt,
@@ -68,6 +83,7 @@ Registrar reg("pack", [](CLI::App& app) {
   c->add_option("--workers,-j", a->workers, "Threads reading and checking runs (0 = all cores)");
   c->add_flag("--skip-bad", a->skip_bad, "Skip unreadable or corrupt runs instead of failing");
   c->add_flag("-q,--quiet,--no-progress", globals().quiet, "Print no progress bar");
+  c->add_flag("--json", a->json, "Print the summary as JSON (docs/cli.md)");
   c->callback([a] { run_pack(*a); });
 });
 

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "command.hpp"
 #include "pack_util.hpp"
@@ -14,6 +15,7 @@ namespace {
 
 struct ExtractArgs {
   std::string packfile, indices, output;
+  bool json = false;
 };
 
 void run_extract(const ExtractArgs& a) {
@@ -21,6 +23,7 @@ void run_extract(const ExtractArgs& a) {
   PackPtr p = open_pack(a.packfile);
   if (::mkdir(a.output.c_str(), 0755) != 0 && errno != EEXIST)
     throw CliError(fmt::format("{}: cannot create folder: {}", a.output, std::strerror(errno)));
+  nlohmann::json files = nlohmann::json::array();
   for (uint64_t i : idx) {
     uint8_t* data = nullptr;
     size_t len = 0;
@@ -29,7 +32,17 @@ void run_extract(const ExtractArgs& a) {
     // Upstream's name for extracted runs.
     std::string path = fmt::format("{}/run-{:06}.a2run2", a.output, i);
     write_file_atomic(path, data, len);
-    fmt::print("{} ({} bytes)\n", path, len);
+    if (a.json)
+      files.push_back({{"index", i}, {"path", path}, {"bytes", len}});
+    else
+      fmt::print("{} ({} bytes)\n", path, len);
+  }
+  if (a.json) {
+    nlohmann::json j = {{"packfile", a.packfile},
+                        {"output", a.output},
+                        {"count", files.size()},
+                        {"files", files}};
+    fmt::print("{}\n", j.dump(2));
   }
 }
 
@@ -39,6 +52,7 @@ Registrar reg("extract", [](CLI::App& app) {
   c->add_option("--packfile", a->packfile, "Packfile")->required();
   c->add_option("--indices", a->indices, "Entries, e.g. 0,5,42 or 10-19")->required();
   c->add_option("--output,-o", a->output, "Folder for run-NNNNNN.a2run2 files")->required();
+  c->add_flag("--json", a->json, "Print the summary as JSON (docs/cli.md)");
   c->callback([a] { run_extract(*a); });
 });
 

@@ -1,5 +1,6 @@
 // a2pack to-jsonl: export a packfile as JSONL (one line per run or per step).
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "command.hpp"
 #include "pack_util.hpp"
@@ -15,6 +16,7 @@ struct JsonlArgs {
   bool no_verify = false;
   bool parallel = true;
   bool durable = false;
+  bool json = false;
 };
 
 void run_jsonl(const JsonlArgs& a) {
@@ -32,6 +34,16 @@ void run_jsonl(const JsonlArgs& a) {
                              &bytes));
   bar.finish();
   double dt = now_seconds() - t0;
+  if (a.json) {
+    nlohmann::json j = {{"packfile", a.packfile},
+                        {"output", a.output},
+                        {"runs", a2pack_pack_len(p.get())},
+                        {"layout", a.steps ? "steps" : "runs"},
+                        {"bytes", bytes},
+                        {"seconds", dt}};
+    fmt::print("{}\n", j.dump(2));
+    return;
+  }
   fmt::print("wrote {} runs as {} JSONL to {}: {} in {:.2f}s ({}/s)\n", a2pack_pack_len(p.get()),
              a.steps ? "per-step" : "per-run", a.output, human_bytes(static_cast<double>(bytes)), dt,
              human_bytes(dt > 0 ? static_cast<double>(bytes) / dt : 0.0));
@@ -53,6 +65,7 @@ Registrar reg("to-jsonl", [](CLI::App& app) {
   c->add_flag("--durable", a->durable,
               "fsync the output before it is renamed into place (survives a power cut)");
   c->add_flag("-q,--quiet,--no-progress", globals().quiet, "Print no progress bar");
+  c->add_flag("--json", a->json, "Print the summary as JSON (docs/cli.md)");
   c->callback([a] { run_jsonl(*a); });
 });
 

@@ -11,6 +11,7 @@ namespace {
 
 struct Args {
   std::string in, out, replay, python;
+  bool json = false;
 };
 
 Registrar reg("report", [](CLI::App& app) {
@@ -23,9 +24,11 @@ Registrar reg("report", [](CLI::App& app) {
                 "Comma-separated runs to replay (pack entries or dataset run ids); default the "
                 "best, median and worst");
   c->add_option("--python", a->python, "Python interpreter with a2pack and matplotlib");
+  c->add_flag("--json", a->json, "Print the summary as JSON (docs/cli.md)");
   c->callback([a] {
     std::vector<std::string> args = {a->in, "-o", a->out};
     if (!a->replay.empty()) args.insert(args.end(), {"--replay", a->replay});
+    if (a->json) args.push_back("--json");  // the Python side prints the summary
     exec_python_main(python_interpreter(a->python), "a2pack.report", args, "matplotlib");
   });
 });

@@ -14,6 +14,7 @@ struct Args {
   uint64_t row_group_size = 1 << 20;
   std::vector<int64_t> run_ids;
   int64_t min_score = -1, max_score = -1;
+  bool json = false;
 };
 
 Registrar reg("to-parquet", [](CLI::App& app) {
@@ -32,6 +33,7 @@ Registrar reg("to-parquet", [](CLI::App& app) {
   c->add_option("--max-score", a->max_score, "Only runs with max_score <= this");
   c->add_option("--python", a->python, "Python interpreter with a2pack and pyarrow");
   c->add_flag("-q,--quiet,--no-progress", globals().quiet, "Print no progress bar");
+  c->add_flag("--json", a->json, "Print the summary as JSON (docs/cli.md)");
   c->callback([a] {
     std::vector<std::string> args = {a->in, a->out, "--layout", a->layout, "--row-group-size",
                                      std::to_string(a->row_group_size)};
@@ -43,6 +45,7 @@ Registrar reg("to-parquet", [](CLI::App& app) {
     if (a->min_score >= 0) args.insert(args.end(), {"--min-score", std::to_string(a->min_score)});
     if (a->max_score >= 0) args.insert(args.end(), {"--max-score", std::to_string(a->max_score)});
     if (globals().quiet) args.push_back("--quiet");
+    if (a->json) args.push_back("--json");  // the Python side prints the summary
     exec_python_main(python_interpreter(a->python), "a2pack.to_parquet", args, "pyarrow");
   });
 });

@@ -480,6 +480,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("dir")
     p.add_argument("out")
     p.add_argument("--strict", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON (docs/cli.md)")
     args = ap.parse_args(argv)
     try:
         with warnings.catch_warnings():
@@ -492,6 +493,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"a2pack: error: {e}", file=sys.stderr)
         return 1
     size = os.path.getsize(args.out)
+    if args.json:
+        print(json.dumps({"dir": args.dir, "output": args.out, "records": len(data),
+                          "nonzeros": int(data.indices.shape[0]),
+                          "streams": len(data.streams), "problems": len(data.problems),
+                          "bytes": size}, indent=2))
+        return 0
     print(f"wrote {len(data)} records ({data.indices.shape[0]} non-zeros, "
           f"{len(data.streams)} streams) to {args.out} ({size} bytes)")
     return 0

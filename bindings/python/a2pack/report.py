@@ -569,6 +569,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("-o", "--output", required=True, help="output .html file")
     p.add_argument("--replay", help="comma-separated runs to replay (pack entries or dataset "
                    "run ids); default best, median and worst")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON (docs/cli.md)")
     args = p.parse_args(argv)
     from .errors import Error
 
@@ -578,6 +579,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     except (Error, OSError, ValueError, IndexError) as e:
         print(f"a2pack: error: {e}", file=sys.stderr)
         return 1
+    if args.json:
+        print(json.dumps({"input": args.input, "output": args.output,
+                          "bytes": os.path.getsize(args.output)}, indent=2))
+        return 0
     print(f"wrote {args.output}")
     return 0
 

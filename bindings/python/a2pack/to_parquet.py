@@ -11,6 +11,7 @@ a terminal.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -68,6 +69,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("--min-score", type=int)
     p.add_argument("--max-score", type=int)
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON (docs/cli.md)")
     args = p.parse_args(argv)
     from .errors import Error
 
@@ -80,6 +82,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     except (Error, OSError, ValueError) as e:
         print(f"a2pack: error: {e}", file=sys.stderr)
         return 1
+    if args.json:
+        print(json.dumps({"input": args.input, "output": args.out, "layout": args.layout,
+                          "rows": rows, "bytes": os.path.getsize(args.out)}, indent=2))
+        return 0
     print(f"wrote {rows} rows ({args.layout}) to {args.out}")
     return 0
 
