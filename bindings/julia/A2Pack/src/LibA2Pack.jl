@@ -272,6 +272,12 @@ mutable struct a2pack_dataset end
 # a2pack_dataset_sampler (opaque: used through Ptr{a2pack_dataset_sampler} only)
 mutable struct a2pack_dataset_sampler end
 
+# void (*a2pack_dataset_message_fn)(void *user, const char *message)
+const a2pack_dataset_message_fn = Ptr{Cvoid}
+
+# void (*a2pack_dataset_bad_input_fn)(void *user, const char *label, a2pack_status status, const char *message)
+const a2pack_dataset_bad_input_fn = Ptr{Cvoid}
+
 # a2pack_dataset_build_options
 struct a2pack_dataset_build_options
     size::Csize_t  # size_t size
@@ -280,6 +286,12 @@ struct a2pack_dataset_build_options
     overwrite::Int32  # int32_t overwrite
     progress::a2pack_progress_fn  # a2pack_progress_fn progress
     progress_user::Ptr{Cvoid}  # void *progress_user
+    on_warning::a2pack_dataset_message_fn  # a2pack_dataset_message_fn on_warning
+    on_warning_user::Ptr{Cvoid}  # void *on_warning_user
+    skip_bad::Int32  # int32_t skip_bad
+    on_bad_input::a2pack_dataset_bad_input_fn  # a2pack_dataset_bad_input_fn on_bad_input
+    on_bad_input_user::Ptr{Cvoid}  # void *on_bad_input_user
+    lock_timeout_ms::Int64  # int64_t lock_timeout_ms
 end
 
 # a2pack_dataset_build_result
@@ -289,11 +301,15 @@ struct a2pack_dataset_build_result
     rows_added::UInt64  # uint64_t rows_added
     total_runs::UInt64  # uint64_t total_runs
     total_rows::UInt64  # uint64_t total_rows
+    runs_skipped::UInt64  # uint64_t runs_skipped
+    runs_adopted::UInt64  # uint64_t runs_adopted
 end
 
 # enum a2pack_dataset_verify_flags
 const a2pack_dataset_verify_flags = Cuint
 const A2PACK_DATASET_VERIFY_REPAIR = a2pack_dataset_verify_flags(1)
+const A2PACK_DATASET_VERIFY_FULL = a2pack_dataset_verify_flags(2)
+const A2PACK_DATASET_VERIFY_DISCARD_UNRECORDED = a2pack_dataset_verify_flags(4)
 
 # a2pack_dataset_open_options
 struct a2pack_dataset_open_options
