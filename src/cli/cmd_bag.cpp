@@ -157,7 +157,7 @@ bool is_packfile(const std::string& p) {
 std::vector<std::string> run_files(const std::string& dir) {
   std::vector<std::string> names;
   DIR* d = ::opendir(dir.c_str());
-  if (!d) throw CliError(fmt::format("{}: cannot open folder: {}", dir, std::strerror(errno)));
+  if (!d) throw CliError(fmt::format("{}: cannot open folder: {}", dir, std::strerror(errno)), kExitSystem);
   while (dirent* e = ::readdir(d)) {
     std::string n = e->d_name;
     if (ends_with(n, ".a2run2")) names.push_back(n);
@@ -170,7 +170,7 @@ std::vector<std::string> run_files(const std::string& dir) {
 
 std::string read_whole(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
-  if (!f) throw CliError(fmt::format("{}: cannot read: {}", path, std::strerror(errno)));
+  if (!f) throw CliError(fmt::format("{}: cannot read: {}", path, std::strerror(errno)), kExitSystem);
   return std::string(std::istreambuf_iterator<char>(f), {});
 }
 
@@ -182,10 +182,10 @@ void write_whole(const std::string& path, const uint8_t* data, size_t len) {
   {
     std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
     f.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(len));
-    if (!f) throw CliError(fmt::format("{}: cannot write", tmp));
+    if (!f) throw CliError(fmt::format("{}: cannot write", tmp), kExitSystem);
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0)
-    throw CliError(fmt::format("{}: cannot rename: {}", path, std::strerror(errno)));
+    throw CliError(fmt::format("{}: cannot rename: {}", path, std::strerror(errno)), kExitSystem);
 }
 
 // Feeds records to a bag writer in batches of about 32 MiB.
@@ -470,7 +470,7 @@ void run_convert(const ConvertArgs& a) {
   } else {
     // A folder of runs, numbered like `a2pack gen` names them.
     if (::mkdir(a.out.c_str(), 0755) != 0 && errno != EEXIST)
-      throw CliError(fmt::format("{}: cannot create folder: {}", a.out, std::strerror(errno)));
+      throw CliError(fmt::format("{}: cannot create folder: {}", a.out, std::strerror(errno)), kExitSystem);
     n = for_each_payload(a, [&](const uint8_t* p, size_t len) {
       write_whole(fmt::format("{}/run-{:06d}.a2run2", a.out, n++), p, len);
       bytes += len;

@@ -1,5 +1,9 @@
 // a2pack dataset build|append|stats|verify: step datasets (steps.npy +
 // metadata.db + manifest.json) for training.
+#include <sys/stat.h>
+
+#include <cerrno>
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -168,7 +172,7 @@ void run_verify(const DatasetArgs& a) {
   OwnedString js;
   double t0 = now_seconds();
   if (a.discard_unrecorded && !a.repair)
-    throw CliError("--discard-unrecorded needs --repair (it deletes the runs and rows it names)");
+    throw UsageError("--discard-unrecorded needs --repair (it deletes the runs and rows it names)");
   uint32_t flags = (a.repair ? A2PACK_DATASET_VERIFY_REPAIR : 0) |
                    (a.full ? A2PACK_DATASET_VERIFY_FULL : 0) |
                    (a.discard_unrecorded ? A2PACK_DATASET_VERIFY_DISCARD_UNRECORDED : 0);
@@ -188,7 +192,14 @@ void run_verify(const DatasetArgs& a) {
       fmt::print("ok: {} rows in {} runs verified in {:.2f}s\n", j["rows"].get<uint64_t>(),
                  j["runs"].get<uint64_t>(), secs);
   }
-  if (st != A2PACK_OK) throw CliError(fmt::format("{}: verification failed", a.dataset));
+  if (st != A2PACK_OK) {
+    // A dataset folder that is not there is a missing input (3), as in every
+    // command; anything verify found in an existing one is a data problem (1).
+    struct stat sb;
+    bool missing = ::stat(a.dataset.c_str(), &sb) != 0 && errno == ENOENT;
+    throw CliError(fmt::format("{}: verification failed", a.dataset),
+                   missing ? kExitSystem : kExitDataProblem);
+  }
 }
 
 // Flags build and append share.

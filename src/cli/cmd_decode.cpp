@@ -31,6 +31,8 @@ struct Skipped {
 std::vector<std::string> run_files(const std::string& dir) {
   std::vector<std::string> files;
   std::error_code ec;
+  if (!fs::exists(dir, ec))  // a missing input is a system error, as in every command
+    throw CliError(fmt::format("{}: no such folder", dir), kExitSystem);
   if (!fs::is_directory(dir, ec)) throw CliError(fmt::format("{}: not a folder", dir));
   for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::end(it);
        it.increment(ec))
@@ -204,7 +206,7 @@ Registrar reg("decode", [](CLI::App& app) {
                                "Decode every .a2run2 under a folder and print a summary with throughput");
   c->add_option("--input,-i", a->input, "Folder of .a2run2 files (searched recursively)")->required();
   c->add_option("--workers,-j", a->workers, "Decode threads (0 = all cores)");
-  c->add_flag("--json", a->json, "Print JSON");
+  c->add_flag("--json", a->json, "Print the summary as JSON (docs/cli.md)");
   c->add_flag("--skip-bad", a->skip_bad,
               "Skip unreadable or corrupt run files (each named on stderr, with why) instead of "
               "failing");

@@ -29,7 +29,7 @@ void print_run(const a2pack_run* run, bool json) {
 }
 
 void inspect_entry(const InspectArgs& a) {
-  if (a.index < 0) throw CliError("inspect --packfile needs --index I");
+  if (a.index < 0) throw UsageError("inspect --packfile needs --index I");
   const a2pack_pack_api* api = a2pack_api(A2PACK_ABI_VERSION)->pack;
   if (!api) throw CliError("this a2pack build has no packfile support");
   const uint64_t i = static_cast<uint64_t>(a.index);
@@ -63,11 +63,11 @@ void inspect_entry(const InspectArgs& a) {
 
 void run_inspect(const InspectArgs& a) {
   if (!a.packfile.empty()) {
-    if (!a.run_path.empty()) throw CliError("inspect takes --run FILE or --packfile F --index I, not both");
+    if (!a.run_path.empty()) throw UsageError("inspect takes --run FILE or --packfile F --index I, not both");
     inspect_entry(a);
     return;
   }
-  if (a.run_path.empty()) throw CliError("inspect needs --run FILE or --packfile F --index I");
+  if (a.run_path.empty()) throw UsageError("inspect needs --run FILE or --packfile F --index I");
   a2pack_run* run = nullptr;
   check(a2pack_run_load(a.run_path.c_str(), &run));
   RunPtr guard(run, a2pack_run_close);
@@ -77,10 +77,12 @@ void run_inspect(const InspectArgs& a) {
 Registrar reg("inspect", [](CLI::App& app) {
   auto a = std::make_shared<InspectArgs>();
   auto* c = app.add_subcommand("inspect", "Print a run's metadata, counts and first/last boards");
-  c->add_option("--run", a->run_path, "A .a2run2 file (v1 or v2)")->check(CLI::ExistingFile);
+  // No CLI::ExistingFile check: the open below names a missing file with
+  // exit status 3, as every command does.
+  c->add_option("--run", a->run_path, "A .a2run2 file (v1 or v2)");
   c->add_option("--packfile", a->packfile, "A packfile (with --index)");
   c->add_option("--index", a->index, "Entry of the packfile")->check(CLI::NonNegativeNumber);
-  c->add_flag("--json", a->json, "Print JSON instead of text");
+  c->add_flag("--json", a->json, "Print the summary as JSON (docs/cli.md)");
   c->callback([a] { run_inspect(*a); });
 });
 

@@ -26,7 +26,7 @@ void report_bad(void* /*user*/, const char* path, a2pack_status status, const ch
 
 void run_pack(const PackArgs& a) {
   if (a.compress == "lz4")
-    throw CliError(
+    throw UsageError(
         "pack: --compress lz4 is not supported: entries can be stored (--compress none, "
         "upstream's only layout) or compressed with zstd (--compress zstd)");
   a2pack_pack_writer_options o;

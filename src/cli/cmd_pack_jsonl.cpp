@@ -20,7 +20,7 @@ struct JsonlArgs {
 };
 
 void run_jsonl(const JsonlArgs& a) {
-  if (a.steps && a.runs) throw CliError("to-jsonl: give --steps or --runs, not both");
+  if (a.steps && a.runs) throw UsageError("to-jsonl: give --steps or --runs, not both");
   PackPtr p = open_pack(a.packfile);
   Progress bar("to-jsonl");
   uint64_t bytes = 0;

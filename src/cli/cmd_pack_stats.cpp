@@ -72,7 +72,7 @@ Registrar reg("stats", [](CLI::App& app) {
   auto a = std::make_shared<StatsArgs>();
   auto* c = app.add_subcommand("stats", "Print a packfile's statistics");
   c->add_option("--packfile", a->packfile, "Packfile")->required();
-  c->add_flag("--json", a->json, "Print JSON");
+  c->add_flag("--json", a->json, "Print the summary as JSON (docs/cli.md)");
   c->add_option("--workers,-j", a->workers, "Threads for the histograms (0 = all cores)");
   c->callback([a] { run_stats(*a); });
 });

@@ -21,8 +21,9 @@ int main(int argc, char** argv) {
   for (auto& reg : a2cli::registry()) reg.setup(app);
   app.footer(
       "Exit status: 0 success; 1 a data problem (damaged input, or a check found problems);\n"
-      "2 usage error (unknown flag, missing or invalid value, a named file that does not exist);\n"
-      "3 system error (I/O, out of memory, network); 4 internal error (a bug in a2pack, please report it).");
+      "2 usage error (unknown flag, missing or invalid value);\n"
+      "3 system error (a named file that does not exist, I/O, out of memory, network);\n"
+      "4 internal error (a bug in a2pack, please report it).");
   try {
     std::vector<std::string> args(argv + 1, argv + argc);
     a2cli::normalize_option_aliases(app, args);

@@ -24,7 +24,7 @@ uint64_t parse_u64(const std::string& s, const std::string& whole) {
   uint64_t v = 0;
   auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
   if (s.empty() || ec != std::errc() || end != s.data() + s.size())
-    throw CliError(fmt::format("--indices: '{}' in '{}' is not an entry index", s, whole));
+    throw UsageError(fmt::format("--indices: '{}' in '{}' is not an entry index", s, whole));
   return v;
 }
 }  // namespace
@@ -44,15 +44,15 @@ std::vector<uint64_t> parse_indices(const std::string& text) {
         out.push_back(parse_u64(part, text));
       } else {
         uint64_t lo = parse_u64(part.substr(0, dash), text), hi = parse_u64(part.substr(dash + 1), text);
-        if (hi < lo) throw CliError(fmt::format("--indices: empty range '{}'", part));
-        if (hi - lo >= 10'000'000) throw CliError(fmt::format("--indices: range '{}' is too long", part));
+        if (hi < lo) throw UsageError(fmt::format("--indices: empty range '{}'", part));
+        if (hi - lo >= 10'000'000) throw UsageError(fmt::format("--indices: range '{}' is too long", part));
         for (uint64_t i = lo; i <= hi; ++i) out.push_back(i);
       }
     }
     if (comma == std::string::npos) break;
     start = comma + 1;
   }
-  if (out.empty()) throw CliError("--indices: no entry index given");
+  if (out.empty()) throw UsageError("--indices: no entry index given");
   return out;
 }
 
@@ -62,7 +62,7 @@ void write_file_atomic(const std::string& path, const void* data, size_t len) {
   static uint64_t counter = 0;
   std::string tmp = fmt::format("{}.tmp-{}-{}", path, ::getpid(), counter++);
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw CliError(fmt::format("{}: cannot create: {}", tmp, std::strerror(errno)));
+  if (fd < 0) throw CliError(fmt::format("{}: cannot create: {}", tmp, std::strerror(errno)), kExitSystem);
   const auto* p = static_cast<const char*>(data);
   size_t done = 0;
   while (done < len) {
@@ -72,7 +72,7 @@ void write_file_atomic(const std::string& path, const void* data, size_t len) {
       int err = errno;
       ::close(fd);
       ::unlink(tmp.c_str());
-      throw CliError(fmt::format("{}: write failed: {}", tmp, std::strerror(err)));
+      throw CliError(fmt::format("{}: write failed: {}", tmp, std::strerror(err)), kExitSystem);
     }
     done += static_cast<size_t>(n);
   }
@@ -81,7 +81,7 @@ void write_file_atomic(const std::string& path, const void* data, size_t len) {
   if (!err && ::rename(tmp.c_str(), path.c_str()) != 0) err = errno;
   if (err) {
     ::unlink(tmp.c_str());
-    throw CliError(fmt::format("{}: cannot write: {}", path, std::strerror(err)));
+    throw CliError(fmt::format("{}: cannot write: {}", path, std::strerror(err)), kExitSystem);
   }
 }
 
