@@ -157,7 +157,9 @@ bool is_packfile(const std::string& p) {
 std::vector<std::string> run_files(const std::string& dir) {
   std::vector<std::string> names;
   DIR* d = ::opendir(dir.c_str());
-  if (!d) throw CliError(fmt::format("{}: cannot open folder: {}", dir, std::strerror(errno)), kExitSystem);
+  if (!d)
+    throw CliError(fmt::format("{}: cannot open folder: {}", dir, std::strerror(errno)),
+                   kExitSystem);
   while (dirent* e = ::readdir(d)) {
     std::string n = e->d_name;
     if (ends_with(n, ".a2run2")) names.push_back(n);
@@ -170,7 +172,8 @@ std::vector<std::string> run_files(const std::string& dir) {
 
 std::string read_whole(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
-  if (!f) throw CliError(fmt::format("{}: cannot read: {}", path, std::strerror(errno)), kExitSystem);
+  if (!f)
+    throw CliError(fmt::format("{}: cannot read: {}", path, std::strerror(errno)), kExitSystem);
   return std::string(std::istreambuf_iterator<char>(f), {});
 }
 
@@ -470,7 +473,8 @@ void run_convert(const ConvertArgs& a) {
   } else {
     // A folder of runs, numbered like `a2pack gen` names them.
     if (::mkdir(a.out.c_str(), 0755) != 0 && errno != EEXIST)
-      throw CliError(fmt::format("{}: cannot create folder: {}", a.out, std::strerror(errno)), kExitSystem);
+      throw CliError(fmt::format("{}: cannot create folder: {}", a.out, std::strerror(errno)),
+                     kExitSystem);
     n = for_each_payload(a, [&](const uint8_t* p, size_t len) {
       write_whole(fmt::format("{}/run-{:06d}.a2run2", a.out, n++), p, len);
       bytes += len;

@@ -63,7 +63,8 @@ void inspect_entry(const InspectArgs& a) {
 
 void run_inspect(const InspectArgs& a) {
   if (!a.packfile.empty()) {
-    if (!a.run_path.empty()) throw UsageError("inspect takes --run FILE or --packfile F --index I, not both");
+    if (!a.run_path.empty())
+      throw UsageError("inspect takes --run FILE or --packfile F --index I, not both");
     inspect_entry(a);
     return;
   }

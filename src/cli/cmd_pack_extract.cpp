@@ -22,7 +22,8 @@ void run_extract(const ExtractArgs& a) {
   std::vector<uint64_t> idx = parse_indices(a.indices);
   PackPtr p = open_pack(a.packfile);
   if (::mkdir(a.output.c_str(), 0755) != 0 && errno != EEXIST)
-    throw CliError(fmt::format("{}: cannot create folder: {}", a.output, std::strerror(errno)), kExitSystem);
+    throw CliError(fmt::format("{}: cannot create folder: {}", a.output, std::strerror(errno)),
+                   kExitSystem);
   nlohmann::json files = nlohmann::json::array();
   for (uint64_t i : idx) {
     uint8_t* data = nullptr;

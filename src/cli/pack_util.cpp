@@ -62,7 +62,8 @@ void write_file_atomic(const std::string& path, const void* data, size_t len) {
   static uint64_t counter = 0;
   std::string tmp = fmt::format("{}.tmp-{}-{}", path, ::getpid(), counter++);
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw CliError(fmt::format("{}: cannot create: {}", tmp, std::strerror(errno)), kExitSystem);
+  if (fd < 0)
+    throw CliError(fmt::format("{}: cannot create: {}", tmp, std::strerror(errno)), kExitSystem);
   const auto* p = static_cast<const char*>(data);
   size_t done = 0;
   while (done < len) {
