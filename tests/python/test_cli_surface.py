@@ -193,6 +193,19 @@ def test_json_output_has_documented_keys(name, world, tmp_path):
     assert set(j) <= set(keys), f"undocumented {set(j) - set(keys)}"
 
 
+def test_inspect_json_of_a_pack_entry_and_a_v1_run(world, tmp_path):
+    keys = DOCUMENTED["inspect"]
+    j = json.loads(run("inspect", "--packfile", world["d"] / "p.a2pack", "--index", 1,
+                       "--json").stdout)
+    assert set(j) == set(keys)  # the optional keys are the pack entry's
+    assert j["index"] == 1 and j["entry"]["storage"] == "stored"
+    run("gen", "-n", 1, "-o", tmp_path / "v1", "--format", "v1", "--policy", "greedy")
+    (f,) = (tmp_path / "v1").iterdir()
+    j = json.loads(run("inspect", "--run", f, "--json").stdout)
+    assert j["kind"] == "v1"
+    assert set(j) == {k for k, optional in keys.items() if not optional}
+
+
 def test_json_values_tell_the_truth(world, tmp_path):
     pack = json.loads(run("pack", "-i", world["d"] / "runs", "-o", tmp_path / "p.a2pack",
                           "--json").stdout)
@@ -211,6 +224,32 @@ def test_json_values_tell_the_truth(world, tmp_path):
     assert cl["removed_count"] == 1 and cl["removed"][0].endswith(".tmp-999999999-0")
     app = json.loads(run(*_append(world, tmp_path), "--json").stdout)
     assert app["runs_added"] == 2 and app["total_runs"] == 5
+
+
+def test_progress_goes_to_stderr_only(world, tmp_path):
+    """With stderr a terminal the bars are drawn there; stdout stays one JSON
+    object."""
+    import pty
+    import select
+
+    master, slave = pty.openpty()
+    try:
+        for args in (["pack", "-i", world["d"] / "runs", "-o", tmp_path / "t.a2pack"],
+                     ["dataset", "build", "-i", world["d"] / "runs", "-o", tmp_path / "tds"],
+                     ["validate", "--packfile", world["d"] / "p.a2pack", "--full"]):
+            p = subprocess.run([str(CLI), *map(str, args), "--json"], stdout=subprocess.PIPE,
+                               stderr=slave, text=True, env=_ENV)
+            assert p.returncode == 0
+            assert isinstance(json.loads(p.stdout), dict)
+            assert "\r" not in p.stdout and "#" not in p.stdout
+            # The child has exited: what it drew is already in the pty (the
+            # select only keeps a missing bar from blocking the read).
+            ready, _, _ = select.select([master], [], [], 10)
+            drawn = os.read(master, 1 << 16).decode(errors="replace") if ready else ""
+            assert "#" in drawn and "\r" in drawn, f"no progress bar for {args[0]}: {drawn!r}"
+    finally:
+        os.close(slave)
+        os.close(master)
 
 
 def test_verify_prints_its_report_when_it_fails(world, tmp_path):
