@@ -282,6 +282,10 @@ def test_old_and_upstream_spellings(world, tmp_path):
     # -q after any command, also one that defines no quiet flag of its own.
     run("bag", "info", world["d"] / "b.bagz", "-q")
     run("dataset", "stats", "-d", world["d"] / "ds", "--no-progress", "--json-output")
+    # -i/--input name the packfile or dataset a command reads.
+    assert json.loads(run("stats", "-i", tmp_path / "g.a2pack", "--json").stdout)["count"] == 2
+    assert json.loads(run("validate", "--input", tmp_path / "g.a2pack", "--json").stdout)
+    run("dataset", "stats", "-i", world["d"] / "ds", "--json")
     # An alias the command has no option for stays an unknown flag.
     assert run("stats", "--packfile", tmp_path / "g.a2pack", "--out", "x", ok=False).returncode == 2
 
