@@ -213,11 +213,13 @@ void Dataset::open_db() {
 void Dataset::check_metadata(const Unrecorded& u) {
   const std::string path = dir_ + "/metadata.db";
   uint64_t expect_runs = 0;
+  std::string keep;
   if (manifest_) {
     expect_runs = manifest_->runs + (u.adoptable() ? u.runs : 0);
     // Every query, the caller's filters included, sees only the runs that
     // belong to the dataset: a temporary view named `runs` shadows the table.
-    if (std::string keep = u.visible_sql(manifest_->next_run_id); !keep.empty())
+    keep = u.visible_sql(manifest_->next_run_id);
+    if (!keep.empty())
       db_->exec(fmt::format("CREATE TEMP VIEW runs AS SELECT * FROM main.runs WHERE {}", keep));
   }
   Stmt q = db_->prepare(
@@ -243,6 +245,14 @@ void Dataset::check_metadata(const Unrecorded& u) {
          path, rows_);
   runs_ = static_cast<uint64_t>(count);
   max_run_id_ = max_id;
+  // The reader keeps this connection after the folder lock is released, and
+  // a later append adds runs (ids above every present one) to the same
+  // metadata.db. Queries must see the runs of the rows loaded here, not the
+  // newer ones whose rows this reader does not have: the view is frozen at
+  // the ids present now, while the lock still holds appends off.
+  db_->exec("DROP VIEW IF EXISTS temp.runs");
+  db_->exec(fmt::format("CREATE TEMP VIEW runs AS SELECT * FROM main.runs WHERE {}id <= {}",
+                        keep.empty() ? std::string() : "(" + keep + ") AND ", max_id));
   next_run_id_ = manifest_ ? std::max<uint64_t>(manifest_->next_run_id,
                                                  u.adoptable() ? u.max_id + 1 : 0)
                            : static_cast<uint64_t>(max_id + 1);

@@ -273,6 +273,29 @@ TEST(DatasetAppend, AddsRunsWithFreshIdsAndVerifies) {
   expect_error([&] { append(sb, f.tmp / "nope", opts()); }, A2PACK_E_NOT_FOUND, {"nope"});
 }
 
+// A reader keeps its metadata.db connection after opening; an append made
+// meanwhile adds runs whose rows the reader never loaded. Its selections must
+// keep to the runs it opened with (found by make soak: "run N covers rows
+// outside the rows of steps.npy" from readers opened before an append).
+TEST(DatasetAppend, OpenReadersKeepTheRunsTheyLoaded) {
+  Fixture f;
+  auto a = standard_runs();
+  std::vector<run::Run> b = {make_run(50, 12), make_run(52, 33)};
+  dstest::write_runs(f.runs_dir, a);
+  dstest::write_runs(f.tmp / "more", b);
+  DirSource sa(f.runs_dir), sb(f.tmp / "more");
+  build(sa, f.ds, opts());
+  auto before = open_ds(f.ds);
+  const uint64_t rows = before->rows(), runs = before->runs();
+  append(sb, f.ds, opts());
+  EXPECT_EQ(total_rows(before->select("", {})), rows);
+  EXPECT_EQ(before->select_runs("", {}).size(), runs);
+  EXPECT_TRUE(before->select("id >= 5", {}).empty());
+  auto after = open_ds(f.ds);
+  EXPECT_EQ(after->runs(), runs + 2);
+  EXPECT_EQ(total_rows(after->select("", {})), rows + 45);
+}
+
 TEST(DatasetOpen, GathersRowsAndColumns) {
   Fixture f;
   f.runs = standard_runs();
