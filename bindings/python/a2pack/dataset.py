@@ -14,9 +14,10 @@ from __future__ import annotations
 import json
 import os
 import warnings
-from typing import Callable, Iterator, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
+import numpy.typing as npt
 
 from ._native import check, ffi, fspath, lib, view_array
 
@@ -31,7 +32,7 @@ STEP_DTYPE = np.dtype([
 ])
 assert STEP_DTYPE.itemsize == 32
 
-PathLike = Union[str, os.PathLike]
+PathLike = Union[str, os.PathLike[str]]
 Progress = Optional[Callable[[int, int], Optional[bool]]]
 
 
@@ -39,7 +40,7 @@ Progress = Optional[Callable[[int, int], Optional[bool]]]
 _INT64 = np.dtype(np.int64)
 
 
-def _indices(indices) -> np.ndarray:
+def _indices(indices: npt.ArrayLike) -> npt.NDArray[np.int64]:
     """Step indices as a contiguous int64 array (no copy when already one)."""
     # Fast path first: a batch call's Python overhead is part of every batch
     # (microseconds against a gather of tens), and the usual argument is
@@ -62,22 +63,22 @@ _I64_ARRAY = ffi.typeof("int64_t[]")
 _CHAR_ARRAY = ffi.typeof("char[]")
 
 
-def _i64_ptr(a: np.ndarray):
+def _i64_ptr(a: npt.NDArray[np.int64]) -> Any:  # cffi cdata
     return ffi.from_buffer(_I64_ARRAY, a) if a.size else ffi.NULL
 
 
-def _ptr(cdecl, a: np.ndarray):
+def _ptr(cdecl: Any, a: npt.NDArray[Any]) -> Any:  # cffi cdata
     return ffi.from_buffer(cdecl, a, require_writable=True)
 
 
 class _Params:
     """`?` parameters as an a2pack_sql_param array (keeps text alive)."""
 
-    def __init__(self, params: Sequence):
+    def __init__(self, params: Sequence[object]) -> None:
         params = tuple(params or ())
         self.n = len(params)
-        self._keep = []
-        self.ptr = ffi.new("a2pack_sql_param[]", max(self.n, 1)) if self.n else ffi.NULL
+        self._keep: List[Any] = []
+        self.ptr: Any = ffi.new("a2pack_sql_param[]", max(self.n, 1)) if self.n else ffi.NULL
         for i, v in enumerate(params):
             p = self.ptr[i]
             if v is None:
@@ -99,7 +100,7 @@ class _Params:
                 raise TypeError(f"SQL parameter {i} has unsupported type {type(v).__name__}")
 
 
-def _owned_i64(ptr, n) -> np.ndarray:
+def _owned_i64(ptr: Any, n: int) -> npt.NDArray[np.int64]:
     """An owned int64 array from the library as a writable numpy array."""
     if n == 0 or ptr == ffi.NULL:
         return np.zeros(0, dtype=np.int64)
@@ -107,19 +108,22 @@ def _owned_i64(ptr, n) -> np.ndarray:
     return view_array(owner, owner, (int(n),), np.int64, readonly=False)
 
 
-def _owned_json(ptr) -> dict:
+def _owned_json(ptr: Any) -> Dict[str, Any]:
     try:
-        return json.loads(ffi.string(ptr).decode())
+        report: Dict[str, Any] = json.loads(ffi.string(ptr).decode())
+        return report
     finally:
         lib.a2pack_free(ptr)
 
 
-def _sql(where: Optional[str]):
+def _sql(where: Optional[str]) -> Any:  # bytes, or a NULL cdata
     return where.encode() if where else ffi.NULL
 
 
-def _build_options(workers, allow_missing_branches, overwrite, progress,
-                   lock_timeout=60.0, skip_bad=False, skipped=None):
+def _build_options(workers: int, allow_missing_branches: bool, overwrite: bool,
+                   progress: Progress, lock_timeout: Optional[float] = 60.0,
+                   skip_bad: bool = False, skipped: Optional[List[Tuple[str, str]]] = None
+                   ) -> Tuple[Any, List[Any]]:
     o = ffi.new("a2pack_dataset_build_options *")
     lib.a2pack_dataset_build_options_init(o)
     o.workers = workers
@@ -127,32 +131,32 @@ def _build_options(workers, allow_missing_branches, overwrite, progress,
     o.overwrite = bool(overwrite)
     o.lock_timeout_ms = -1 if lock_timeout is None or lock_timeout < 0 else int(lock_timeout * 1000)
     o.skip_bad = bool(skip_bad)
-    keep = []
+    keep: List[Any] = []  # the cffi callbacks, alive as long as the options
     if progress is not None:
-        @ffi.callback("int(void *, uint64_t, uint64_t)")
-        def cb(_user, done, total):
+        def on_progress(_user: Any, done: int, total: int) -> int:
             return 1 if progress(int(done), int(total)) is False else 0
+        cb = ffi.callback("int(void *, uint64_t, uint64_t)")(on_progress)
         o.progress = cb
         keep.append(cb)
 
     # Content another tool wrote that the append adopted: a Python warning.
-    @ffi.callback("void(void *, const char *)")
-    def on_warning(_user, message):
+    def warn(_user: Any, message: Any) -> None:
         warnings.warn(ffi.string(message).decode(errors="replace"), UserWarning, stacklevel=3)
+    on_warning = ffi.callback("void(void *, const char *)")(warn)
     o.on_warning = on_warning
     keep.append(on_warning)
     if skipped is not None:
-        @ffi.callback("void(void *, const char *, a2pack_status, const char *)")
-        def on_bad(_user, label, status, message):
+        def note_bad(_user: Any, label: Any, status: int, message: Any) -> None:
             skipped.append((ffi.string(label).decode(errors="replace"),
                             ffi.string(message).decode(errors="replace")))
+        on_bad = ffi.callback("void(void *, const char *, a2pack_status, const char *)")(note_bad)
         o.on_bad_input = on_bad
         keep.append(on_bad)
     return o, keep
 
 
-def _result(r, skipped=None) -> dict:
-    out = {"runs_added": r.runs_added, "rows_added": r.rows_added,
+def _result(r: Any, skipped: Optional[List[Tuple[str, str]]] = None) -> Dict[str, Any]:
+    out: Dict[str, Any] = {"runs_added": r.runs_added, "rows_added": r.rows_added,
            "total_runs": r.total_runs, "total_rows": r.total_rows,
            "runs_skipped": r.runs_skipped, "runs_adopted": r.runs_adopted}
     if skipped is not None:
@@ -164,7 +168,7 @@ def _result(r, skipped=None) -> dict:
 def build_dataset(input: PathLike, out_dir: PathLike, *, workers: int = 0,
                   allow_missing_branches: bool = False, overwrite: bool = False,
                   progress: Progress = None, skip_bad: bool = False,
-                  lock_timeout: Optional[float] = 60.0) -> dict:
+                  lock_timeout: Optional[float] = 60.0) -> Dict[str, Any]:
     """Build a dataset folder from a folder of .a2run2 files or a packfile.
 
     Atomic: on any error nothing is left under ``out_dir`` (or the previous
@@ -174,7 +178,7 @@ def build_dataset(input: PathLike, out_dir: PathLike, *, workers: int = 0,
     runs that cannot be read or decoded; the result's ``skipped`` lists
     (label, message) for each. Returns the counts.
     """
-    skipped = [] if skip_bad else None
+    skipped: Optional[List[Tuple[str, str]]] = [] if skip_bad else None
     o, _cb = _build_options(workers, allow_missing_branches, overwrite, progress,
                             lock_timeout, skip_bad, skipped)
     r = ffi.new("a2pack_dataset_build_result *")
@@ -185,13 +189,13 @@ def build_dataset(input: PathLike, out_dir: PathLike, *, workers: int = 0,
 
 def append_dataset(dataset_dir: PathLike, input: PathLike, *, workers: int = 0,
                    allow_missing_branches: bool = False, progress: Progress = None,
-                   skip_bad: bool = False, lock_timeout: Optional[float] = 60.0) -> dict:
+                   skip_bad: bool = False, lock_timeout: Optional[float] = 60.0) -> Dict[str, Any]:
     """Append runs to a dataset, atomically (fresh run ids; see docs/dataset.md).
 
     Waits up to ``lock_timeout`` seconds (None: no limit) for readers that
     are loading the dataset. Runs another tool appended without updating the
     manifest are adopted, with a ``UserWarning`` naming them."""
-    skipped = [] if skip_bad else None
+    skipped: Optional[List[Tuple[str, str]]] = [] if skip_bad else None
     o, _cb = _build_options(workers, allow_missing_branches, False, progress,
                             lock_timeout, skip_bad, skipped)
     r = ffi.new("a2pack_dataset_build_result *")
@@ -202,7 +206,7 @@ def append_dataset(dataset_dir: PathLike, input: PathLike, *, workers: int = 0,
 
 def verify_dataset(dataset_dir: PathLike, *, repair: bool = False, workers: int = 0,
                    raise_on_error: bool = True, full: bool = False,
-                   discard_unrecorded: bool = False) -> dict:
+                   discard_unrecorded: bool = False) -> Dict[str, Any]:
     """Check a dataset completely; returns the report dict (ok, rows, runs,
     errors, notes, warnings, actions). Raises the error of the first problem
     unless ``raise_on_error`` is False. ``repair`` first undoes an interrupted
@@ -219,6 +223,8 @@ def verify_dataset(dataset_dir: PathLike, *, repair: bool = False, workers: int 
     report = _owned_json(out[0]) if out[0] != ffi.NULL else None
     if status != 0 and (raise_on_error or report is None):
         check(status)
+    # The library fills the report whenever it returns A2PACK_OK (a2pack.h).
+    assert report is not None, "a2pack_dataset_verify returned OK without a report"
     return report
 
 
@@ -232,12 +238,19 @@ class EpochSampler:
     :meth:`set_epoch` between epochs, as with PyTorch's DistributedSampler.
     """
 
-    def __init__(self, indices=None, *, n: Optional[int] = None, batch_size: int = 4096,
-                 seed: int = 0, drop_last: bool = False, epoch: int = 0):
-        if indices is None and n is None:
+    _indices: Optional[npt.NDArray[np.int64]]
+
+    def __init__(self, indices: Optional[npt.ArrayLike] = None, *, n: Optional[int] = None,
+                 batch_size: int = 4096, seed: int = 0, drop_last: bool = False,
+                 epoch: int = 0) -> None:
+        if indices is not None:
+            self._indices = _indices(indices)
+            self._n = int(self._indices.size)
+        elif n is not None:
+            self._indices = None
+            self._n = int(n)
+        else:
             raise ValueError("give indices or n")
-        self._indices = None if indices is None else _indices(indices)
-        self._n = int(n) if indices is None else int(self._indices.size)
         self.batch_size = int(batch_size)
         self.seed = int(seed)
         self.drop_last = bool(drop_last)
@@ -267,24 +280,25 @@ class EpochSampler:
     def num_indices(self) -> int:
         return self._n
 
-    def batch(self, b: int) -> np.ndarray:
+    def batch(self, b: int) -> npt.NDArray[np.int64]:
         """Batch ``b`` of the current epoch."""
         out = np.empty(self.batch_size, dtype=np.int64)
         n = ffi.new("size_t *")
         check(lib.a2pack_dataset_sampler_batch(self._h, int(b), _ptr("int64_t[]", out), n))
         return out[: n[0]]
 
-    def __iter__(self) -> Iterator[np.ndarray]:
+    def __iter__(self) -> Iterator[npt.NDArray[np.int64]]:
         for b in range(len(self)):
             yield self.batch(b)
 
-    def __reduce__(self):
-        args = dict(n=self._n, batch_size=self.batch_size, seed=self.seed,
+    def __reduce__(self) -> Tuple[Callable[[Optional[npt.NDArray[np.int64]], Dict[str, Any]], EpochSampler],
+                                  Tuple[Optional[npt.NDArray[np.int64]], Dict[str, Any]]]:
+        args: Dict[str, Any] = dict(n=self._n, batch_size=self.batch_size, seed=self.seed,
                     drop_last=self.drop_last, epoch=self._epoch)
         return (_make_sampler, (self._indices, args))
 
 
-def _make_sampler(indices, kwargs):
+def _make_sampler(indices: Optional[npt.NDArray[np.int64]], kwargs: Dict[str, Any]) -> EpochSampler:
     return EpochSampler(indices, **kwargs)
 
 
@@ -294,8 +308,9 @@ class _Handle:
     the memory outlives Dataset.close() while any view exists."""
 
     __slots__ = ("h", "__weakref__")
+    h: Any  # cffi `a2pack_dataset *`, closed when collected
 
-    def __init__(self, h):
+    def __init__(self, h: Any) -> None:
         self.h = h
 
 
@@ -309,8 +324,12 @@ class Dataset:
     the folder again with the same options.
     """
 
+    _handle: Optional[_Handle]
+    _steps: Optional[npt.NDArray[np.void]]
+    _out_ptr: Tuple[Optional[npt.NDArray[np.void]], Any]
+
     def __init__(self, path: PathLike, *, mmap: bool = False, verify: bool = True,
-                 huge_pages: bool = True, workers: int = 0, allow_extra_files: bool = False):
+                 huge_pages: bool = True, workers: int = 0, allow_extra_files: bool = False) -> None:
         self._path = os.fspath(path)
         self._kwargs = dict(mmap=mmap, verify=verify, huge_pages=huge_pages, workers=workers,
                             allow_extra_files=allow_extra_files)
@@ -329,7 +348,7 @@ class Dataset:
         check(lib.a2pack_dataset_get_info(self._handle.h, info))
         self._rows = int(info.rows)
         self._runs = int(info.runs)
-        self._info = {
+        self._info: Dict[str, Any] = {
             "rows": self._rows, "runs": self._runs, "next_run_id": int(info.next_run_id),
             "mapped": bool(info.mapped), "huge_pages": bool(info.huge_pages),
             "has_manifest": bool(info.has_manifest), "steps_crc32c": int(info.steps_crc32c),
@@ -344,7 +363,7 @@ class Dataset:
         self._out_ptr = (None, None)
 
     # -- pickling: by path -------------------------------------------------
-    def __reduce__(self):
+    def __reduce__(self) -> Tuple[Callable[[str, Dict[str, Any]], Dataset], Tuple[str, Dict[str, Any]]]:
         return (_reopen, (self._path, self._kwargs))
 
     # -- basics --------------------------------------------------------------
@@ -353,18 +372,20 @@ class Dataset:
         return self._path
 
     @property
-    def steps(self) -> np.ndarray:
+    def steps(self) -> npt.NDArray[np.void]:
         """All committed rows as a read-only structured array (zero-copy view
         of the library's memory, dtype :data:`STEP_DTYPE`)."""
         self._check_open()
-        return self._steps
+        steps = self._steps
+        assert steps is not None  # close() drops the rows with the handle
+        return steps
 
     @property
     def num_runs(self) -> int:
         return self._runs
 
     @property
-    def info(self) -> dict:
+    def info(self) -> Dict[str, Any]:
         return dict(self._info)
 
     def __len__(self) -> int:
@@ -373,7 +394,7 @@ class Dataset:
     def __repr__(self) -> str:
         return f"Dataset({self._path!r}, rows={self._rows}, runs={self._runs})"
 
-    def _check_open(self):
+    def _check_open(self) -> Any:  # the cffi `a2pack_dataset *`
         if self._handle is None:
             from .errors import ClosedError
             raise ClosedError(f"{self._path}: the dataset was closed")
@@ -389,12 +410,12 @@ class Dataset:
     def __enter__(self) -> "Dataset":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     # -- gathers ---------------------------------------------------------------
-    def get_batch(self, indices, *, out: Optional[np.ndarray] = None,
-                  workers: int = 1) -> np.ndarray:
+    def get_batch(self, indices: npt.ArrayLike, *, out: Optional[npt.NDArray[np.void]] = None,
+                  workers: int = 1) -> npt.NDArray[np.void]:
         """Rows ``indices`` as a structured array (one call into the library).
         Out-of-range indices raise OutOfRangeError before anything is copied."""
         h = self._check_open()
@@ -415,9 +436,10 @@ class Dataset:
             check(st)
         return out
 
-    def get_batch_columns(self, indices, *, workers: int = 1,
-                          out: Optional[Tuple[np.ndarray, ...]] = None
-                          ) -> Tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    def get_batch_columns(self, indices: npt.ArrayLike, *, workers: int = 1,
+                          out: Optional[Tuple[npt.NDArray[Any], ...]] = None
+                          ) -> Tuple[npt.NDArray[np.uint8], npt.NDArray[np.uint8],
+                                     npt.NDArray[np.bool_], npt.NDArray[np.float32]]:
         """Training arrays for rows ``indices`` in one pass:
         ``(exponents u8[n,16], moves u8[n], legal bool[n,4], ev_values f32[n,4])``.
         ``out`` may give the four arrays to fill (shapes and dtypes as above)."""
@@ -445,28 +467,30 @@ class Dataset:
         return exps, moves, legal, ev
 
     # -- selection -------------------------------------------------------------
-    def filter_sql(self, where: str, params: Sequence = ()) -> np.ndarray:
+    def filter_sql(self, where: str, params: Sequence[object] = ()) -> npt.NDArray[np.int64]:
         """Step indices (int64, ascending) of the runs matching ``where``, an
         SQL expression over metadata.db's ``runs`` columns (id,
         first_step_idx, num_steps, max_score, highest_tile, engine,
         start_time, elapsed_s) with ``?`` placeholders for ``params``."""
         return self._select(lib.a2pack_dataset_select, where, params)
 
-    def filter_by_score(self, lo: Optional[int] = None, hi: Optional[int] = None) -> np.ndarray:
+    def filter_by_score(self, lo: Optional[int] = None,
+                        hi: Optional[int] = None) -> npt.NDArray[np.int64]:
         """Step indices of runs with ``lo <= max_score <= hi`` (either bound optional)."""
-        if lo is None and hi is None:
-            return self.filter_sql("")
+        if lo is None:
+            if hi is None:
+                return self.filter_sql("")
+            return self.filter_sql("max_score <= ?", (int(hi),))
         if hi is None:
             return self.filter_sql("max_score >= ?", (int(lo),))
-        if lo is None:
-            return self.filter_sql("max_score <= ?", (int(hi),))
         return self.filter_sql("max_score BETWEEN ? AND ?", (int(lo), int(hi)))
 
-    def run_ids(self, where: str = "", params: Sequence = ()) -> np.ndarray:
+    def run_ids(self, where: str = "", params: Sequence[object] = ()) -> npt.NDArray[np.int64]:
         """Ids (ascending) of the runs matching ``where`` (all when empty)."""
         return self._select(lib.a2pack_dataset_select_runs, where, params)
 
-    def _select(self, fn, where: str, params: Sequence) -> np.ndarray:
+    def _select(self, fn: Callable[..., int], where: str,
+                params: Sequence[object]) -> npt.NDArray[np.int64]:
         """One SQL selection call (steps or run ids) into an owned int64 array."""
         h = self._check_open()
         p = _Params(params)
@@ -476,8 +500,9 @@ class Dataset:
         return _owned_i64(out[0], n[0])
 
     def split(self, val_fraction: float = 0.1, *, seed: int = 0, where: str = "",
-              params: Sequence = (), val_where: Optional[str] = None,
-              val_params: Sequence = ()) -> Tuple[np.ndarray, np.ndarray]:
+              params: Sequence[object] = (), val_where: Optional[str] = None,
+              val_params: Sequence[object] = ()
+              ) -> Tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
         """Run-disjoint ``(train, val)`` step indices of the runs matching
         ``where``. With ``val_where`` the runs it matches are the validation
         set; otherwise each run goes to validation with probability
@@ -491,7 +516,7 @@ class Dataset:
                                        _sql(val_where), vp.ptr, vp.n, tr, ntr, va, nva))
         return _owned_i64(tr[0], ntr[0]), _owned_i64(va[0], nva[0])
 
-    def sampler(self, indices=None, *, batch_size: int = 4096, seed: int = 0,
+    def sampler(self, indices: Optional[npt.ArrayLike] = None, *, batch_size: int = 4096, seed: int = 0,
                 drop_last: bool = False) -> EpochSampler:
         """An :class:`EpochSampler` over ``indices`` (default: every row)."""
         if indices is None:
@@ -499,7 +524,7 @@ class Dataset:
                                 drop_last=drop_last)
         return EpochSampler(indices, batch_size=batch_size, seed=seed, drop_last=drop_last)
 
-    def stats(self, workers: int = 0) -> dict:
+    def stats(self, workers: int = 0) -> Dict[str, Any]:
         """Counts and distributions (see ``a2pack dataset stats --json``)."""
         h = self._check_open()
         out = ffi.new("char **")
@@ -507,5 +532,5 @@ class Dataset:
         return _owned_json(out[0])
 
 
-def _reopen(path, kwargs):
+def _reopen(path: str, kwargs: Dict[str, Any]) -> Dataset:
     return Dataset(path, **kwargs)
