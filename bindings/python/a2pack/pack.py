@@ -19,32 +19,39 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Callable, Dict, Iterable, Iterator, List, NamedTuple, Optional, Sequence, Union
+from types import TracebackType
+from typing import (Any, Callable, Dict, Iterable, Iterator, List, NamedTuple, Optional, Sequence,
+                    Tuple, Type, Union)
 
 import numpy as np
+import numpy.typing as npt
 
 from ._native import check, ffi, fspath, lib, view_array
 from .run import KIND_NAMES, RunBatch, RunV2
 
-PathLike = Union[str, os.PathLike]
+PathLike = Union[str, os.PathLike[str]]
 Progress = Optional[Callable[[int, int], Optional[bool]]]
+#: Entry indices: a sequence of ints or an integer numpy array.
+Indices = Union[Sequence[int], npt.NDArray[np.integer[Any]]]
+# (highest tile, runs) pairs and (engine or None, runs) pairs.
+_Histograms = Tuple[List[Tuple[int, int]], List[Tuple[Optional[str], int]]]
 
-_COMPRESSION = {None: lib.A2PACK_PACK_COMPRESS_NONE, "none": lib.A2PACK_PACK_COMPRESS_NONE,
+_COMPRESSION: Dict[Optional[str], int] = {None: lib.A2PACK_PACK_COMPRESS_NONE, "none": lib.A2PACK_PACK_COMPRESS_NONE,
                 "zstd": lib.A2PACK_PACK_COMPRESS_ZSTD}
-_JSONL_MODES = {"runs": lib.A2PACK_PACK_JSONL_RUNS, "steps": lib.A2PACK_PACK_JSONL_STEPS}
+_JSONL_MODES: Dict[str, int] = {"runs": lib.A2PACK_PACK_JSONL_RUNS, "steps": lib.A2PACK_PACK_JSONL_STEPS}
 
 
 class _Callbacks:
     """Progress / bad-input callbacks for one C call. An exception raised by
     the Python callable stops the operation and is re-raised after it."""
 
-    def __init__(self, progress: Progress = None, on_bad=None):
+    def __init__(self, progress: Progress = None,
+                 on_bad: Optional[Callable[[str, int, str], object]] = None) -> None:
         self.error: Optional[BaseException] = None
-        self.progress = ffi.NULL
-        self.on_bad = ffi.NULL
+        self.progress: Any = ffi.NULL  # cffi callbacks (or NULL) for the C call
+        self.on_bad: Any = ffi.NULL
         if progress is not None:
-            @ffi.callback("int(void *, uint64_t, uint64_t)")
-            def _progress(_user, done, total):
+            def _progress(_user: Any, done: int, total: int) -> int:
                 if self.error is not None:
                     return 1
                 try:
@@ -52,17 +59,17 @@ class _Callbacks:
                 except BaseException as e:  # re-raised by check()
                     self.error = e
                     return 1
-            self.progress = _progress
+            self.progress = ffi.callback("int(void *, uint64_t, uint64_t)")(_progress)
         if on_bad is not None:
-            @ffi.callback("void(void *, const char *, a2pack_status, const char *)")
-            def _on_bad(_user, path, status, message):
+            def _on_bad(_user: Any, path: Any, status: int, message: Any) -> None:
                 try:
                     on_bad(os.fsdecode(ffi.string(path)), int(status),
                            ffi.string(message).decode("utf-8", "replace"))
                 except BaseException as e:
                     if self.error is None:
                         self.error = e
-            self.on_bad = _on_bad
+            self.on_bad = ffi.callback(
+                "void(void *, const char *, a2pack_status, const char *)")(_on_bad)
 
     def check(self, status: int) -> None:
         if self.error is not None:
@@ -70,8 +77,9 @@ class _Callbacks:
         check(status)
 
 
-def _indices(indices: Iterable[int]):
-    arr = np.ascontiguousarray(np.asarray(indices, dtype=np.int64).reshape(-1))
+def _indices(indices: Union[Iterable[int], npt.NDArray[np.integer[Any]]]
+             ) -> Tuple[npt.NDArray[np.uint64], Any]:
+    arr: npt.NDArray[Any] = np.ascontiguousarray(np.asarray(indices, dtype=np.int64).reshape(-1))
     if arr.size and arr.min() < 0:
         raise IndexError(f"negative entry index {int(arr.min())}")
     arr = arr.astype(np.uint64)
@@ -95,8 +103,9 @@ class PackStats:
 
     __slots__ = ("count", "total_steps", "min_len", "max_len", "mean_len", "p50", "p90", "p99",
                  "from_block", "_reader", "_workers", "_hist")
+    _hist: Optional[_Histograms]
 
-    def __init__(self, reader: "PackReader", c, workers: int):
+    def __init__(self, reader: "PackReader", c: Any, workers: int) -> None:
         self.count = int(c.count)
         self.total_steps = int(c.total_steps)
         self.min_len = int(c.min_len)
@@ -115,7 +124,7 @@ class PackStats:
     p90_len = property(lambda self: self.p90)
     p99_len = property(lambda self: self.p99)
 
-    def _histograms(self):
+    def _histograms(self) -> _Histograms:
         if self._hist is None:
             self._hist = self._reader._histograms(self._workers)
         return self._hist
@@ -144,7 +153,9 @@ class PackReader:
     `verify=False` (trusted sequential scans). Safe to share between threads.
     """
 
-    def __init__(self, path: PathLike, *, mmap: bool = True, verify: bool = True):
+    _h: Any  # cffi `a2pack_pack *`; None once closed
+
+    def __init__(self, path: PathLike, *, mmap: bool = True, verify: bool = True) -> None:
         o = ffi.new("a2pack_pack_options *")
         lib.a2pack_pack_options_init(o)
         o.use_mmap = 1 if mmap else 0
@@ -158,11 +169,11 @@ class PackReader:
 
     # Pickled by path (for spawn-started DataLoader workers, Beam workers):
     # the copy opens the file again with the same options.
-    def __reduce__(self):
+    def __reduce__(self) -> Tuple[Callable[[str, Dict[str, bool]], PackReader], Tuple[str, Dict[str, bool]]]:
         return (_reopen_pack, (self.path, self._open_kwargs))
 
     @classmethod
-    def open(cls, path: PathLike, **kw) -> "PackReader":
+    def open(cls, path: PathLike, **kw: Any) -> "PackReader":
         return cls(path, **kw)
 
     def close(self) -> None:
@@ -172,11 +183,11 @@ class PackReader:
     def __enter__(self) -> "PackReader":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     @property
-    def _handle(self):
+    def _handle(self) -> Any:
         if self._h is None:
             from .errors import ClosedError
             raise ClosedError(f"{self.path}: the pack reader is closed")
@@ -200,7 +211,7 @@ class PackReader:
                          "zstd" if e.flags == lib.A2PACK_PACK_ENTRY_ZSTD else "none",
                          int(e.crc32c), int(e.raw_length))
 
-    def get_slice(self, i: int, verify: Optional[bool] = None) -> np.ndarray:
+    def get_slice(self, i: int, verify: Optional[bool] = None) -> npt.NDArray[np.uint8]:
         """Zero-copy read-only uint8 view of entry i's stored bytes (the zstd
         frame for compressed entries). Needs a memory-mapped reader."""
         data = ffi.new("const uint8_t **")
@@ -228,7 +239,7 @@ class PackReader:
 
     __getitem__ = decode
 
-    def decode_batch(self, indices: Sequence[int], workers: int = 0,
+    def decode_batch(self, indices: Indices, workers: int = 0,
                      verify: Optional[bool] = None) -> List[RunV2]:
         """Decode many entries in parallel (one C call): list[RunV2]."""
         arr, ptr = _indices(indices)
@@ -240,7 +251,7 @@ class PackReader:
                                           self._flags(verify), out))
         return [RunV2._adopt(out[k]) for k in range(n)]
 
-    def decode_batch_columns(self, indices: Sequence[int], workers: int = 0,
+    def decode_batch_columns(self, indices: Indices, workers: int = 0,
                              verify: Optional[bool] = None) -> RunBatch:
         """Decode many entries in parallel into one columnar RunBatch whose
         attributes are numpy arrays (boards, moves, branch_values, ...,
@@ -251,7 +262,7 @@ class PackReader:
                                            self._flags(verify), out))
         return RunBatch(out[0])
 
-    def permutation(self, shuffle: bool = True, seed: Optional[int] = None) -> np.ndarray:
+    def permutation(self, shuffle: bool = True, seed: Optional[int] = None) -> npt.NDArray[np.uint64]:
         """The epoch order iter_batches uses: 0..len-1, or a permutation that
         depends only on (len, seed)."""
         n = len(self)
@@ -283,7 +294,7 @@ class PackReader:
 
     def iter_batches(self, batch_size: int, shuffle: bool = False, seed: Optional[int] = None,
                      workers: Optional[int] = None, columns: bool = False,
-                     verify: Optional[bool] = None):
+                     verify: Optional[bool] = None) -> Iterator[Union[List[RunV2], RunBatch]]:
         """An epoch in batches of `batch_size` runs (the last may be short):
         list[RunV2], or RunBatch with columns=True. Which entries form each
         batch depends only on (len, batch_size, shuffle, seed), never on
@@ -348,14 +359,14 @@ class PackReader:
             self._stats[workers] = PackStats(self, c, workers)
         return self._stats[workers]
 
-    def _histograms(self, workers: int):
+    def _histograms(self, workers: int) -> _Histograms:
         h = ffi.new("a2pack_pack_histograms *")
         h.size = ffi.sizeof("a2pack_pack_histograms")
         check(lib.a2pack_pack_histograms_get(self._handle, workers, h))
         tiles = [(int(h.tile_values[k]), int(h.tile_counts[k])) for k in range(h.n_tiles)]
-        engines = []
+        engines: List[Tuple[Optional[str], int]] = []
         for k in range(h.n_engines):
-            name = None
+            name: Optional[str] = None
             if h.engine_present[k]:
                 a, b = int(h.engine_offsets[k]), int(h.engine_offsets[k + 1])
                 name = ffi.unpack(h.engine_bytes + a, b - a).decode("utf-8")
@@ -378,7 +389,7 @@ class PackReader:
         return f"PackReader({self.path!r}, entries={len(self) if self._h is not None else 'closed'})"
 
 
-def _reopen_pack(path, kwargs) -> PackReader:
+def _reopen_pack(path: str, kwargs: Dict[str, bool]) -> PackReader:
     return PackReader(path, **kwargs)
 
 
@@ -393,7 +404,8 @@ class PackBuildSummary:
     skipped_paths: List[str] = dataclasses.field(default_factory=list)
 
 
-def _writer_options(align, compress, zstd_level, entry_crc, expected_count, workers, skip_bad):
+def _writer_options(align: int, compress: Optional[str], zstd_level: int, entry_crc: bool,
+                    expected_count: Optional[int], workers: int, skip_bad: bool) -> Any:
     if compress not in _COMPRESSION:
         raise ValueError(f"compress must be 'none' or 'zstd', not {compress!r}")
     o = ffi.new("a2pack_pack_writer_options *")
@@ -408,7 +420,7 @@ def _writer_options(align, compress, zstd_level, entry_crc, expected_count, work
     return o
 
 
-def _summary(c, skipped_paths) -> PackBuildSummary:
+def _summary(c: Any, skipped_paths: Iterable[str]) -> PackBuildSummary:
     return PackBuildSummary(int(c.entries), int(c.skipped), int(c.input_bytes),
                             int(c.stored_bytes), int(c.compressed_entries), int(c.file_bytes),
                             list(skipped_paths))
@@ -426,7 +438,7 @@ class PackWriter:
     def __init__(self, path: PathLike, *, align: int = 4096, compress: Optional[str] = "none",
                  zstd_level: int = 3, entry_crc: bool = True,
                  expected_count: Optional[int] = None, workers: int = 0,
-                 skip_bad: bool = False):
+                 skip_bad: bool = False) -> None:
         self._skipped: List[str] = []
         self._cb = _Callbacks(on_bad=lambda p, _s, _m: self._skipped.append(p))
         o = _writer_options(align, compress, zstd_level, entry_crc, expected_count, workers,
@@ -434,7 +446,7 @@ class PackWriter:
         o.on_bad_input = self._cb.on_bad
         out = ffi.new("a2pack_pack_writer **")
         check(lib.a2pack_pack_writer_open(fspath(path), o, out))
-        self._h = ffi.gc(out[0], lib.a2pack_pack_writer_close)
+        self._h: Any = ffi.gc(out[0], lib.a2pack_pack_writer_close)
         self.path = os.fspath(path)
         self.summary: Optional[PackBuildSummary] = None
 
@@ -477,7 +489,7 @@ class PackWriter:
         self._h = None
 
     @property
-    def _handle(self):
+    def _handle(self) -> Any:
         if self._h is None:
             from .errors import ClosedError
             raise ClosedError(f"{self.path}: the pack writer is finished or closed")
@@ -486,7 +498,8 @@ class PackWriter:
     def __enter__(self) -> "PackWriter":
         return self
 
-    def __exit__(self, exc_type, exc, tb) -> None:
+    def __exit__(self, exc_type: Optional[Type[BaseException]], exc: Optional[BaseException],
+                 tb: Optional[TracebackType]) -> None:
         if exc_type is None and self._h is not None:
             self.finish()
         else:
