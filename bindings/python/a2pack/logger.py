@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
+import numpy.typing as npt
 
 from . import errors
 from ._native import check, ffi, fspath, lib, view_array
@@ -42,7 +43,9 @@ from ._native import check, ffi, fspath, lib, view_array
 __all__ = ["DataLogger", "LogData", "LogStream", "LogProblem", "DecodeWarning", "decode",
            "to_parquet", "SORT"]
 
-PathLike = Union[str, os.PathLike]
+PathLike = Union[str, os.PathLike[str]]
+#: A decoded record: (stream id, epoch, indices, values).
+Record = Tuple[int, float, npt.NDArray[np.uint32], npt.NDArray[np.float64]]
 
 #: Stream flag: sort each record's (index, value) pairs (A2PACK_LOGGER_SORT).
 SORT = int(lib.A2PACK_LOGGER_SORT)
@@ -85,7 +88,7 @@ class LogProblem:
 
 
 # ------------------------------------------------------------------ arguments
-def _u32(a, what: str) -> np.ndarray:
+def _u32(a: npt.ArrayLike, what: str) -> npt.NDArray[np.uint32]:
     """`a` as a contiguous 1-D uint32 array, refusing values that do not fit
     (a silent wrap-around would log the wrong index)."""
     if type(a) is np.ndarray and a.dtype == _U32 and a.ndim == 1 and a.flags.c_contiguous:
@@ -106,7 +109,7 @@ def _u32(a, what: str) -> np.ndarray:
     return np.ascontiguousarray(arr)
 
 
-def _f64(a, what: str) -> np.ndarray:
+def _f64(a: npt.ArrayLike, what: str) -> npt.NDArray[np.float64]:
     if type(a) is np.ndarray and a.dtype == _F64 and a.ndim == 1 and a.flags.c_contiguous:
         return a
     arr = np.asarray(a)
@@ -150,7 +153,7 @@ class DataLogger:
                  rotate_bytes: int = 256 << 20, zstd_level: int = 1, *,
                  frame_bytes: int = 256 << 10, flush_interval_ms: int = 100,
                  when_full: str = "block", writer_threads: int = 0,
-                 compress_literals: bool = False):
+                 compress_literals: bool = False) -> None:
         if when_full not in ("block", "raise"):
             raise errors.InvalidArgumentError(f"when_full must be 'block' or 'raise', not {when_full!r}")
         opts = ffi.new("a2pack_logger_options *")
@@ -169,9 +172,9 @@ class DataLogger:
         # The handle is freed only by garbage collection: a close() racing a
         # record() on another thread then meets A2PACK_E_CLOSED, never freed
         # memory. finish() runs once: from close(), at collection, or at exit.
-        self._h = ffi.gc(out[0], lib.a2pack_logger_close)
+        self._h: Any = ffi.gc(out[0], lib.a2pack_logger_close)
         self._finish = weakref.finalize(self, lib.a2pack_logger_finish, self._h)
-        self._record = lib.a2pack_logger_record
+        self._record: Any = lib.a2pack_logger_record
 
     # -------------------------------------------------------------- streams
     def register_stream(self, labels: Optional[Mapping[str, Any]] = None, *, epoch_scale: float,
@@ -192,7 +195,8 @@ class DataLogger:
         return int(sid[0])
 
     # -------------------------------------------------------------- records
-    def record(self, stream_id: int, epoch: float, indices, values) -> None:
+    def record(self, stream_id: int, epoch: float, indices: npt.ArrayLike,
+               values: npt.ArrayLike) -> None:
         """Record one sparse vector: ``indices`` (uint32, strictly increasing
         unless the stream sorts) and ``values`` (float64, finite) of equal
         length. Any problem raises and nothing of the record is kept."""
@@ -225,7 +229,8 @@ class DataLogger:
         if st:
             check(st)
 
-    def record_batch(self, stream_ids, epochs, offsets, indices, values) -> None:
+    def record_batch(self, stream_ids: Union[int, npt.ArrayLike], epochs: npt.ArrayLike,
+                     offsets: npt.ArrayLike, indices: npt.ArrayLike, values: npt.ArrayLike) -> None:
         """Record many vectors in one call: record ``i`` is ``(stream_ids[i],
         epochs[i], indices[offsets[i]:offsets[i+1]], values[...])``.
         ``stream_ids`` may be one int for all. ``offsets`` has one entry more
@@ -235,7 +240,8 @@ class DataLogger:
         ep = _f64(epochs, "epochs")
         n = ep.shape[0]
         if np.isscalar(stream_ids):
-            sids = np.full(n, int(stream_ids), _U32)
+            # One id for all; a non-number scalar fails in int() as it should.
+            sids = np.full(n, int(stream_ids), _U32)  # type: ignore[arg-type]
         else:
             sids = _u32(stream_ids, "stream_ids")
         off = np.asarray(offsets)
@@ -268,7 +274,8 @@ class DataLogger:
             try:
                 check(st)
             except errors.Error as e:
-                e.records_done = int(done[0])
+                # Only this method's errors carry it, so Error does not declare it.
+                setattr(e, "records_done", int(done[0]))
                 raise
 
     # -------------------------------------------------------------- lifecycle
@@ -290,7 +297,7 @@ class DataLogger:
     def __enter__(self) -> "DataLogger":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def stats(self) -> Dict[str, int]:
@@ -304,18 +311,18 @@ class DataLogger:
             "queued_bytes", "max_queued_bytes", "flushes")}
 
     # -------------------------------------------------------------- reading
-    def decode(self, *, workers: int = 0, strict: bool = False, **limits) -> "LogData":
+    def decode(self, *, workers: int = 0, strict: bool = False, **limits: int) -> "LogData":
         """Flush (when open), then decode the whole folder into columns."""
         if not self.closed:
             self.flush()
         return decode(self.dir, workers=workers, strict=strict, **limits)
 
-    def decode_all_segments(self) -> Iterator[Tuple[int, float, np.ndarray, np.ndarray]]:
+    def decode_all_segments(self) -> Iterator[Record]:
         """The seed's decoder: ``(stream_id, epoch, indices, values)`` for
         every record, in file order (arrays are read-only views)."""
         return iter(self.decode())
 
-    def to_parquet(self, out_path: PathLike, **kwargs) -> None:
+    def to_parquet(self, out_path: PathLike, **kwargs: Any) -> None:
         """Write the seed's Parquet schema (stream_id uint32, epoch float64,
         indices list<uint32>, values list<float64>); needs pyarrow."""
         self.decode().to_parquet(out_path, **kwargs)
@@ -333,7 +340,7 @@ class LogData:
     ``streams`` maps ids to :class:`LogStream`; ``problems`` lists what was
     skipped (damaged frames, missing sidecars)."""
 
-    def __init__(self, handle):
+    def __init__(self, handle: Any) -> None:
         self._h = handle
         c = ffi.new("a2pack_logger_columns *")
         c.size = ffi.sizeof("a2pack_logger_columns")
@@ -342,15 +349,15 @@ class LogData:
         s.size = ffi.sizeof("a2pack_logger_summary")
         check(lib.a2pack_logger_data_summary(handle, s))
         nr, nv = int(c.n_records), int(c.n_values)
-        self.stream_ids = view_array(self, c.stream_ids, nr, np.uint32)
-        self.epochs = view_array(self, c.epochs, nr, np.float64)
-        self.offsets = view_array(self, c.offsets, nr + 1, np.uint64)
-        self.indices = view_array(self, c.indices, nv, np.uint32)
-        self.values = view_array(self, c.values, nv, np.float64)
+        self.stream_ids: npt.NDArray[np.uint32] = view_array(self, c.stream_ids, nr, np.uint32)
+        self.epochs: npt.NDArray[np.float64] = view_array(self, c.epochs, nr, np.float64)
+        self.offsets: npt.NDArray[np.uint64] = view_array(self, c.offsets, nr + 1, np.uint64)
+        self.indices: npt.NDArray[np.uint32] = view_array(self, c.indices, nv, np.uint32)
+        self.values: npt.NDArray[np.float64] = view_array(self, c.values, nv, np.float64)
         self.summary = {k: int(getattr(s, k)) for k in (
             "segments", "frames", "bad_frames", "file_bytes", "raw_bytes", "records", "values",
             "streams", "problems", "notes")}
-        streams = {}
+        streams: Dict[int, LogStream] = {}
         info = ffi.new("a2pack_logger_stream_info *")
         for i in range(int(s.streams)):
             info.size = ffi.sizeof("a2pack_logger_stream_info")
@@ -359,7 +366,7 @@ class LogData:
                 int(info.stream_id), json.loads(ffi.string(info.labels_json).decode("utf-8")),
                 float(info.epoch_scale), float(info.value_scale), bool(info.flags & SORT))
         self.streams: Dict[int, LogStream] = streams
-        problems = []
+        problems: List[LogProblem] = []
         p = ffi.new("a2pack_logger_problem *")
         for i in range(int(s.problems)):
             p.size = ffi.sizeof("a2pack_logger_problem")
@@ -371,9 +378,9 @@ class LogData:
         self.problems: List[LogProblem] = problems
 
     def __len__(self) -> int:
-        return self.stream_ids.shape[0]
+        return int(self.stream_ids.shape[0])
 
-    def __getitem__(self, r: int) -> Tuple[int, float, np.ndarray, np.ndarray]:
+    def __getitem__(self, r: int) -> Record:
         n = len(self)
         if r < 0:
             r += n
@@ -382,14 +389,14 @@ class LogData:
         a, b = int(self.offsets[r]), int(self.offsets[r + 1])
         return int(self.stream_ids[r]), float(self.epochs[r]), self.indices[a:b], self.values[a:b]
 
-    def __iter__(self) -> Iterator[Tuple[int, float, np.ndarray, np.ndarray]]:
+    def __iter__(self) -> Iterator[Record]:
         ids, eps, off = self.stream_ids.tolist(), self.epochs.tolist(), self.offsets.tolist()
         idx, val = self.indices, self.values
         for r in range(len(ids)):
             a, b = off[r], off[r + 1]
             yield ids[r], eps[r], idx[a:b], val[a:b]
 
-    def to_arrow(self):
+    def to_arrow(self) -> Any:  # a pyarrow.Table (pyarrow has no type information)
         """A pyarrow Table with the seed's schema (stream_id uint32, epoch
         float64, indices list<uint32>, values list<float64>; large_list past
         2^31 - 1 non-zeros) and the streams' sidecars as schema metadata."""
@@ -426,7 +433,7 @@ class LogData:
                 f"{len(self.streams)} streams, {len(self.problems)} problems)")
 
 
-def _pyarrow():
+def _pyarrow() -> Any:
     """pyarrow, imported only when Parquet/Arrow output is asked for."""
     try:
         import pyarrow
@@ -463,7 +470,7 @@ def decode(segments_dir: PathLike, *, workers: int = 0, strict: bool = False,
 
 
 def to_parquet(segments_dir: PathLike, out_path: PathLike, *, strict: bool = False,
-               **kwargs) -> LogData:
+               **kwargs: Any) -> LogData:
     """Decode a folder and write it as Parquet; returns the decoded data."""
     data = decode(segments_dir, strict=strict)
     data.to_parquet(out_path, **kwargs)
