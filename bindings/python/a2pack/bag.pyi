@@ -1,10 +1,14 @@
 """Type stubs of a2pack.bag: the sackli / bagz Python API on liba2pack."""
 
+# Annotations stay unevaluated: pdoc executes this stub as a module, and
+# ReaderIterator / Reader.Options name classes still being defined.
+from __future__ import annotations
+
 import enum
 import itertools
 import os
 from collections.abc import Iterable, Sequence
-from typing import Any, ClassVar, List, Optional, TypeVar, Union, overload
+from typing import Any, ClassVar, List, Optional, TypeAlias, TypeVar, Union, overload
 
 import numpy
 import numpy.typing
@@ -55,29 +59,46 @@ class ReaderIterator(itertools.chain[bytes]):
     def __iter__(self) -> ReaderIterator: ...
     def __next__(self) -> bytes: ...
 
+# Reader.Options and Writer.Options are these classes under a second name,
+# as in bag.py.
+class _ReaderOptions:
+    sharding_layout: ShardingLayout
+    limits_placement: LimitsPlacement
+    compression: _Compression
+    limits_storage: LimitsStorage
+    max_parallelism: int
+    access_pattern: AccessPattern
+    cache_policy: CachePolicy
+    max_record_bytes: int
+    strict: bool
+    def __init__(
+        self,
+        sharding_layout: ShardingLayout = ...,
+        limits_placement: LimitsPlacement = ...,
+        compression: Optional[_Compression] = ...,
+        limits_storage: LimitsStorage = ...,
+        max_parallelism: Optional[int] = ...,
+        access_pattern: AccessPattern = ...,
+        cache_policy: CachePolicy = ...,
+        max_record_bytes: Optional[int] = ...,
+        strict: bool = ...,
+    ) -> None: ...
+
+class _WriterOptions:
+    limits_placement: LimitsPlacement
+    compression: _Compression
+    durable: bool
+    direct_io: bool
+    def __init__(
+        self,
+        limits_placement: LimitsPlacement = ...,
+        compression: Optional[_Compression] = ...,
+        durable: bool = ...,
+        direct_io: bool = ...,
+    ) -> None: ...
+
 class Reader(Sequence[bytes]):
-    class Options:
-        sharding_layout: ShardingLayout
-        limits_placement: LimitsPlacement
-        compression: _Compression
-        limits_storage: LimitsStorage
-        max_parallelism: int
-        access_pattern: AccessPattern
-        cache_policy: CachePolicy
-        max_record_bytes: int
-        strict: bool
-        def __init__(
-            self,
-            sharding_layout: ShardingLayout = ...,
-            limits_placement: LimitsPlacement = ...,
-            compression: Optional[_Compression] = ...,
-            limits_storage: LimitsStorage = ...,
-            max_parallelism: Optional[int] = ...,
-            access_pattern: AccessPattern = ...,
-            cache_policy: CachePolicy = ...,
-            max_record_bytes: Optional[int] = ...,
-            strict: bool = ...,
-        ) -> None: ...
+    Options: TypeAlias = _ReaderOptions
 
     def __init__(self, file_spec: Union[_Path, Sequence[_Path]], options: Optional[Reader.Options] = ...) -> None: ...
     @property
@@ -106,18 +127,7 @@ class Reader(Sequence[bytes]):
     def read_indices_iter(self, indices: Iterable[int], read_ahead: Optional[int] = ...) -> ReaderIterator: ...
 
 class Writer:
-    class Options:
-        limits_placement: LimitsPlacement
-        compression: _Compression
-        durable: bool
-        direct_io: bool
-        def __init__(
-            self,
-            limits_placement: LimitsPlacement = ...,
-            compression: Optional[_Compression] = ...,
-            durable: bool = ...,
-            direct_io: bool = ...,
-        ) -> None: ...
+    Options: TypeAlias = _WriterOptions
 
     def __init__(self, filename: _Path, options: Optional[Writer.Options] = ...) -> None: ...
     @property
