@@ -19,14 +19,7 @@ from a2pack import bag, errors
 bagz = pytest.importorskip("bagz")
 
 
-def _cli():
-    env = os.environ.get("A2PACK_CLI")
-    if env:
-        return pathlib.Path(env)
-    return pathlib.Path(a2pack.library_path).resolve().parent / "a2pack"
-
-
-CLI = _cli()
+from cli_util import CLI
 
 BLOCK = 128 << 10  # zstd's largest block
 

@@ -21,14 +21,7 @@ import a2pack
 from test_dataset import expected_rows, make_run, write_runs
 
 
-def _cli():
-    env = os.environ.get("A2PACK_CLI")
-    if env:
-        return pathlib.Path(env)
-    return pathlib.Path(a2pack.library_path).resolve().parent / "a2pack"
-
-
-CLI = _cli()
+from cli_util import CLI
 
 
 def cli(*args, ok=True):

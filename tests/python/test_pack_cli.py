@@ -17,14 +17,7 @@ import a2pack
 from a2pack.run import Meta
 
 
-def _cli():
-    env = os.environ.get("A2PACK_CLI")
-    if env:
-        return pathlib.Path(env)
-    return pathlib.Path(a2pack.library_path).resolve().parent / "a2pack"
-
-
-CLI = _cli()
+from cli_util import CLI
 if not CLI.exists():
     raise RuntimeError(f"no a2pack CLI at {CLI}: build it and set A2PACK_CLI")
 
