@@ -22,8 +22,9 @@ endif
 
 APT_PACKAGES := cmake ninja-build g++ pkg-config ccache libzstd-dev libsqlite3-dev libfmt-dev \
   nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev python3-venv
-# What building and using the package needs (the demo uses nothing else).
-PIP_PACKAGES := cffi numpy scikit-build-core
+# What building and using the package needs, and pyarrow for the demo's
+# Parquet export (the demo uses nothing else).
+PIP_PACKAGES := cffi numpy scikit-build-core pyarrow
 # Test-only packages are the package's [test] extra (pyproject.toml: torch,
 # bagz, pyarrow, ...), installed for `make test` only;
 # PyPI's torch wheel brings ~3 GB of CUDA wheels.
