@@ -21,7 +21,7 @@ from apache_beam.io import filebasedsink, filesystem, iobase, range_trackers
 from apache_beam.transforms import display
 
 from .. import bag as _bag
-from ._common import counter, parse_output_spec, records_per_bundle
+from ._common import ReopensOnWorkers, counter, parse_output_spec, records_per_bundle
 
 # Records fetched per call into the library while a bundle is read: large
 # enough that the per-call cost vanishes, small enough that a dynamic split
@@ -117,7 +117,8 @@ class ReadFromBag(transforms.PTransform[pvalue.PBegin, pvalue.PCollection[Any]])
         return items
 
 
-class _BagSource(iobase.BoundedSource):
+class _BagSource(ReopensOnWorkers, iobase.BoundedSource):
+    _reopened = ("_reader",)
     _reader: Optional[_bag.Reader]
 
     def __init__(self, file_pattern: str, coder: coders.Coder, compression_type: str,
@@ -127,15 +128,6 @@ class _BagSource(iobase.BoundedSource):
         self._compression_type = compression_type
         self._records_per_split = records_per_split
         self._reader = _bag.Reader(file_pattern)  # fails here, at construction, on a bad spec
-
-    # Sent to workers by pattern; each opens the files again.
-    def __getstate__(self) -> Dict[str, Any]:
-        state = self.__dict__.copy()
-        state["_reader"] = None
-        return state
-
-    def __setstate__(self, state: Dict[str, Any]) -> None:
-        self.__dict__.update(state)
 
     @property
     def reader(self) -> _bag.Reader:

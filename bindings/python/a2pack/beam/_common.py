@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Optional, Tuple, Union
+from typing import Any, Dict, Optional, Tuple, Union
 
 try:
     import apache_beam as beam  # noqa: F401  (re-exported to the other modules)
@@ -67,3 +67,20 @@ def records_per_bundle(desired_bytes: int, bytes_per_record: float,
     bytes), at most `cap` when the caller set one to force finer splits."""
     n = max(1, int(desired_bytes // max(bytes_per_record, 1.0)))
     return min(n, cap) if cap else n
+
+
+class ReopensOnWorkers:
+    """Sources whose open readers stay behind when Beam pickles them to its
+    workers: the attributes named in `_reopened` are sent as None and each
+    worker opens them again from the paths it is given."""
+
+    _reopened: Tuple[str, ...] = ()
+
+    def __getstate__(self) -> Dict[str, Any]:
+        state = self.__dict__.copy()
+        for name in self._reopened:
+            state[name] = None
+        return state
+
+    def __setstate__(self, state: Dict[str, Any]) -> None:
+        self.__dict__.update(state)

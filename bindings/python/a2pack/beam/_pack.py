@@ -23,7 +23,7 @@ from apache_beam.transforms import display
 from ..errors import Error
 from ..pack import PackReader, PackWriter
 from ..run import RunV2
-from ._common import counter, parse_output_spec, records_per_bundle
+from ._common import ReopensOnWorkers, counter, parse_output_spec, records_per_bundle
 
 _LOG = logging.getLogger("a2pack.beam")
 _READ_CHUNK = 64  # entries decoded per library call
@@ -64,7 +64,8 @@ class ReadFromPack(transforms.PTransform[pvalue.PBegin, pvalue.PCollection[Any]]
         return self._source.display_data()
 
 
-class _PackSource(iobase.BoundedSource):
+class _PackSource(ReopensOnWorkers, iobase.BoundedSource):
+    _reopened = ("_readers",)
     _readers: Optional[List[PackReader]]
 
     def __init__(self, pattern: str, decoded: bool, with_index: bool, verify: bool,
@@ -81,14 +82,6 @@ class _PackSource(iobase.BoundedSource):
         self._counts = [len(r) for r in readers]
         self._bytes = sum(os.path.getsize(f) for f in self._files)
         self._readers = readers
-
-    def __getstate__(self) -> Dict[str, Any]:
-        state = self.__dict__.copy()
-        state["_readers"] = None
-        return state
-
-    def __setstate__(self, state: Dict[str, Any]) -> None:
-        self.__dict__.update(state)
 
     @property
     def readers(self) -> List[PackReader]:
