@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
 #include "base/error.hpp"
@@ -12,6 +13,7 @@
 #include "base/path_prefix.hpp"
 #include "base/stale_temps.hpp"
 #include "base/worker_pool.hpp"
+#include "storage/object_store.hpp"
 
 namespace a2pack::bag {
 namespace {
@@ -24,16 +26,21 @@ constexpr uint64_t kWritebackEvery = 8u << 20; // start writeback after this man
 
 Writer::Writer(const std::string& spec, const WriterOptions& o)
     : path_(strip_local_prefix(spec)), options_(o) {
-  if (is_remote_path(spec)) {  // written locally, uploaded at commit (remote_stage.hpp)
-    stage_ = std::make_unique<RemoteStage>(spec);
-    path_ = stage_->local_path();
-    options_.durable = false;  // the staging copy is thrown away
-  }
+  const bool remote = is_remote_path(spec);
+  if (remote) path_ = parse_path(spec).url();  // "s3://b/k" however it was spelled
   const std::string& path = path_;  // "posix:" and the like dropped
   if (path.empty()) fail(A2PACK_E_INVALID_ARGUMENT, "empty path");
   if (effective_compression(o.compression, path) == Compression::zstd) {
     codec_ = std::make_unique<ZstdCodec>(o.zstd);
     cctx_.resize(resolve_workers(o.workers));
+  }
+  if (remote) {
+    // Uploads started lazily by the storage layer: nothing is sent until a
+    // part fills or commit(); the destructors of uncommitted uploads abort them.
+    remote_records_ = storage::open_write(path);
+    if (o.limits_placement == LimitsPlacement::separate)
+      remote_limits_ = storage::open_write(limits_path(path));
+    return;
   }
   // Records go through a background writer thread: callers hand over
   // records about as fast as the kernel copies them into the page cache,
@@ -64,6 +71,10 @@ void Writer::guarded(F&& f) {
     f();
   } catch (...) {
     failed_ = true;  // a partial record may be on disk: the file must never commit
+    // Uploads are given up now rather than when the writer goes: no parts
+    // wait on the server for a writer its caller may keep for a while.
+    if (remote_records_) remote_records_->abort();
+    if (remote_limits_) remote_limits_->abort();
     throw;
   }
 }
@@ -75,11 +86,16 @@ void Writer::check_usable() const {
 
 void Writer::spill() {
   if (spill_fd_ < 0) {
-    std::string dir = parent_dir(path_);
+    // Object storage: the limits of TAIL placement follow every record, so
+    // they cannot go up before commit(); they wait in an unnamed file under
+    // $TMPDIR (8 bytes a record), which vanishes with the process however
+    // it ends.
+    const char* tmp = std::getenv("TMPDIR");
+    std::string dir = remote_records_ ? std::string(tmp && *tmp ? tmp : "/tmp") : parent_dir(path_);
     spill_fd_ = ::open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
     if (spill_fd_ < 0) {
       // Filesystems without O_TMPFILE: a named file, unlinked at once.
-      std::string tmpl = path_ + ".limits-XXXXXX";
+      std::string tmpl = (remote_records_ ? dir + "/a2pack" : path_) + ".limits-XXXXXX";
       spill_fd_ = ::mkostemp(tmpl.data(), O_CLOEXEC);
       if (spill_fd_ < 0) fail_errno("create", tmpl, errno);
       ::unlink(tmpl.c_str());
@@ -98,10 +114,24 @@ void Writer::start_writeback() {
   ::sync_file_range(sync_fd_, 0, 0, SYNC_FILE_RANGE_WRITE);
 }
 
+void Writer::put_records(const void* data, size_t len) {
+  if (remote_records_)
+    remote_records_->write(data, len);
+  else
+    records_->write(data, len);
+}
+
+void Writer::put_limits(const void* data, size_t len) {
+  if (remote_limits_)
+    remote_limits_->write(data, len);
+  else
+    limits_->write(data, len);
+}
+
 void Writer::add_limit() {
   ++count_;
-  if (limits_) {
-    limits_->write(&end_, 8);
+  if (separate()) {
+    put_limits(&end_, 8);
     return;
   }
   pending_.push_back(end_);
@@ -113,11 +143,11 @@ void Writer::append_record(const uint8_t* data, size_t len) {
     size_t bound = ZSTD_compressBound(len);
     if (scratch_.size() < bound) scratch_.resize(bound);
     size_t z = codec_->compress(cctx_[0], data, len, scratch_.data(), scratch_.size());
-    records_->write(scratch_.data(), z);
+    put_records(scratch_.data(), z);
     end_ += z;
     unsynced_ += z;
   } else if (len) {
-    records_->write(data, len);
+    put_records(data, len);
     end_ += len;
     unsynced_ += len;
   }
@@ -140,7 +170,7 @@ void Writer::write_batch(const uint8_t* data, const uint64_t* offsets, size_t n)
   const uint64_t base = n ? offsets[0] : 0;
   guarded([&] {
     if (!codec_) {
-      if (n) records_->write(data, offsets[n] - base);
+      if (n) put_records(data, offsets[n] - base);
       for (size_t i = 0; i < n; ++i) {
         end_ += offsets[i + 1] - offsets[i];
         add_limit();
@@ -176,7 +206,7 @@ void Writer::write_batch(const uint8_t* data, const uint64_t* offsets, size_t n)
           },
           grain);
       for (size_t k = 0; k < m; ++k) {
-        records_->write(scratch_.data() + zoff[k], zlen[k]);
+        put_records(scratch_.data() + zoff[k], zlen[k]);
         end_ += zlen[k];
         unsynced_ += zlen[k];
         add_limit();
@@ -191,7 +221,7 @@ void Writer::flush() {
   guarded([&] {
     // Buffered bytes go to the kernel; the files keep their temporary names
     // until close() commits them.
-    records_->flush();
+    if (records_) records_->flush();
     if (limits_) limits_->flush();
   });
 }
@@ -199,7 +229,7 @@ void Writer::flush() {
 void Writer::commit() {
   if (committed_) return;
   guarded([&] {
-    if (!limits_) {
+    if (!separate()) {
       // TAIL: spilled limits first, then the ones still in memory.
       std::vector<uint64_t> buf(kSpillLimits);
       for (uint64_t done = 0; done < spilled_;) {
@@ -212,17 +242,24 @@ void Writer::commit() {
           if (r <= 0) fail_errno("read back limits", path_ + " (limits spill)", r < 0 ? errno : EIO);
           got += static_cast<size_t>(r);
         }
-        records_->write(buf.data(), want * 8);
+        put_records(buf.data(), want * 8);
         done += want;
       }
-      if (!pending_.empty()) records_->write(pending_.data(), pending_.size() * 8);
-      records_->commit(options_.durable);
+      if (!pending_.empty()) put_records(pending_.data(), pending_.size() * 8);
+      if (remote_records_)
+        remote_records_->commit();
+      else
+        records_->commit(options_.durable);
+    } else if (remote_records_) {
+      // The records object first, then its limits: a reader that finds the
+      // new limits finds the new records beside them.
+      remote_records_->commit();
+      remote_limits_->commit();
     } else {
       if (::unlink(path_.c_str()) != 0 && errno != ENOENT) fail_errno("remove old", path_, errno);
       limits_->commit(options_.durable);
       records_->commit(options_.durable);
     }
-    if (stage_) stage_->upload(limits_ != nullptr);
     committed_ = true;
   });
 }

@@ -12,6 +12,14 @@
 // TAIL limits are kept in memory and spilled to an unnamed temporary file
 // past 1 MiB, so memory stays flat however many records are written.
 //
+// Object storage (s3://, gs://): the records stream to a storage::WriteObject
+// (S3 multipart upload / GCS resumable upload, parts sent as they fill), the
+// TAIL limits are appended at commit(), and SEPARATE limits stream to a second
+// upload that is completed after the records object. Nothing but the limits
+// spill (8 bytes a record, unnamed, under $TMPDIR) touches local disk; an
+// object appears only when its upload completes, and a writer that fails or
+// is destroyed uncommitted aborts its uploads (no object, no parts).
+//
 // Durable by default (WriterOptions::durable): commit() fsyncs the files
 // before renaming them and the folder after. To keep the fsync from adding the
 // whole disk write to the end, a durable writer starts writeback of what it
@@ -28,9 +36,9 @@
 #include <vector>
 
 #include "bag/format.hpp"
-#include "bag/remote_stage.hpp"
 #include "bag/zstd_codec.hpp"
 #include "base/file_io.hpp"
+#include "storage/object_store.hpp"
 
 namespace a2pack::bag {
 
@@ -47,7 +55,8 @@ class Writer {
   // options.workers threads; the records land in order.
   void write_batch(const uint8_t* data, const uint64_t* offsets, size_t n);
   // Hand buffered bytes to the operating system (still under the temporary
-  // names until commit).
+  // names until commit). Object storage: nothing to do (parts go up as they
+  // fill; an upload cannot be flushed without completing it).
   void flush();
   // Finish: write the limits, fsync, rename into place. Idempotent.
   void commit();
@@ -64,6 +73,9 @@ class Writer {
   void add_limit();
   void spill();
   void start_writeback();
+  void put_records(const void* data, size_t len);
+  void put_limits(const void* data, size_t len);
+  bool separate() const { return limits_ || remote_limits_; }
   template <typename F>
   void guarded(F&& f);
 
@@ -71,9 +83,10 @@ class Writer {
   WriterOptions options_;
   std::unique_ptr<ZstdCodec> codec_;
   std::vector<ZstdCompressor> cctx_;  // one per worker
-  std::unique_ptr<RemoteStage> stage_;  // s3:// / gs:// outputs (outlives the files in it)
   std::unique_ptr<AtomicFile> records_;
   std::unique_ptr<AtomicFile> limits_;  // SEPARATE placement
+  // s3:// / gs:// outputs instead of records_ / limits_ (SEPARATE: remote_limits_).
+  std::unique_ptr<storage::WriteObject> remote_records_, remote_limits_;
   std::vector<uint64_t> pending_;       // TAIL limits not yet spilled
   int spill_fd_ = -1;
   int sync_fd_ = -1;            // the records temp file, for early writeback

@@ -10,6 +10,7 @@
 #include "base/file_io.hpp"
 #include "base/worker_pool.hpp"
 #include "pack/json_number.hpp"
+#include "storage/object_store.hpp"
 
 namespace a2pack::pack {
 namespace {
@@ -172,7 +173,10 @@ JsonlSummary export_jsonl(const Reader& reader, const std::string& output, Jsonl
   const unsigned w = resolve_workers(workers);
   const uint64_t wave = 4 * uint64_t{w} + 4;
 
-  AtomicFile out(output);
+  // A local file (atomic rename at commit) or an object upload (s3://,
+  // gs://: parts sent as the waves are written; the object appears at
+  // commit; an exception aborts the upload when `out` goes).
+  std::unique_ptr<storage::WriteObject> out = storage::open_write(output, durable);
   JsonlSummary sum;
   std::vector<run::Run> scratch(w);
   std::vector<JsonBuf> bufs, writing;
@@ -218,7 +222,7 @@ JsonlSummary export_jsonl(const Reader& reader, const std::string& output, Jsonl
       std::swap(bufs, writing);
       writer = std::thread([&out, &writing, &write_error] {
         try {
-          for (auto& b : writing) out.write(b.data(), b.size());
+          for (auto& b : writing) out->write(b.data(), b.size());
         } catch (...) {
           write_error = std::current_exception();
         }
@@ -234,7 +238,7 @@ JsonlSummary export_jsonl(const Reader& reader, const std::string& output, Jsonl
     if (writer.joinable()) writer.join();
     throw;
   }
-  out.commit(durable);
+  out->commit();
   sum.runs = n;
   return sum;
 }

@@ -55,7 +55,8 @@ struct JsonlSummary {
 };
 
 // Export every entry to `output` (temporary name, then rename: never a
-// partial file under the final name). Entry CRCs are checked when `verify`;
+// partial file under the final name; s3:// and gs:// outputs are streamed
+// uploads that appear only when complete, storage/object_store.hpp). Entry CRCs are checked when `verify`;
 // the output is fsync'ed before the rename only when `durable`.
 JsonlSummary export_jsonl(const Reader& reader, const std::string& output, JsonlMode mode,
                           uint32_t workers, bool verify, const ProgressFn& progress,

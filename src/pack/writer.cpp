@@ -14,6 +14,7 @@
 #include "base/worker_pool.hpp"
 #include "pack/zstd_entry.hpp"
 #include "run/codec.hpp"
+#include "storage/head_first.hpp"
 
 namespace fs = std::filesystem;
 
@@ -142,6 +143,16 @@ Prepared prepare_file(const std::string& path, const WriterOptions& opts) {
 // ------------------------------------------------------------------ writer
 Writer::Writer(std::string path, WriterOptions opts) : path_(std::move(path)), opts_(opts) {
   check_options(opts_);
+  if (storage::is_remote(path_)) {
+    // s3:// / gs://: the payloads stream to the object and the header and
+    // index are put in front at finish() (storage/head_first.hpp), since an
+    // object cannot be patched in place. The layout is the local one's.
+    remote_ = std::make_unique<storage::HeadFirstWriter>(path_);
+    path_ = remote_->url();
+    if (opts_.expected_count)
+      data_start_ = align_up(kHeaderSize + kEntrySize * opts_.expected_count, opts_.align);
+    return;
+  }
   remove_stale_temps(path_);  // left by earlier writers of this pack that were killed
   if (opts_.expected_count) {
     out_ = std::make_unique<AtomicFile>(path_);
@@ -161,7 +172,9 @@ void Writer::check_open() const {
 }
 
 void Writer::write_data(const void* p, size_t n) {
-  if (out_)
+  if (remote_)
+    remote_->write(p, n);
+  else if (out_)
     out_->write(p, n);
   else
     spill_->write(p, n);
@@ -169,7 +182,9 @@ void Writer::write_data(const void* p, size_t n) {
 }
 
 void Writer::write_zeros_data(uint64_t n) {
-  if (out_)
+  if (remote_)
+    write_zeros(*remote_, n);
+  else if (out_)
     write_zeros(*out_, n);
   else
     write_zeros(*spill_, n);
@@ -178,7 +193,7 @@ void Writer::write_zeros_data(uint64_t n) {
 
 void Writer::append(const Prepared& p) {
   check_open();
-  if (out_ && entries_.size() >= opts_.expected_count)
+  if (opts_.expected_count && entries_.size() >= opts_.expected_count)
     fail(A2PACK_E_INVALID_ARGUMENT,
          "{}: the writer was opened for {} entries; open it with expected_count 0 (unknown) or "
          "a larger count to add more",
@@ -239,6 +254,7 @@ BuildSummary Writer::finish() {
   check_open();
   broken_ = true;
   const uint64_t count = entries_.size();
+  if (remote_) return finish_remote();
   std::unique_ptr<AtomicFile> staged;
   if (!out_) {
     // Staging mode: the count is known now; lay out header, index and pad in
@@ -279,6 +295,38 @@ BuildSummary Writer::finish() {
   finished_ = true;
   broken_ = false;
   spill_.reset();
+  return summary_;
+}
+
+// Object storage: the stats block and footer end the streamed body; the
+// header, index and padding up to the first payload go in front at commit.
+BuildSummary Writer::finish_remote() {
+  const uint64_t count = entries_.size();
+  if (!opts_.expected_count) data_start_ = align_up(kHeaderSize + kEntrySize * count, opts_.align);
+  std::vector<uint8_t> head(data_start_);
+  uint64_t data_end = 0;
+  for (uint64_t i = 0; i < count; ++i) {
+    Entry e = entries_[i];
+    e.offset += data_start_;
+    data_end = std::max(data_end, e.end());
+    encode_entry(e, head.data() + kHeaderSize + i * kEntrySize);
+  }
+  Footer f;
+  f.data_end = data_end;
+  f.index_crc = crc32c::compute(head.data() + kHeaderSize, kEntrySize * count);
+  f.stats_offset = data_start_ + rel_pos_;
+  std::string stats = encode_stats_block(summarize_lengths(lengths_));
+  remote_->write(stats.data(), stats.size());
+  uint8_t fb[kFooterSize];
+  encode_footer(f, fb);
+  remote_->write(fb, kFooterSize);
+  encode_header(Header{summary_.compressed_entries ? kVersionCompressed : kVersion, 0, count},
+                head.data());
+  remote_->commit(head.data(), head.size());
+  summary_.file_bytes = head.size() + remote_->body_bytes();
+  finished_ = true;
+  broken_ = false;
+  remote_.reset();
   return summary_;
 }
 

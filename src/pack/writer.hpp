@@ -10,6 +10,9 @@
 //  - otherwise payloads go to an unlinked temporary file in the output's
 //    folder and are copied once behind the index at finish().
 // Either way the pack appears under its name only when complete (AtomicFile).
+// An s3:// or gs:// output is one upload: payloads stream as they come, and
+// the header and index go in front at finish() (storage/head_first.hpp); the
+// object appears only then, and an unfinished writer aborts the upload.
 #pragma once
 
 #include <cstddef>
@@ -76,6 +79,11 @@ struct BuildSummary {
 using BadInputFn = std::function<void(const std::string& path, const Error& error)>;
 
 class SpillFile;
+}  // namespace a2pack::pack
+namespace a2pack::storage {
+class HeadFirstWriter;
+}  // namespace a2pack::storage
+namespace a2pack::pack {
 
 class Writer {
  public:
@@ -101,11 +109,13 @@ class Writer {
   void check_open() const;
   void write_data(const void* p, size_t n);
   void write_zeros_data(uint64_t n);
+  BuildSummary finish_remote();
 
   std::string path_;
   WriterOptions opts_;
   std::unique_ptr<AtomicFile> out_;     // direct mode
   std::unique_ptr<SpillFile> spill_;    // staging mode
+  std::unique_ptr<storage::HeadFirstWriter> remote_;  // s3:// / gs:// outputs
   uint64_t data_start_ = 0;             // direct mode: where payloads begin
   uint64_t rel_pos_ = 0;                // bytes of data region written so far
   std::vector<Entry> entries_;          // offsets relative to the data start

@@ -193,6 +193,10 @@ std::vector<uint8_t> ReadObject::read_all(uint64_t offset, size_t len) const {
 
 WriteObject::~WriteObject() = default;
 
+void WriteObject::commit_with_head(const void*, size_t) {
+  fail(A2PACK_E_INTERNAL, "{}: commit_with_head without a reserved first part", url_);
+}
+
 bool is_remote(const std::string& path) { return is_remote_path(path); }
 
 std::unique_ptr<ReadObject> open_read(const std::string& path) {

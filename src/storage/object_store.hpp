@@ -99,6 +99,15 @@ class WriteObject {
   virtual void abort() noexcept = 0;
   uint64_t bytes_written() const { return written_; }
 
+  // For formats whose first bytes are known only at the end (a pack's header
+  // and index precede its payloads); storage/head_first.hpp uses these.
+  // Backends that can upload parts out of order (S3 multipart) return true
+  // from reserve_first_part() (called before any write()): the first part's
+  // bytes are then kept back, and commit_with_head() uploads `head` followed
+  // by them as part 1 before completing. Others return false (the default).
+  virtual bool reserve_first_part() { return false; }
+  virtual void commit_with_head(const void* head, size_t len);
+
  protected:
   std::string url_;
   uint64_t written_ = 0;

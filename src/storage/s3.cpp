@@ -5,7 +5,9 @@
 // so a replaced object answers 412 and the read fails naming it. Writes:
 // multipart upload (parts of Settings::part_size, two in flight), completed
 // at commit(); small objects are one PUT at commit(). An abandoned or failed
-// writer aborts the multipart upload, which deletes its parts.
+// writer aborts the multipart upload, which deletes its parts. With
+// reserve_first_part() the first part waits for a head known only at the end
+// (object_store.hpp) and is sent last as part 1.
 //
 // Responses are XML; the few fields read (Code, Message, UploadId, Key,
 // NextContinuationToken) are picked out by tag below, which is simpler than
@@ -276,12 +278,58 @@ class S3Write final : public WriteObject {
       p += n;
       len -= n;
       written_ += n;
-      if (buf_.size() == part_size_) send_part();
+      if (buf_.size() == part_size_) {
+        if (hold_first_ && first_.empty()) {
+          first_ = std::move(buf_);  // part 1, sent with the head at commit
+          buf_ = std::vector<uint8_t>();
+          buf_.reserve(part_size_);
+        } else {
+          send_part();
+        }
+      }
     }
+  }
+
+  // Parts are numbered by the caller, so part 1 can be the last one sent:
+  // it is kept in memory (one part plus the head) until commit_with_head().
+  bool reserve_first_part() override {
+    if (written_ || hold_first_)
+      fail(A2PACK_E_INTERNAL, "{}: reserve_first_part after writing", url_);
+    hold_first_ = true;
+    etags_.emplace_back();  // part 1's slot; write() sends parts from 2 on
+    return true;
+  }
+
+  void commit_with_head(const void* head, size_t len) override {
+    if (committed_) return;
+    if (!hold_first_) WriteObject::commit_with_head(head, len);
+    check_usable();
+    const auto* h = static_cast<const uint8_t*>(head);
+    auto part1 = std::make_shared<std::vector<uint8_t>>(h, h + len);
+    part1->insert(part1->end(), first_.begin(), first_.end());
+    first_ = std::vector<uint8_t>();
+    written_ += len;
+    hold_first_ = false;
+    if (upload_id_.empty()) {
+      // No part sent yet: commit() PUTs head + body in one request.
+      part1->insert(part1->end(), buf_.begin(), buf_.end());
+      buf_ = std::move(*part1);
+    } else {
+      try {
+        // A whole part stands behind the head, so part 1 meets S3's
+        // minimum part size although it is sent last.
+        send_data(1, std::move(part1));
+      } catch (...) {
+        failed_ = true;
+        throw;
+      }
+    }
+    commit();
   }
 
   void commit() override {
     if (committed_) return;
+    if (hold_first_) return commit_with_head(nullptr, 0);
     check_usable();
     try {
       if (upload_id_.empty()) {
@@ -367,12 +415,23 @@ class S3Write final : public WriteObject {
   void send_part() {
     try {
       if (upload_id_.empty()) start();
-      wait_parts(1);
       const size_t number = etags_.size() + 1;
       etags_.emplace_back();
       auto data = std::make_shared<std::vector<uint8_t>>(std::move(buf_));
       buf_ = std::vector<uint8_t>();
       buf_.reserve(part_size_);
+      send_data(number, std::move(data));
+    } catch (...) {
+      failed_ = true;
+      throw;
+    }
+  }
+
+  // Upload `data` as part `number` (its slot in etags_ exists), at most two
+  // parts in flight.
+  void send_data(size_t number, std::shared_ptr<std::vector<uint8_t>> data) {
+    {
+      wait_parts(1);
       parts_.push_back(number);
       inflight_.emplace_back(number, std::async(std::launch::async, [this, data, number] {
         S3Client::Call c;
@@ -389,9 +448,6 @@ class S3Write final : public WriteObject {
         if (etag.empty()) fail(A2PACK_E_IO, "{}: part {}: the response has no ETag", url_, number);
         return etag;
       }));
-    } catch (...) {
-      failed_ = true;
-      throw;
     }
   }
 
@@ -413,6 +469,8 @@ class S3Write final : public WriteObject {
   std::vector<std::string> etags_;  // filled as parts finish (by wait_parts, on this thread)
   std::deque<std::pair<size_t, std::future<std::string>>> inflight_;
   bool committed_ = false, failed_ = false, aborted_ = false;
+  bool hold_first_ = false;     // reserve_first_part(): part 1 waits for the head
+  std::vector<uint8_t> first_;  // its body bytes (one part) meanwhile
 };
 
 }  // namespace
