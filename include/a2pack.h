@@ -769,6 +769,48 @@ A2PACK_API a2pack_status a2pack_dataset_append(const char *dataset_dir, const ch
                                                const a2pack_dataset_build_options *opts,
                                                a2pack_dataset_build_result *result);
 
+/* One run of a2pack_dataset_build_from_rows: its row of metadata.db's `runs`
+ * table (FORMATS.md §5) but for id and first_step_idx, which the call
+ * numbers. An element of an array, so this layout never changes. */
+typedef struct a2pack_dataset_run_record {
+  uint64_t num_steps;   /* its rows, 0..65536 */
+  int64_t max_score;
+  int64_t highest_tile;
+  int64_t start_time;   /* unix seconds */
+  double elapsed_s;
+  const char *engine;   /* UTF-8, NUL-terminated; NULL: none (SQL NULL) */
+} a2pack_dataset_run_record;
+
+typedef struct a2pack_dataset_rows_options {
+  size_t size;               /* sizeof(a2pack_dataset_rows_options) */
+  int32_t overwrite;         /* as a2pack_dataset_build_options.overwrite (default 0) */
+  int64_t lock_timeout_ms;   /* as a2pack_dataset_build_options (default 60000) */
+  const char *source_input;  /* manifest.json's sources[0].input; NULL (default): "rows" */
+  const char *source_kind;   /* its kind ("dir", "pack", ...); NULL (default): "rows" */
+} a2pack_dataset_rows_options;
+
+A2PACK_API void a2pack_dataset_rows_options_init(a2pack_dataset_rows_options *opts);
+
+/* Build a dataset in `out_dir` from rows computed elsewhere (by distributed
+ * workers, e.g. a2pack.beam's BuildDataset): `rows` holds n_rows 32-byte rows
+ * (the row layout above), run i's runs[i].num_steps rows in turn, with run_id
+ * i and step_index 0, 1, ...; runs[i] is run i's metadata. The folder is
+ * written exactly as a2pack_dataset_build writes it (same code: steps.npy,
+ * metadata.db and manifest.json are byte-identical to a build of the same runs
+ * in the same order, given the same source_input/source_kind and time stamp,
+ * see SOURCE_DATE_EPOCH in docs/dataset.md), under a temporary sibling name
+ * renamed into place. Checked before anything is written: rows whose run_id or
+ * step_index disagree with the runs' num_steps, a num_steps above 65536, or
+ * counts that do not add up are A2PACK_E_INVALID_ARGUMENT naming the row or
+ * run. `rows` and `runs` are read during the call only (the caller keeps
+ * ownership). Any thread; `opts` and `result` may be NULL. */
+A2PACK_API a2pack_status a2pack_dataset_build_from_rows(const char *out_dir, const void *rows,
+                                                        uint64_t n_rows,
+                                                        const a2pack_dataset_run_record *runs,
+                                                        uint64_t n_runs,
+                                                        const a2pack_dataset_rows_options *opts,
+                                                        a2pack_dataset_build_result *result);
+
 enum a2pack_dataset_verify_flags {
   /* First bring an interrupted append back to the committed state: remove
    * temporary files, and the uncommitted runs and rows of a2pack's own
@@ -974,6 +1016,12 @@ typedef struct a2pack_dataset_api {
   a2pack_status (*sampler_set_epoch)(a2pack_dataset_sampler *, uint64_t);
   size_t (*sampler_batch_count)(const a2pack_dataset_sampler *);
   a2pack_status (*sampler_batch)(const a2pack_dataset_sampler *, size_t, int64_t *, size_t *);
+  /* added later */
+  void (*rows_options_init)(a2pack_dataset_rows_options *);
+  a2pack_status (*build_from_rows)(const char *, const void *, uint64_t,
+                                   const a2pack_dataset_run_record *, uint64_t,
+                                   const a2pack_dataset_rows_options *,
+                                   a2pack_dataset_build_result *);
 } a2pack_dataset_api;
 
 /* (end of section dataset) */

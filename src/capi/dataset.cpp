@@ -4,7 +4,9 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <climits>
 #include <memory>
+#include <vector>
 
 #include "capi/api_table.hpp"
 #include "capi/common.hpp"
@@ -195,6 +197,43 @@ A2PACK_EXPORT a2pack_status a2pack_dataset_append(const char* dataset_dir, const
     auto o = convert(opts);
     auto src = open_input(input);
     fill_result(result, dataset::append(*src, dataset_dir, o));
+  });
+}
+
+A2PACK_EXPORT void a2pack_dataset_rows_options_init(a2pack_dataset_rows_options* o) {
+  if (!o) return;
+  *o = a2pack_dataset_rows_options{};
+  o->size = sizeof *o;
+  o->lock_timeout_ms = 60000;
+}
+
+A2PACK_EXPORT a2pack_status a2pack_dataset_build_from_rows(
+    const char* out_dir, const void* rows, uint64_t n_rows, const a2pack_dataset_run_record* runs,
+    uint64_t n_runs, const a2pack_dataset_rows_options* opts,
+    a2pack_dataset_build_result* result) {
+  return guard([&] {
+    require(out_dir, "out_dir");
+    if (n_runs) require(runs, "runs");
+    auto o = capi::read_options(opts, a2pack_dataset_rows_options_init);
+    dataset::BuildOptions b;
+    b.overwrite = o.overwrite != 0;
+    b.lock_timeout_ms = o.lock_timeout_ms;
+    std::vector<dataset::RunRow> meta(n_runs);
+    for (uint64_t i = 0; i < n_runs; ++i) {
+      const a2pack_dataset_run_record& r = runs[i];
+      if (r.num_steps > static_cast<uint64_t>(INT64_MAX))
+        fail(A2PACK_E_INVALID_ARGUMENT, "run {}: num_steps {} is too large", i, r.num_steps);
+      meta[i].num_steps = static_cast<int64_t>(r.num_steps);
+      meta[i].max_score = r.max_score;
+      meta[i].highest_tile = r.highest_tile;
+      meta[i].start_time = r.start_time;
+      meta[i].elapsed_s = r.elapsed_s;
+      if (r.engine) meta[i].engine = std::string(r.engine);
+    }
+    fill_result(result, dataset::build_from_rows(
+                            static_cast<const uint8_t*>(rows), n_rows, std::move(meta),
+                            o.source_input ? o.source_input : "rows",
+                            o.source_kind ? o.source_kind : "rows", out_dir, b));
   });
 }
 
@@ -451,6 +490,8 @@ const a2pack_dataset_api* dataset_api_table() {
       a2pack_dataset_sampler_set_epoch,
       a2pack_dataset_sampler_batch_count,
       a2pack_dataset_sampler_batch,
+      a2pack_dataset_rows_options_init,
+      a2pack_dataset_build_from_rows,
   };
   return &table;
 }

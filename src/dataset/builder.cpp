@@ -11,6 +11,8 @@
 #include <cstdlib>
 #include <exception>
 #include <filesystem>
+#include <cstring>
+#include <functional>
 #include <optional>
 
 #include "base/crc32c.hpp"
@@ -440,9 +442,13 @@ void install_dir(const std::string& tmp, const std::string& out, bool replace,
   fs::remove_all(old, ec);
 }
 
-}  // namespace
-
-BuildResult build(const RunSource& src, const std::string& out_dir, const BuildOptions& o) {
+// Write the dataset folder `out_dir` whose rows `fill` streams into steps.npy
+// (after the header), atomically: a temporary sibling folder renamed into
+// place. `build` and `build_from_rows` differ only in `fill`, so the files
+// they write cannot drift apart.
+BuildResult build_folder(const std::string& out_dir, const BuildOptions& o,
+                         const std::string& input, const std::string& kind,
+                         const std::function<StreamResult(TempFile&)>& fill) {
   const std::string out = strip_slashes(out_dir);
   if (out.empty()) fail(A2PACK_E_INVALID_ARGUMENT, "the output folder name is empty");
   struct stat st;
@@ -479,7 +485,7 @@ BuildResult build(const RunSource& src, const std::string& out_dir, const BuildO
       TempFile steps(tmp + "/steps.npy");
       std::string hdr = npy_header(0);
       steps.write(hdr.data(), hdr.size());
-      res = stream_rows(src, steps, 0, 0, 0, o, "build:rows-partial");
+      res = fill(steps);
       hdr = npy_header(res.rows);
       steps.pwrite(hdr.data(), hdr.size(), 0);
       steps.sync();
@@ -501,7 +507,7 @@ BuildResult build(const RunSource& src, const std::string& out_dir, const BuildO
     m.steps_crc32c = res.crc;
     m.created_utc = m.updated_utc = utc_now();
     m.generator = generator_name();
-    m.sources.push_back({src.input(), src.kind(), m.runs, m.rows, 0, m.created_utc});
+    m.sources.push_back({input, kind, m.runs, m.rows, 0, m.created_utc});
     write_manifest(tmp, m, "build:manifest-synced");
     fsync_dir(tmp);
     crash_point("build:before-install");
@@ -515,6 +521,70 @@ BuildResult build(const RunSource& src, const std::string& out_dir, const BuildO
     fs::remove_all(tmp, ec);
     throw;
   }
+}
+
+}  // namespace
+
+BuildResult build(const RunSource& src, const std::string& out_dir, const BuildOptions& o) {
+  return build_folder(out_dir, o, src.input(), src.kind(), [&](TempFile& steps) {
+    return stream_rows(src, steps, 0, 0, 0, o, "build:rows-partial");
+  });
+}
+
+BuildResult build_from_rows(const uint8_t* rows, uint64_t n_rows, std::vector<RunRow> runs,
+                            const std::string& input, const std::string& kind,
+                            const std::string& out_dir, const BuildOptions& o) {
+  if (n_rows && !rows) fail(A2PACK_E_INVALID_ARGUMENT, "rows is NULL but n_rows is {}", n_rows);
+  if (runs.size() > (uint64_t{1} << 32))
+    fail(A2PACK_E_UNSUPPORTED, "{} runs exceed the u32 run_id of a row", runs.size());
+  // The rows must be the runs' rows, in order: run i's num_steps rows, with
+  // run_id i and step_index 0, 1, ... (the caller computed them; a mismatch
+  // would be a dataset whose rows and metadata.db disagree).
+  uint64_t row = 0;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    RunRow& r = runs[i];
+    if (r.num_steps < 0 || static_cast<uint64_t>(r.num_steps) > kMaxRunSteps)
+      fail(A2PACK_E_INVALID_ARGUMENT,
+           "run {}: num_steps {} is outside 0..{} (a row's step_index is a u16)", i, r.num_steps,
+           kMaxRunSteps);
+    const auto ns = static_cast<uint64_t>(r.num_steps);
+    if (ns > n_rows - row)
+      fail(A2PACK_E_INVALID_ARGUMENT,
+           "run {}: its {} steps end past the {} rows given (the runs' num_steps add up to more "
+           "rows than n_rows)",
+           i, ns, n_rows);
+    for (uint64_t s = 0; s < ns; ++s) {
+      const uint8_t* p = rows + (row + s) * kRowBytes;
+      uint32_t rid;
+      uint16_t si;
+      std::memcpy(&rid, p + kOffRunId, sizeof rid);
+      std::memcpy(&si, p + kOffStepIndex, sizeof si);
+      if (rid != i || si != static_cast<uint16_t>(s))
+        fail(A2PACK_E_INVALID_ARGUMENT,
+             "row {}: run_id {} step_index {}, but it is step {} of run {} by the runs' "
+             "num_steps",
+             row + s, rid, si, s, i);
+    }
+    r.id = static_cast<int64_t>(i);
+    r.first_step_idx = static_cast<int64_t>(row);
+    row += ns;
+  }
+  if (row != n_rows)
+    fail(A2PACK_E_INVALID_ARGUMENT,
+         "{} rows given, but the runs' num_steps add up to {}", n_rows, row);
+  return build_folder(out_dir, o, input, kind, [&](TempFile& steps) {
+    StreamResult res;
+    // In slices of 32 MiB, each CRC'd while still in cache.
+    constexpr uint64_t kSlice = uint64_t{1} << 20;  // rows
+    for (uint64_t a = 0; a < n_rows; a += kSlice) {
+      const uint64_t k = std::min(kSlice, n_rows - a);
+      steps.write(rows + a * kRowBytes, k * kRowBytes);
+      res.crc = crc32c::extend(res.crc, rows + a * kRowBytes, k * kRowBytes);
+    }
+    res.rows = n_rows;
+    res.runs = std::move(runs);
+    return res;
+  });
 }
 
 BuildResult append(const RunSource& src, const std::string& dir_in, const BuildOptions& o) {

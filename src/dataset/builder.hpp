@@ -23,6 +23,7 @@
 #include "a2pack.h"
 
 #include "dataset/manifest.hpp"
+#include "dataset/metadata.hpp"
 #include "dataset/source.hpp"
 
 namespace a2pack::dataset {
@@ -61,6 +62,16 @@ struct BuildResult {
 // RENAME_EXCHANGE when out_dir exists and `overwrite` is set). On any error the
 // temporary folder is removed and out_dir is untouched.
 BuildResult build(const RunSource& src, const std::string& out_dir, const BuildOptions& opts);
+
+// Build `out_dir` as `build` does, from rows and runs computed elsewhere (by
+// distributed workers): `rows` holds n_rows 32-byte rows, run i's num_steps
+// rows in turn with run_id i and step_index 0, 1, ... (checked: a mismatch is
+// INVALID_ARGUMENT naming the row); `runs[i]` is run i's metadata.db row (its
+// id and first_step_idx are set here). `input` and `kind` are the manifest's
+// source. Same files, byte for byte, as `build` of the same runs.
+BuildResult build_from_rows(const uint8_t* rows, uint64_t n_rows, std::vector<RunRow> runs,
+                            const std::string& input, const std::string& kind,
+                            const std::string& out_dir, const BuildOptions& opts);
 
 // Append the runs of `src` to the dataset in `dir` (see the protocol above).
 // Takes an exclusive lock on the folder; runs recover() first. A dataset the

@@ -2,7 +2,9 @@
 
 #include <sys/stat.h>
 
+#include <cctype>
 #include <cerrno>
+#include <cstdlib>
 #include <ctime>
 
 #include <nlohmann/json.hpp>
@@ -17,6 +19,20 @@ using nlohmann::json;
 
 std::string utc_now() {
   std::time_t t = std::time(nullptr);
+  // Reproducible builds (reproducible-builds.org/specs/source-date-epoch):
+  // with SOURCE_DATE_EPOCH set, the time written is that one, so two builds
+  // of the same runs (the CLI's and a2pack.beam's) are identical files.
+  if (const char* sde = std::getenv("SOURCE_DATE_EPOCH"); sde && *sde) {
+    char* end = nullptr;
+    errno = 0;
+    long long v = std::strtoll(sde, &end, 10);
+    if (*end != '\0' || errno != 0 || v < 0 || !std::isdigit(static_cast<unsigned char>(*sde)))
+      fail(A2PACK_E_INVALID_ARGUMENT,
+           "SOURCE_DATE_EPOCH=\"{}\": not a count of seconds since 1970 (unset it, or give an "
+           "integer)",
+           std::string(sde));
+    t = static_cast<std::time_t>(v);
+  }
   std::tm tm{};
   gmtime_r(&t, &tm);
   char buf[32];

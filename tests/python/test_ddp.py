@@ -107,6 +107,48 @@ def test_rank_shard_reads_only_its_rows(data):
     assert sum(len(b) for b in sampler) == max(shard.counts)
 
 
+def _damage(ds, row, offset, value):
+    """Overwrite byte `offset` of row `row` of ds/steps.npy."""
+    steps = ds / "steps.npy"
+    header = steps.stat().st_size - 32 * len(a2pack.Dataset(ds, verify=False))
+    with open(steps, "r+b") as f:
+        f.seek(header + 32 * row + offset)
+        f.write(bytes([value]))
+
+
+@pytest.mark.parametrize("field,offset,value,message", [
+    ("move", 8, 9, r"move 9 is not 0\.\.3"),
+    ("ev_legal", 9, 0x30, r"ev_legal 0x30 has bits above"),
+    ("ev_values", 13, 0x7F, r"ev_values .* not all in \[0, 1\]"),  # a float's top byte
+    ("run_id", 26, 0x55, r"run_id \d+ inside a run whose rows carry run_id"),
+    ("step_index", 30, 77, r"step_index 77 follows"),
+    ("board", 3, 0x5A, None),  # any u64 is a board: only the CRC sees this
+])
+def test_rank_shard_checks_its_rows(data, tmp_path, field, offset, value, message):
+    """A damaged row in a rank's range is an error naming steps.npy and the
+    row; the other rank (whose rows are sound) opens; verify='crc' finds any
+    damage, a board's too, from any rank through the manifest's CRC."""
+    import shutil
+    ds = tmp_path / "ds"
+    shutil.copytree(data / "ds", ds)
+    good = torch_data.RankShard(ds, rank=1, num_replicas=2)
+    row = int(good.indices[len(good.indices) // 2])
+    while a2pack.Dataset(ds).steps["step_index"][row] < 2:  # inside a run, not at its ends
+        row += 1
+    _damage(ds, row, offset, value)
+    if message is None:
+        torch_data.RankShard(ds, rank=1, num_replicas=2)  # the rules cannot see it
+        with pytest.raises(a2pack.ChecksumError, match=r"steps\.npy"):
+            torch_data.RankShard(ds, rank=1, num_replicas=2, verify="crc")
+    else:
+        with pytest.raises(a2pack.CorruptError, match=rf"steps\.npy: row {row} .*{message}"):
+            torch_data.RankShard(ds, rank=1, num_replicas=2)
+    torch_data.RankShard(ds, rank=0, num_replicas=2)  # its rows are intact
+    with pytest.raises(a2pack.ChecksumError):
+        torch_data.RankShard(ds, rank=0, num_replicas=2, verify="crc")
+    torch_data.RankShard(ds, rank=1, num_replicas=2, verify=False)  # asked not to check
+
+
 def test_every_object_pickles(data):
     objs = EveryObject(data / "ds", data / "runs.a2pack", str(data / "recs.bagz"))
     copy = pickle.loads(pickle.dumps(objs))

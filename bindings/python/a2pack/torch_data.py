@@ -276,8 +276,23 @@ class RankShard:
     rows: the folder is memory-mapped (only pages this rank touches are ever
     read) and the rank owns the whole runs whose first row falls in its
     contiguous slice of the rows, so shards are disjoint, complete and
-    run-aligned. The manifest CRC covers all rows, so it is not checked here
-    (``verify_dataset`` checks a folder completely).
+    run-aligned.
+
+    ``verify`` (default ``"rows"``): what the rank can check of its own rows
+    without reading the others'. The manifest holds one CRC32C over all the
+    rows, so a CRC check cannot be confined to one rank; instead each row of
+    the shard is checked (numpy, one pass over the rank's rows) against the
+    rules every step row obeys, and the first one that breaks a rule is a
+    :class:`~a2pack.CorruptError` naming steps.npy, the row and the rule:
+    move 0..3, ev_legal within 0..15, ev_values in [0, 1], 0 for illegal
+    moves and 1.0 for a legal chosen move, step_index 0 at the shard's first
+    row and then 0 (a new run) or one more than the row before, one run_id
+    per run, and as many runs starting in the shard as metadata.db records
+    there. A board is any 64-bit value to the format, so damage to a board
+    is found only by the CRC: ``"crc"`` adds the manifest's CRC over every
+    row (the full open's check, streamed over the mapping by the library
+    with all cores; it reads the other ranks' rows once, without keeping
+    them). ``False``: no check.
 
     ``indices``: this rank's step indices (a contiguous range); ``counts``:
     every rank's row count; ``sampler(...)``: an :class:`EpochBatchSampler`
@@ -288,10 +303,14 @@ class RankShard:
     """
 
     def __init__(self, path: Union[str, os.PathLike[str]], rank: Optional[int] = None,
-                 num_replicas: Optional[int] = None) -> None:
+                 num_replicas: Optional[int] = None, *,
+                 verify: Union[bool, str] = "rows") -> None:
+        if verify not in (True, False, "rows", "crc"):
+            raise ValueError(f"verify={verify!r}: expected 'rows', 'crc' or False")
         self.rank, self.num_replicas = rank_and_world(rank, num_replicas)
         self.path = os.fspath(path)
-        self.dataset = Dataset(self.path, mmap=True, verify=False)
+        self._verify = verify
+        self.dataset = Dataset(self.path, mmap=True, verify=verify == "crc")
         n, w = len(self.dataset), self.num_replicas
         # Rank r owns the runs that start in [ceil(r*n/w), ceil((r+1)*n/w)),
         # so its rows are [bounds[r], bounds[r+1]). A run starts where
@@ -312,6 +331,8 @@ class RankShard:
         self.bounds = bounds
         self.indices = np.arange(bounds[self.rank], bounds[self.rank + 1], dtype=np.int64)
         self.counts = [bounds[r + 1] - bounds[r] for r in range(w)]
+        if verify:
+            _check_rows(self.dataset, bounds[self.rank], bounds[self.rank + 1])
 
     def __len__(self) -> int:
         return int(self.indices.size)
@@ -324,8 +345,73 @@ class RankShard:
             idx = np.resize(idx, target) if target != idx.size else idx
         return EpochBatchSampler(idx, batch_size=batch_size, seed=seed + self.rank)
 
-    def __reduce__(self) -> Tuple[Type[RankShard], Tuple[str, int, int]]:
-        return (RankShard, (self.path, self.rank, self.num_replicas))
+    def __reduce__(self) -> Tuple[Callable[..., RankShard], Tuple[str, int, int, Union[bool, str]]]:
+        return (_reopen_shard, (self.path, self.rank, self.num_replicas, self._verify))
+
+
+def _reopen_shard(path: str, rank: int, num_replicas: int, verify: Union[bool, str]) -> RankShard:
+    return RankShard(path, rank, num_replicas, verify=verify)
+
+
+def _check_rows(ds: Dataset, a: int, b: int) -> None:
+    """Check rows [a, b) of `ds` (whole runs) against the rules of a step row
+    (RankShard's docstring); CorruptError naming the first bad row. Works in
+    slices of 1 << 20 rows (plus the row before each, for the along-a-run
+    rules) so the temporaries stay small."""
+    from .errors import CorruptError
+    steps = ds.steps
+    where = f"{ds.path}/steps.npy"
+    slice_rows = 1 << 20
+    for lo in range(a, b, slice_rows):
+        hi = min(lo + slice_rows, b)
+        r = steps[lo:hi]
+        move = r["move"].astype(np.int64)
+        legal = r["ev_legal"].astype(np.int64)
+        ev = r["ev_values"]
+        si = r["step_index"].astype(np.int64)
+        rid = r["run_id"].astype(np.int64)
+        bits = ((legal[:, None] >> np.arange(4)) & 1).astype(bool)
+        chosen_legal = bits[np.arange(len(r)), np.minimum(move, 3)]
+        chosen_value = ev[np.arange(len(r)), np.minimum(move, 3)]
+        prev = steps[lo - 1] if lo > a else None
+        p_si = np.concatenate(([-1 if prev is None else int(prev["step_index"])], si[:-1]))
+        p_rid = np.concatenate(([-1 if prev is None else int(prev["run_id"])], rid[:-1]))
+        cont = si != 0  # the row continues the run of the row before
+        rules = (
+            (move > 3, lambda i: f"move {move[i]} is not 0..3"),
+            (legal > 15, lambda i: f"ev_legal {legal[i]:#x} has bits above the four moves"),
+            (~np.isfinite(ev).all(axis=1) | (ev < 0).any(axis=1) | (ev > 1).any(axis=1),
+             lambda i: f"ev_values {ev[i].tolist()} are not all in [0, 1]"),
+            ((~bits & (ev != 0)).any(axis=1),
+             lambda i: f"ev_values {ev[i].tolist()} give a value to a move ev_legal "
+                       f"{legal[i]:#x} marks illegal"),
+            (chosen_legal & (chosen_value != 1.0),
+             lambda i: f"the chosen move {move[i]} is legal but its ev_value is "
+                       f"{chosen_value[i]}, not 1.0"),
+            (cont & (si != p_si + 1),
+             lambda i: f"step_index {si[i]} follows step_index {p_si[i]} (expected "
+                       f"{p_si[i] + 1}, or 0 where a run starts)"),
+            (cont & (rid != p_rid),
+             lambda i: f"run_id {rid[i]} inside a run whose rows carry run_id {p_rid[i]}"),
+        )
+        if lo == a and len(r) and si[0] != 0:
+            raise CorruptError(f"{where}: row {a}: step_index {si[0]} where a run starts "
+                               "(the shard's first row)")
+        first_bad = None
+        for bad, say in rules:
+            hit = np.flatnonzero(bad)
+            if hit.size and (first_bad is None or hit[0] < first_bad[0]):
+                first_bad = (int(hit[0]), say)
+        if first_bad is not None:
+            i, say = first_bad
+            raise CorruptError(f"{where}: row {lo + i} (step_index {si[i]}, run_id {rid[i]}; "
+                               f"this rank's rows are {a}..{b - 1}): {say(i)}")
+    # Runs starting in the shard: as many as metadata.db records there.
+    starts = int(np.count_nonzero(steps["step_index"][a:b] == 0))
+    recorded = len(ds.run_ids("first_step_idx >= ? AND first_step_idx < ?", (a, b)))
+    if starts != recorded:
+        raise CorruptError(f"{where}: rows {a}..{b - 1} start {starts} runs (step_index 0), "
+                           f"but metadata.db records {recorded} runs starting there")
 
 
 class PackRuns:

@@ -305,6 +305,25 @@ struct a2pack_dataset_build_result
     runs_adopted::UInt64  # uint64_t runs_adopted
 end
 
+# a2pack_dataset_run_record
+struct a2pack_dataset_run_record
+    num_steps::UInt64  # uint64_t num_steps
+    max_score::Int64  # int64_t max_score
+    highest_tile::Int64  # int64_t highest_tile
+    start_time::Int64  # int64_t start_time
+    elapsed_s::Cdouble  # double elapsed_s
+    engine::Ptr{Cchar}  # const char *engine
+end
+
+# a2pack_dataset_rows_options
+struct a2pack_dataset_rows_options
+    size::Csize_t  # size_t size
+    overwrite::Int32  # int32_t overwrite
+    lock_timeout_ms::Int64  # int64_t lock_timeout_ms
+    source_input::Ptr{Cchar}  # const char *source_input
+    source_kind::Ptr{Cchar}  # const char *source_kind
+end
+
 # enum a2pack_dataset_verify_flags
 const a2pack_dataset_verify_flags = Cuint
 const A2PACK_DATASET_VERIFY_REPAIR = a2pack_dataset_verify_flags(1)
@@ -386,6 +405,8 @@ struct a2pack_dataset_api
     sampler_set_epoch::Ptr{Cvoid}  # a2pack_status (*sampler_set_epoch)(a2pack_dataset_sampler *arg1, uint64_t arg2)
     sampler_batch_count::Ptr{Cvoid}  # size_t (*sampler_batch_count)(const a2pack_dataset_sampler *arg1)
     sampler_batch::Ptr{Cvoid}  # a2pack_status (*sampler_batch)(const a2pack_dataset_sampler *arg1, size_t arg2, int64_t *arg3, size_t *arg4)
+    rows_options_init::Ptr{Cvoid}  # void (*rows_options_init)(a2pack_dataset_rows_options *arg1)
+    build_from_rows::Ptr{Cvoid}  # a2pack_status (*build_from_rows)(const char *arg1, const void *arg2, uint64_t arg3, const a2pack_dataset_run_record *arg4, uint64_t arg5, const a2pack_dataset_rows_options *arg6, a2pack_dataset_build_result *arg7)
 end
 
 # a2pack_bag_compression
@@ -791,6 +812,8 @@ const _fp_a2pack_pack_dir = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_dataset_build_options_init = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_dataset_build = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_dataset_append = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_a2pack_dataset_rows_options_init = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_a2pack_dataset_build_from_rows = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_dataset_verify = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_dataset_open_options_init = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_dataset_open = Ref{Ptr{Cvoid}}(C_NULL)
@@ -933,6 +956,8 @@ const SYMBOLS = (
     (:a2pack_dataset_build_options_init, _fp_a2pack_dataset_build_options_init),
     (:a2pack_dataset_build, _fp_a2pack_dataset_build),
     (:a2pack_dataset_append, _fp_a2pack_dataset_append),
+    (:a2pack_dataset_rows_options_init, _fp_a2pack_dataset_rows_options_init),
+    (:a2pack_dataset_build_from_rows, _fp_a2pack_dataset_build_from_rows),
     (:a2pack_dataset_verify, _fp_a2pack_dataset_verify),
     (:a2pack_dataset_open_options_init, _fp_a2pack_dataset_open_options_init),
     (:a2pack_dataset_open, _fp_a2pack_dataset_open),
@@ -1362,6 +1387,16 @@ end
 # a2pack_status a2pack_dataset_append(const char *dataset_dir, const char *input, const a2pack_dataset_build_options *opts, a2pack_dataset_build_result *result)
 function a2pack_dataset_append(dataset_dir, input, opts, result)
     @ccall $(_fp_a2pack_dataset_append[])(dataset_dir::Ptr{Cchar}, input::Ptr{Cchar}, opts::Ptr{a2pack_dataset_build_options}, result::Ptr{a2pack_dataset_build_result})::a2pack_status
+end
+
+# void a2pack_dataset_rows_options_init(a2pack_dataset_rows_options *opts)
+function a2pack_dataset_rows_options_init(opts)
+    @ccall $(_fp_a2pack_dataset_rows_options_init[])(opts::Ptr{a2pack_dataset_rows_options})::Cvoid
+end
+
+# a2pack_status a2pack_dataset_build_from_rows(const char *out_dir, const void *rows, uint64_t n_rows, const a2pack_dataset_run_record *runs, uint64_t n_runs, const a2pack_dataset_rows_options *opts, a2pack_dataset_build_result *result)
+function a2pack_dataset_build_from_rows(out_dir, rows, n_rows, runs, n_runs, opts, result)
+    @ccall $(_fp_a2pack_dataset_build_from_rows[])(out_dir::Ptr{Cchar}, rows::Ptr{Cvoid}, n_rows::UInt64, runs::Ptr{a2pack_dataset_run_record}, n_runs::UInt64, opts::Ptr{a2pack_dataset_rows_options}, result::Ptr{a2pack_dataset_build_result})::a2pack_status
 end
 
 # a2pack_status a2pack_dataset_verify(const char *dataset_dir, uint32_t flags, uint32_t workers, char **out_report_json)
