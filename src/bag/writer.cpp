@@ -251,8 +251,11 @@ void Writer::commit() {
       else
         records_->commit(options_.durable);
     } else if (remote_records_) {
-      // The records object first, then its limits: a reader that finds the
-      // new limits finds the new records beside them.
+      // As locally, never a mismatched pair: the old limits object goes
+      // first, then the records object is completed, then its limits. An
+      // interruption in between leaves records without limits (an error
+      // when read), never new records read through old limits.
+      storage::remove(limits_path(path_));
       remote_records_->commit();
       remote_limits_->commit();
     } else {

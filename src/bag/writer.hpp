@@ -14,20 +14,12 @@
 //
 // Object storage (s3://, gs://): the records stream to a storage::WriteObject
 // (S3 multipart upload / GCS resumable upload, parts sent as they fill), the
-// TAIL limits are appended at commit(), and SEPARATE limits stream to a second
-// upload that is completed after the records object. Nothing but the limits
-// spill (8 bytes a record, unnamed, under $TMPDIR) touches local disk; an
-// object appears only when its upload completes, and a writer that fails or
-// is destroyed uncommitted aborts its uploads (no object, no parts).
-//
-// Durable by default (WriterOptions::durable): commit() fsyncs the files
-// before renaming them and the folder after. To keep the fsync from adding the
-// whole disk write to the end, a durable writer starts writeback of what it
-// has written every 8 MiB (sync_file_range, asynchronous), so the disk works
-// while the caller is still producing records. With durable = false the
-// writer behaves like bagz's (no fsync, no early writeback: the kernel writes
-// the pages back when it likes); the rename still comes last, so the file
-// appears only when complete.
+// TAIL limits are appended at commit(), and SEPARATE limits stream to a
+// second upload: commit() deletes the old limits object, completes the
+// records upload, then the limits upload. Nothing but the limits spill
+// (8 bytes a record, unnamed, under $TMPDIR) touches local disk; an object
+// appears only when its upload completes, and a writer that fails or is
+// destroyed uncommitted aborts its uploads (no object, no parts).
 #pragma once
 
 #include <cstdint>

@@ -230,6 +230,15 @@ class GcsWrite final : public WriteObject {
 std::unique_ptr<ReadObject> gcs_open_read(const ParsedPath& p) { return std::make_unique<GcsRead>(p); }
 std::unique_ptr<WriteObject> gcs_open_write(const ParsedPath& p) { return std::make_unique<GcsWrite>(p); }
 
+void gcs_remove(const ParsedPath& p) {
+  const std::string label = p.url();
+  HttpRequest req;
+  req.method = "DELETE";
+  req.url = gcs_auth().endpoint + "/storage/v1/b/" + url_encode(p.bucket, false) + "/o/" + url_encode(p.key, false);
+  HttpResponse r = http_call(req, authorize(), label);
+  if (r.status != 204 && r.status != 200 && r.status != 404) fail_response(label, "deleting", r);
+}
+
 std::vector<std::string> gcs_list(const ParsedPath& p) {
   const std::string endpoint = gcs_auth().endpoint, label = p.url();
   std::vector<std::string> names;

@@ -4,8 +4,10 @@
 // common interface.)
 #include <dirent.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 
 #include <fmt/format.h>
 
@@ -58,6 +60,10 @@ std::unique_ptr<ReadObject> local_open_read(const std::string& path) {
 
 std::unique_ptr<WriteObject> local_open_write(const std::string& path, bool durable) {
   return std::make_unique<LocalWrite>(path, durable);
+}
+
+void local_remove(const std::string& path) {
+  if (::unlink(path.c_str()) != 0 && errno != ENOENT) fail_errno("remove", path, errno);
 }
 
 std::vector<std::string> local_list(const std::string& prefix) {

@@ -217,6 +217,15 @@ std::unique_ptr<WriteObject> open_write(const std::string& path, bool durable) {
   }
 }
 
+void remove(const std::string& path) {
+  ParsedPath p = parse_path(path);
+  switch (p.scheme) {
+    case PathScheme::s3: return s3_remove(p);
+    case PathScheme::gs: return gcs_remove(p);
+    default: return local_remove(p.local);
+  }
+}
+
 std::vector<std::string> list(const std::string& prefix_path) {
   ParsedPath p = parse_path(prefix_path);
   std::vector<std::string> keys;

@@ -117,6 +117,9 @@ class WriteObject {
 std::unique_ptr<ReadObject> open_read(const std::string& path);
 // Open a writer; `durable` applies to local files (fsync before rename).
 std::unique_ptr<WriteObject> open_write(const std::string& path, bool durable = true);
+// Delete an object (or local file); one that does not exist is no error.
+// Writers use it only on their own outputs (bag/writer.hpp).
+void remove(const std::string& path);
 // Full paths ("s3://b/k" ... or local paths) of the objects whose names begin
 // with `prefix_path`, sorted. Local: the files in the prefix's folder whose
 // names begin with its last component.

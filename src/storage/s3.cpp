@@ -478,6 +478,18 @@ class S3Write final : public WriteObject {
 std::unique_ptr<ReadObject> s3_open_read(const ParsedPath& p) { return std::make_unique<S3Read>(p); }
 std::unique_ptr<WriteObject> s3_open_write(const ParsedPath& p) { return std::make_unique<S3Write>(p); }
 
+void s3_remove(const ParsedPath& p) {
+  S3Client client;
+  S3Client::Call c;
+  c.method = "DELETE";
+  c.bucket = p.bucket;
+  c.key = p.key;
+  const std::string label = p.url();
+  HttpResponse r = client.call(c, label);
+  // S3 answers 204 whether or not the key existed; other stores 404.
+  if (r.status != 204 && r.status != 200 && r.status != 404) client.fail_response(label, "deleting", r);
+}
+
 std::vector<std::string> s3_list(const ParsedPath& p) {
   S3Client client;
   std::vector<std::string> keys;

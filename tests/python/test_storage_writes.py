@@ -184,6 +184,25 @@ def test_bag_upload_failing_midway_is_aborted(store, tmpdir_env):
         proxy.stop()
 
 
+def test_separate_limits_never_mismatched(store, tmpdir_env):
+    # Overwriting a SEPARATE bag whose limits upload is refused: the old
+    # limits are gone, so the new records are never read through them.
+    sep = bag.LimitsPlacement.SEPARATE
+    write_bag(store.url("s.bag"), [b"old-%d" % i for i in range(50)], sep)
+    proxy = ss.FaultProxy(store.server.url, lambda n, m, path, h:
+                          "status:403" if m in ("PUT", "POST") and "limits.s.bag" in path else None)
+    try:
+        store.via(proxy.url)
+        with pytest.raises(a2pack.errors.IoError, match=rf"{store.kind}://{store.bucket}/limits\.s\.bag.*HTTP 403"):
+            write_bag(store.url("s.bag"), [b"new record %d" % i for i in range(30)], sep)
+    finally:
+        proxy.stop()
+    store.via(store.server.url)
+    assert store.get("limits.s.bag") is None
+    with pytest.raises(a2pack.errors.NotFoundError, match="limits.s.bag"):
+        bag.Reader(store.url("s.bag"), bag.Reader.Options(limits_placement=sep))
+
+
 # ---------------------------------------------------------------- CLI outputs
 
 def make_runs(folder: pathlib.Path, n=12, scale=1):
