@@ -192,6 +192,15 @@ JsonlSummary export_jsonl(const Reader& reader, const std::string& output, Jsonl
       const uint64_t count = std::min(wave, n_shards - first);
       bufs.resize(count);
       lines.assign(count, 0);
+      // A remote pack: the wave's entries in one batch of ranged requests
+      // (merged, parallel) rather than a request per entry from each worker.
+      const uint64_t wave_lo = first * shard, wave_hi = std::min(n, (first + count) * shard);
+      std::vector<std::vector<uint8_t>> stored;
+      if (reader.remote()) {
+        std::vector<uint64_t> ids(wave_hi - wave_lo);
+        for (uint64_t i = wave_lo; i < wave_hi; ++i) ids[i - wave_lo] = i;
+        stored = reader.read_stored(ids.data(), ids.size());
+      }
       parallel_for_worker(count, workers, [&](unsigned worker, size_t s) {
         JsonBuf& buf = bufs[s];
         buf.clear();
@@ -199,7 +208,8 @@ JsonlSummary export_jsonl(const Reader& reader, const std::string& output, Jsonl
         const uint64_t lo = (first + s) * shard, hi = std::min(n, lo + shard);
         for (uint64_t i = lo; i < hi; ++i) {
           uint32_t crc = 0;
-          EntryBytes b = reader.payload_and_crc(i, verify, crc);
+          EntryBytes b = stored.empty() ? reader.payload_and_crc(i, verify, crc)
+                                        : reader.payload_from(i, std::move(stored[i - wave_lo]), verify, crc);
           try {
             decode_reusing(r, b.data, b.size);
           } catch (const Error& e) {

@@ -48,6 +48,14 @@ void PackSource::read(void* buf, size_t len, uint64_t offset) const {
     fd_->pread_exact(buf, len, offset);
 }
 
+void PackSource::read_many(storage::ReadRange* ranges, size_t n) const {
+  if (obj_) {
+    obj_->read_many(ranges, n);
+    return;
+  }
+  for (size_t k = 0; k < n; ++k) read(ranges[k].dst, ranges[k].len, ranges[k].offset);
+}
+
 // ------------------------------------------------------------------ open
 Reader::Reader(const std::string& path, ReaderOptions opts)
     : src_(path, opts.use_mmap), opts_(opts) {
@@ -193,6 +201,36 @@ std::optional<uint64_t> Reader::first_nonzero(uint64_t offset, uint64_t len) con
   return std::nullopt;
 }
 
+void Reader::check_gaps(const std::vector<Gap>& gaps,
+                        const std::function<void(uint64_t, const char*)>& found) const {
+  constexpr uint64_t kBatchBytes = 32u << 20;  // bytes read per batch of gaps
+  size_t first = 0;
+  while (first < gaps.size()) {
+    size_t last = first;
+    uint64_t bytes = 0;
+    while (last < gaps.size() && (last == first || bytes + gaps[last].len <= kBatchBytes))
+      bytes += gaps[last++].len;
+    std::vector<uint8_t> buf(static_cast<size_t>(bytes));
+    std::vector<storage::ReadRange> ranges;
+    uint64_t at = 0;
+    for (size_t k = first; k < last; ++k) {
+      ranges.push_back({gaps[k].offset, static_cast<size_t>(gaps[k].len), buf.data() + at});
+      at += gaps[k].len;
+    }
+    src_.read_many(ranges.data(), ranges.size());
+    at = 0;
+    for (size_t k = first; k < last; ++k) {
+      for (uint64_t j = 0; j < gaps[k].len; ++j)
+        if (buf[at + j]) {
+          found(gaps[k].offset + j, gaps[k].where);
+          break;
+        }
+      at += gaps[k].len;
+    }
+    first = last;
+  }
+}
+
 // ------------------------------------------------------------------ entries
 void Reader::fail_entry(uint64_t i, const Error& e) const {
   rethrow_with_context(e, fmt::format("{}: entry {}", path(), i));
@@ -241,20 +279,62 @@ const uint8_t* Reader::stored_view(uint64_t i, bool verify) const {
 
 EntryBytes Reader::payload_and_crc(uint64_t i, bool verify, uint32_t& crc) const {
   const Entry& e = entry(i);
+  if (src_.mapped()) return finish_payload(i, src_.view(e.offset), {}, verify, crc);
+  std::vector<uint8_t> buf;
+  try {
+    buf.resize(e.length);
+    src_.read(buf.data(), e.length, e.offset);
+  } catch (const Error& err) {
+    fail_entry(i, err);
+  } catch (const std::bad_alloc&) {
+    fail(A2PACK_E_NO_MEMORY, "{}: entry {}: out of memory allocating {} bytes for its stored bytes",
+         path(), i, e.length);
+  }
+  const uint8_t* stored = buf.data();
+  return finish_payload(i, stored, std::move(buf), verify, crc);
+}
+
+std::vector<std::vector<uint8_t>> Reader::read_stored(const uint64_t* idx, size_t n) const {
+  for (size_t k = 0; k < n; ++k) entry(idx[k]);  // range errors before any work
+  std::vector<std::vector<uint8_t>> out(n);
+  std::vector<storage::ReadRange> ranges(n);
+  uint64_t total = 0;
+  try {
+    for (size_t k = 0; k < n; ++k) {
+      const Entry& e = entry(idx[k]);
+      total += e.length;
+      out[k].resize(e.length);
+      ranges[k] = {e.offset, static_cast<size_t>(e.length), out[k].data()};
+    }
+  } catch (const std::bad_alloc&) {
+    fail(A2PACK_E_NO_MEMORY, "{}: out of memory allocating {} bytes for the stored bytes of {} entries",
+         path(), total, n);
+  }
+  try {
+    src_.read_many(ranges.data(), n);
+  } catch (const Error& err) {
+    rethrow_with_context(err, fmt::format("{}: reading {} entries", path(), n));
+  }
+  return out;
+}
+
+EntryBytes Reader::payload_from(uint64_t i, std::vector<uint8_t>&& stored, bool verify,
+                                uint32_t& crc) const {
+  if (stored.size() != entry(i).length)
+    fail(A2PACK_E_INVALID_ARGUMENT, "{}: entry {}: {} stored bytes given, the entry has {}", path(), i,
+         stored.size(), entry(i).length);
+  const uint8_t* p = stored.data();
+  return finish_payload(i, p, std::move(stored), verify, crc);
+}
+
+EntryBytes Reader::finish_payload(uint64_t i, const uint8_t* stored, std::vector<uint8_t>&& buf,
+                                  bool verify, uint32_t& crc) const {
+  const Entry& e = entry(i);
   run::Kind k = kind(i);
   EntryBytes out;
   try {
     if (e.flags != kEntryStored && e.flags != kEntryZstd)
       fail(A2PACK_E_UNSUPPORTED, "unknown entry flags {:#x} (0 = stored, 1 = zstd)", e.flags);
-    const uint8_t* stored;
-    std::vector<uint8_t> buf;
-    if (src_.mapped()) {
-      stored = src_.view(e.offset);
-    } else {
-      buf.resize(e.length);
-      src_.read(buf.data(), e.length, e.offset);
-      stored = buf.data();
-    }
     if (verify) check_crc(e, stored);
     if (e.flags == kEntryZstd) {
       zstd_decompress(stored, e.length, e.reserved, out.storage);
@@ -262,8 +342,8 @@ EntryBytes Reader::payload_and_crc(uint64_t i, bool verify, uint32_t& crc) const
       out.size = out.storage.size();
       crc = crc32c::compute(out.data, out.size);
     } else {
-      if (src_.mapped()) {
-        out.data = stored;
+      if (buf.empty()) {
+        out.data = stored;  // a view of the mapping
       } else {
         out.storage = std::move(buf);
         out.data = out.storage.data();
@@ -303,6 +383,20 @@ std::vector<run::Run> Reader::decode_many(const uint64_t* idx, size_t n, uint32_
                                           bool verify) const {
   for (size_t k = 0; k < n; ++k) entry(idx[k]);  // range errors before any work
   std::vector<run::Run> out(n);
+  if (src_.remote()) {
+    // One batch of ranged requests for every entry, then decode in parallel.
+    std::vector<std::vector<uint8_t>> stored = read_stored(idx, n);
+    parallel_for(n, workers, [&](size_t k) {
+      uint32_t crc;
+      EntryBytes b = payload_from(idx[k], std::move(stored[k]), verify, crc);
+      try {
+        out[k] = run::decode(b.data, b.size);
+      } catch (const Error& err) {
+        fail_entry(idx[k], err);
+      }
+    });
+    return out;
+  }
   parallel_for(n, workers, [&](size_t k) { out[k] = decode(idx[k], verify); });
   return out;
 }
@@ -325,7 +419,17 @@ run::Batch Reader::decode_batch(const uint64_t* idx, size_t n, uint32_t workers,
     }
   } else {
     bytes.resize(n);
-    parallel_for(n, workers, [&](size_t k) { bytes[k] = payload(idx[k], verify); });
+    if (src_.remote()) {
+      // Remote: the batch's ranges in one read_many (merged, parallel,
+      // bounded), not a request per entry.
+      std::vector<std::vector<uint8_t>> stored = read_stored(idx, n);
+      parallel_for(n, workers, [&](size_t k) {
+        uint32_t crc;
+        bytes[k] = payload_from(idx[k], std::move(stored[k]), verify, crc);
+      });
+    } else {
+      parallel_for(n, workers, [&](size_t k) { bytes[k] = payload(idx[k], verify); });
+    }
     for (size_t k = 0; k < n; ++k) p[k] = {bytes[k].data, bytes[k].size};
   }
   try {
@@ -406,12 +510,27 @@ void Reader::validate(bool full, uint32_t workers, const ProgressFn& progress) c
   const size_t wave = std::max<size_t>(256, 64 * size_t{resolve_workers(workers)});
   for (size_t first = 0; first < todo.size(); first += wave) {
     size_t count = std::min(wave, todo.size() - first);
+    // Remote: the wave's entries in one batch of ranged requests (a network
+    // failure there fails the validation as a whole, as any read would).
+    std::vector<std::vector<uint8_t>> stored;
+    if (src_.remote()) stored = read_stored(todo.data() + first, count);
     parallel_for(
         count, workers,
         [&](size_t k) {
           uint64_t i = todo[first + k];
           try {
-            run::Run r = decode(i, true);
+            run::Run r;
+            if (stored.empty()) {
+              r = decode(i, true);
+            } else {
+              uint32_t crc;
+              EntryBytes b = payload_from(i, std::move(stored[k]), true, crc);
+              try {
+                r = run::decode(b.data, b.size);
+              } catch (const Error& err) {
+                fail_entry(i, err);
+              }
+            }
             lengths[first + k] = r.meta.steps;
           } catch (const Error& e) {
             lengths_ok = false;
@@ -449,11 +568,18 @@ void Reader::validate(bool full, uint32_t workers, const ProgressFn& progress) c
              (entries_[a].offset == entries_[b].offset && a < b);
     });
     uint64_t pos = index_end();
+    // A remote pack's small gaps are read in batches (merged, parallel
+    // ranged requests) rather than one request each; see check_gaps.
+    std::vector<Gap> gaps;
     auto gap = [&](uint64_t end, const char* where) {
-      if (end > pos)
-        if (auto at = first_nonzero(pos, end - pos))
-          file_problem(A2PACK_E_CORRUPT,
-                       fmt::format("offset {}: non-zero byte in the padding {}", *at, where));
+      if (end <= pos) return;
+      if (src_.remote() && end - pos <= kBatchedGap) {
+        gaps.push_back({pos, end - pos, where});
+        return;
+      }
+      if (auto at = first_nonzero(pos, end - pos))
+        file_problem(A2PACK_E_CORRUPT,
+                     fmt::format("offset {}: non-zero byte in the padding {}", *at, where));
     };
     for (size_t k = 0; k < n; ++k) {
       const Entry& e = entries_[order[k]];
@@ -468,12 +594,17 @@ void Reader::validate(bool full, uint32_t workers, const ProgressFn& progress) c
       pos = std::max(pos, stats_block_end_);
     }
     gap(footer_start(), "before the footer");
+    check_gaps(gaps, [&](uint64_t at, const char* where) {
+      file_problem(A2PACK_E_CORRUPT, fmt::format("offset {}: non-zero byte in the padding {}", at, where));
+    });
     if (footer_.data_crc != 0) {
       uint32_t c = 0;
       uint64_t off = index_end();
       std::vector<uint8_t> buf;
+      // Remote: 32 MiB reads, each fetched as parallel parts.
+      const uint64_t chunk = src_.remote() ? 32u << 20 : 1u << 20;
       while (off < footer_.data_end) {
-        size_t len = static_cast<size_t>(std::min<uint64_t>(footer_.data_end - off, 1 << 20));
+        size_t len = static_cast<size_t>(std::min<uint64_t>(footer_.data_end - off, chunk));
         if (src_.mapped()) {
           c = crc32c::extend(c, src_.view(off), len);
         } else {

@@ -64,6 +64,11 @@ class PackSource {
   const uint8_t* view(uint64_t offset) const { return map_.data() + offset; }
   // Copy [offset, offset+len) into buf (either kind of source).
   void read(void* buf, size_t len, uint64_t offset) const;
+  // Whether the pack is in object storage (read by ranged requests).
+  bool remote() const { return obj_ != nullptr; }
+  // Many ranges at once: one storage::ReadObject::read_many for a remote
+  // pack (neighbours merged, requests in parallel), else one read each.
+  void read_many(storage::ReadRange* ranges, size_t n) const;
 
  private:
   std::string path_;
@@ -82,6 +87,7 @@ class Reader {
   uint64_t size() const { return entries_.size(); }
   uint64_t file_size() const { return src_.size(); }
   bool mapped() const { return src_.mapped(); }
+  bool remote() const { return src_.remote(); }
   const ReaderOptions& options() const { return opts_; }
   const Header& header() const { return header_; }
   const Footer& footer() const { return footer_; }
@@ -102,6 +108,13 @@ class Reader {
   // The payload of entry i and the CRC32C of those run-file bytes (taken
   // from the index when the entry is stored verbatim with a CRC).
   EntryBytes payload_and_crc(uint64_t i, bool verify, uint32_t& crc) const;
+  // The stored bytes of entries idx[0..n) (bounds checked first). A remote
+  // pack fetches them as one batch of ranged requests (neighbours merged,
+  // bounded parallelism) instead of a request per entry; local packs pread.
+  std::vector<std::vector<uint8_t>> read_stored(const uint64_t* idx, size_t n) const;
+  // payload_and_crc of entry i from its stored bytes read by read_stored
+  // (taken over: a stored entry's payload is that same buffer).
+  EntryBytes payload_from(uint64_t i, std::vector<uint8_t>&& stored, bool verify, uint32_t& crc) const;
 
   run::Run decode(uint64_t i, bool verify) const;
   // Decode entries idx[0..n) in parallel on up to `workers` threads.
@@ -133,6 +146,20 @@ class Reader {
   // First non-zero byte in [offset, offset+len), or nullopt.
   std::optional<uint64_t> first_nonzero(uint64_t offset, uint64_t len) const;
   void compute_summary(uint32_t workers) const;  // fills the caches; mu_ held
+  // Zero padding that validate(full) checks: a remote pack's gaps of up to
+  // kBatchedGap bytes are read in batches; `found` is told the first
+  // non-zero byte of each gap that has one.
+  struct Gap {
+    uint64_t offset, len;
+    const char* where;
+  };
+  static constexpr uint64_t kBatchedGap = 1u << 20;
+  void check_gaps(const std::vector<Gap>& gaps,
+                  const std::function<void(uint64_t, const char*)>& found) const;
+  // Checks, decompression and kind check of entry i's stored bytes `stored`
+  // (`buf` owns them unless they are a view of the mapping).
+  EntryBytes finish_payload(uint64_t i, const uint8_t* stored, std::vector<uint8_t>&& buf,
+                            bool verify, uint32_t& crc) const;
 
   PackSource src_;
   ReaderOptions opts_;
