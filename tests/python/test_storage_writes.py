@@ -159,6 +159,41 @@ def test_abandoned_bag_writer_leaves_nothing(store, tmpdir_env, placement):
     assert list(tmpdir_env.iterdir()) == []
 
 
+def test_killed_bag_writer_leaves_nothing(store, tmpdir_env):
+    # SIGKILL while a part is held back by the proxy: no object, and the
+    # limits spill (unnamed) is gone with the process.
+    import subprocess
+    import sys
+    import textwrap
+    import time
+    part_put = (lambda m, path: m == "PUT" and "partNumber" in path) if store.kind == "s3" \
+        else (lambda m, path: m == "PUT")
+    proxy = ss.FaultProxy(store.server.url, lambda n, m, path, h: "delay:30" if part_put(m, path) else None)
+    try:
+        store.via(proxy.url)
+        script = textwrap.dedent(f"""
+            import os
+            from a2pack import bag
+            with bag.Writer("{store.url('killed.bag')}") as w:
+                for _ in range(200_000):
+                    w.write(b"abc")
+                for _ in range(12):
+                    w.write(os.urandom(1 << 20))
+        """)
+        child = subprocess.Popen([sys.executable, "-c", script], env=dict(os.environ))
+        deadline = time.monotonic() + 60
+        while not any(part_put(m, p) for m, p in proxy.log):
+            assert child.poll() is None, "the writer finished before it was killed"
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        child.kill()
+        child.wait()
+    finally:
+        proxy.stop()
+    assert store.get("killed.bag") is None
+    assert list(tmpdir_env.iterdir()) == []
+
+
 def test_bag_upload_failing_midway_is_aborted(store, tmpdir_env):
     # The second part (S3) / the second chunk (GCS) is refused.
     seen = {"n": 0}
