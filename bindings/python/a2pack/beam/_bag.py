@@ -5,8 +5,11 @@ Same arguments and behaviour as ``bagz.beam.bagzio.ReadFromBagz`` /
 import. The read is a bounded source over the global record indices of all
 the shards: split into bundles up front, and each bundle reads through an
 ``OffsetRangeTracker`` that a runner may split again while it reads (dynamic
-work rebalancing): the reader re-checks the tracker's stop position before
-each chunk, so records past a split point are left to the other half.
+work rebalancing). The reader fetches and claims records in chunks of 256
+(one library call, one claim) and the tracker moves a split asked for inside
+a chunk to the chunk's end, so records past a split point are left to the
+other half and none is read twice. The write batches records (lists of 1024
+per element) before Beam's shuffle to the shards.
 """
 
 from __future__ import annotations
@@ -19,9 +22,13 @@ from apache_beam import pvalue, transforms
 from apache_beam.coders import coders
 from apache_beam.io import filebasedsink, filesystem, iobase, range_trackers
 from apache_beam.transforms import display
+from apache_beam.transforms.util import BatchElements
 
 from .. import bag as _bag
 from ._common import ReopensOnWorkers, counter, parse_output_spec, records_per_bundle
+
+# Records per element between WriteToBag's batching and its sink.
+_WRITE_BATCH = 1024
 
 # Records fetched per call into the library while a bundle is read: large
 # enough that the per-call cost vanishes, small enough that a dynamic split
@@ -49,7 +56,14 @@ class WriteToBag(transforms.PTransform[pvalue.PCollection[Any], pvalue.PCollecti
         self._sink = _BagSink(prefix, suffix, num_shards, template, coder, compression_type)
 
     def expand(self, pcoll: pvalue.PCollection[Any]) -> pvalue.PCollection[str]:
-        written: pvalue.PCollection[str] = pcoll | beam_io.iobase.Write(self._sink)
+        # Records travel to the sink in lists of up to _WRITE_BATCH: with a
+        # fixed shard count Beam's write shuffles every element to its shard
+        # (a GroupByKey), and on a runner each element of a shuffle costs
+        # tens of microseconds, far more than writing the record; a list is
+        # one element. The sink writes a list's records in order.
+        batched = pcoll | "Batch" >> BatchElements(min_batch_size=_WRITE_BATCH,
+                                                   max_batch_size=_WRITE_BATCH)
+        written: pvalue.PCollection[str] = batched | beam_io.iobase.Write(self._sink)
         return written
 
     def display_data(self) -> Dict[str, Any]:
@@ -72,6 +86,18 @@ class _BagSink(filebasedsink.FileBasedSink):
     def open(self, temp_path: str) -> _CountingWriter:
         return _CountingWriter(_bag.Writer(temp_path))
 
+    # What WriteToBag hands the sink: a list of elements (see expand).
+    def write_record(self, handle: _CountingWriter, batch: List[Any]) -> None:
+        write = handle.writer.write
+        if type(self.coder) is coders.BytesCoder and all(type(v) is bytes for v in batch):
+            data_list: List[bytes] = batch  # BytesCoder's encode is the identity on bytes
+        else:
+            data_list = list(map(self.coder.encode, batch))
+        for data in data_list:
+            write(data)
+        handle.records += len(data_list)
+        handle.bytes += sum(map(len, data_list))
+
     def write_encoded_record(self, handle: _CountingWriter, value: bytes) -> None:
         handle.writer.write(value)
         handle.records += 1
@@ -90,6 +116,22 @@ class _CountingWriter:
 
     def __init__(self, writer: _bag.Writer) -> None:
         self.writer, self.records, self.bytes = writer, 0, 0
+
+
+class _ChunkRangeTracker(range_trackers.OffsetRangeTracker):
+    """An OffsetRangeTracker over record indices whose splits fall on chunk
+    boundaries (start + a multiple of `chunk`): a split asked for inside a
+    chunk moves up to the chunk's end, so the reader claims one index per
+    chunk and still never reads a record the residual also reads."""
+
+    def __init__(self, start: int, stop: int, chunk: int) -> None:
+        super().__init__(start, stop)
+        self._chunk = chunk
+
+    def try_split(self, split_offset: int) -> Any:
+        start = self.start_position()
+        rounded = start + -(-(split_offset - start) // self._chunk) * self._chunk
+        return super().try_split(rounded)
 
 
 class ReadFromBag(transforms.PTransform[pvalue.PBegin, pvalue.PCollection[Any]]):
@@ -127,6 +169,8 @@ class _BagSource(ReopensOnWorkers, iobase.BoundedSource):
         self._coder = coder
         self._compression_type = compression_type
         self._records_per_split = records_per_split
+        # Records per library call and per claim; no more than a bundle.
+        self._chunk = min(_READ_CHUNK, records_per_split or _READ_CHUNK)
         self._reader = _bag.Reader(file_pattern)  # fails here, at construction, on a bad spec
 
     @property
@@ -152,36 +196,35 @@ class _BagSource(ReopensOnWorkers, iobase.BoundedSource):
                                       stop_position=b)
 
     def get_range_tracker(self, start_position: Optional[int],
-                          stop_position: Optional[int]) -> range_trackers.OffsetRangeTracker:
+                          stop_position: Optional[int]) -> _ChunkRangeTracker:
         start = 0 if start_position is None else start_position
         stop = len(self.reader) if stop_position is None else stop_position
-        return range_trackers.OffsetRangeTracker(start, stop)
+        return _ChunkRangeTracker(start, stop, self._chunk)
 
     def read(self, range_tracker: iobase.RangeTracker) -> Iterator[Any]:
         reader = self.reader
+        plain = type(self._coder) is coders.BytesCoder  # its decode is the identity
         decode: Callable[[bytes], Any] = self._coder.decode
         n_read, n_bytes = counter("records_read"), counter("bytes_read")
         claim: Callable[[int], bool] = range_tracker.try_claim
+        chunk = self._chunk
         pos = range_tracker.start_position()
-        while True:
-            stop = range_tracker.stop_position()  # shrinks when the runner splits
-            if pos >= stop:
-                return
-            records: List[bytes] = reader.read_range(pos, min(_READ_CHUNK, stop - pos))
+        # One claim per chunk: the tracker splits only at chunk boundaries
+        # (_ChunkRangeTracker), so a claimed chunk is this reader's whole.
+        # A claim per record cost as much as the rest of a record's read.
+        while claim(pos):
+            k = min(chunk, range_tracker.stop_position() - pos)
+            records: List[bytes] = reader.read_range(pos, k)
             # Counters are added once per chunk: a Metrics call per record
             # costs as much as the rest of the per-record work.
-            done = nbytes = 0
-            try:
+            n_read.inc(k)
+            n_bytes.inc(sum(map(len, records)))
+            if plain:
+                yield from records
+            else:
                 for rec in records:
-                    if not claim(pos):
-                        return
-                    done += 1
-                    nbytes += len(rec)
                     yield decode(rec)
-                    pos += 1
-            finally:
-                n_read.inc(done)
-                n_bytes.inc(nbytes)
+            pos += k
 
     def display_data(self) -> Dict[str, Any]:
         return {
