@@ -307,6 +307,18 @@ A2PACK_API a2pack_status a2pack_run_batch_decode(const uint8_t *const *payloads,
                                                  const size_t *lengths, size_t n,
                                                  uint32_t workers, a2pack_run_batch **out);
 
+/* Read run files (v1 or v2 each) and decode them into one batch, using up to
+ * `workers` threads for this call only (0 = all cores): each worker reads
+ * whole files and parses them, so reading is as parallel as decoding. A file
+ * that cannot be read or decoded makes the whole call fail; the message
+ * names its path. Memory: the files' bytes during the call, then the batch.
+ * Decode a folder in windows of a few hundred files to bound memory. */
+A2PACK_API a2pack_status a2pack_run_batch_load(const char *const *paths, size_t n,
+                                               uint32_t workers, a2pack_run_batch **out);
+
+/* Total encoded bytes the batch was decoded from (payloads or files). */
+A2PACK_API uint64_t a2pack_run_batch_payload_bytes(const a2pack_run_batch *batch);
+
 /* Fill `out` (set out->size first) with views of the batch's arrays. */
 A2PACK_API a2pack_status a2pack_run_batch_columns(const a2pack_run_batch *batch,
                                                   a2pack_run_columns *out);
@@ -1884,6 +1896,9 @@ typedef struct a2pack_api_table {
   const struct a2pack_arrow_api *arrow;
   /* added later: core */
   a2pack_status (*clean_temps)(const char *, a2pack_removed_fn, void *, uint64_t *);
+  /* added later: run */
+  a2pack_status (*run_batch_load)(const char *const *, size_t, uint32_t, a2pack_run_batch **);
+  uint64_t (*run_batch_payload_bytes)(const a2pack_run_batch *);
 } a2pack_api_table;
 
 /* The table of every function, for `abi_version` == A2PACK_ABI_VERSION; NULL

@@ -57,6 +57,8 @@ const a2pack_api_table kTable = {
     a2pack_zstd_version,
     a2pack::capi::arrow_api_table(),
     a2pack_clean_temps,
+    a2pack_run_batch_load,
+    a2pack_run_batch_payload_bytes,
 };
 
 }  // namespace

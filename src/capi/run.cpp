@@ -223,6 +223,25 @@ A2PACK_EXPORT a2pack_status a2pack_run_batch_decode(const uint8_t* const* payloa
   });
 }
 
+A2PACK_EXPORT a2pack_status a2pack_run_batch_load(const char* const* paths, size_t n,
+                                                  uint32_t workers, a2pack_run_batch** out) {
+  reset_out(out);
+  return guard([&] {
+    require(out, "out");
+    if (n) require(paths, "paths");
+    std::vector<std::string> p(n);
+    for (size_t i = 0; i < n; ++i) {
+      if (!paths[i]) fail(A2PACK_E_INVALID_ARGUMENT, "paths[{}] is NULL", i);
+      p[i] = paths[i];
+    }
+    capi::hand_out(run::load_batch(p.data(), n, workers), out);
+  });
+}
+
+A2PACK_EXPORT uint64_t a2pack_run_batch_payload_bytes(const a2pack_run_batch* h) {
+  return h ? h->batch.payload_bytes : 0;
+}
+
 A2PACK_EXPORT a2pack_status a2pack_run_batch_columns(const a2pack_run_batch* h,
                                                      a2pack_run_columns* out) {
   return guard([&] {

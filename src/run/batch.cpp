@@ -2,6 +2,7 @@
 
 #include "base/crc32c.hpp"
 #include "base/error.hpp"
+#include "base/file_io.hpp"
 #include "base/worker_pool.hpp"
 
 namespace a2pack::run {
@@ -14,15 +15,15 @@ void check_crc(const Payload& p) {
     fail(A2PACK_E_CHECKSUM, "payload CRC32C mismatch: expected {:#010x}, computed {:#010x}", p.crc,
          c);
 }
-}  // namespace
 
-Batch decode_batch(const Payload* payloads, size_t n, uint32_t workers, const char* what,
-                   const uint64_t* ids) {
+// `label(i)` names payload i in error messages.
+template <typename Label>
+Batch decode_with(const Payload* payloads, size_t n, uint32_t workers, const Label& label) {
   auto with_context = [&](size_t i, auto&& fn) {
     try {
       fn();
     } catch (const Error& e) {
-      rethrow_with_context(e, fmt::format("{} {}", what, ids ? ids[i] : i));
+      rethrow_with_context(e, label(i));
     }
   };
   // Pass 1: headers (v1 CRCs included), in parallel.
@@ -51,6 +52,7 @@ Batch decode_batch(const Payload* payloads, size_t n, uint32_t workers, const ch
   }
   b.step_offsets[n] = steps;
   b.engine_offsets[n] = engine_bytes;
+  for (size_t i = 0; i < n; ++i) b.payload_bytes += payloads[i].len;
   b.boards.resize(steps);
   b.moves.resize(steps);
   b.values.resize(4 * steps);
@@ -90,6 +92,34 @@ Batch decode_batch(const Payload* payloads, size_t n, uint32_t workers, const ch
     });
   });
   return b;
+}
+}  // namespace
+
+Batch decode_batch(const Payload* payloads, size_t n, uint32_t workers, const char* what,
+                   const uint64_t* ids) {
+  return decode_with(payloads, n, workers,
+                     [&](size_t i) { return fmt::format("{} {}", what, ids ? ids[i] : i); });
+}
+
+Batch decode_batch_labelled(const Payload* payloads, size_t n, uint32_t workers,
+                            const std::string* labels) {
+  return decode_with(payloads, n, workers, [&](size_t i) { return labels[i]; });
+}
+
+Batch load_batch(const std::string* paths, size_t n, uint32_t workers) {
+  // Each file's bytes in a buffer of its own, read by the worker that reads
+  // it: the calling thread does no I/O, and the kernel's page-cache copies
+  // run on every worker at once.
+  std::vector<uninit_vector<uint8_t>> bytes(n);
+  parallel_for(n, workers, [&](size_t i) {
+    ReadFd f(paths[i]);
+    uint64_t size = f.size();
+    bytes[i].resize(size);
+    if (size) f.pread_exact(bytes[i].data(), size, 0);  // empty: refused by the decoder
+  });
+  std::vector<Payload> p(n);
+  for (size_t i = 0; i < n; ++i) p[i] = {bytes[i].data(), bytes[i].size()};
+  return decode_batch_labelled(p.data(), n, workers, paths);
 }
 
 }  // namespace a2pack::run

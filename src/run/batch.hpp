@@ -31,6 +31,8 @@ struct Batch {
   std::vector<uint64_t> engine_offsets{0};
   std::string engine_bytes;
 
+  uint64_t payload_bytes = 0;  // the encoded bytes decoded (throughput reports)
+
   size_t n_runs() const { return final_boards.size(); }
   size_t n_steps() const { return boards.size(); }
 };
@@ -48,5 +50,15 @@ struct Payload {
 // when ids is null), e.g. "entry 42: offset 17: ...".
 Batch decode_batch(const Payload* payloads, size_t n, uint32_t workers,
                    const char* what = "payload", const uint64_t* ids = nullptr);
+
+// The same, a failure prefixed "<labels[i]>: " (file paths).
+Batch decode_batch_labelled(const Payload* payloads, size_t n, uint32_t workers,
+                            const std::string* labels);
+
+// Read run files and decode them into one batch: each worker reads a file
+// (one open, one fstat, one read) and parses its header, then the steps are
+// decoded as in decode_batch. Errors name the file. Memory: the files' bytes
+// until the call returns, plus the batch.
+Batch load_batch(const std::string* paths, size_t n, uint32_t workers);
 
 }  // namespace a2pack::run

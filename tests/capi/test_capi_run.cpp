@@ -239,6 +239,46 @@ TEST(CapiRun, BatchColumns) {
   EXPECT_EQ(std::string(a2pack_last_error()).rfind("payload 1: ", 0), 0u);
 }
 
+TEST(CapiRun, BatchLoadReadsFilesAndNamesTheBadOne) {
+  std::string fx = capitest::fixture_path();
+  std::string dir = tmpdir();
+  std::string torn = dir + "/torn.a2run2";
+  auto bytes = fixture_bytes();
+  {
+    FILE* f = fopen(torn.c_str(), "wb");
+    ASSERT_NE(f, nullptr);
+    fwrite(bytes.data(), 1, bytes.size() - 3, f);
+    fclose(f);
+  }
+  const char* paths[3] = {fx.c_str(), fx.c_str(), fx.c_str()};
+  a2pack_run_batch* b = nullptr;
+  ASSERT_EQ(a2pack_run_batch_load(paths, 3, 2, &b), A2PACK_OK);
+  a2pack_run_columns c{};
+  c.size = sizeof c;
+  ASSERT_EQ(a2pack_run_batch_columns(b, &c), A2PACK_OK);
+  EXPECT_EQ(c.n_runs, 3u);
+  EXPECT_EQ(c.n_steps, 3 * 959u);
+  EXPECT_EQ(c.final_boards[2], 0x100100010232001bull);
+  EXPECT_EQ(a2pack_run_batch_payload_bytes(b), 3 * bytes.size());
+  a2pack_run_batch_close(b);
+
+  paths[1] = torn.c_str();
+  EXPECT_EQ(a2pack_run_batch_load(paths, 3, 2, &b), A2PACK_E_CORRUPT);
+  EXPECT_EQ(b, nullptr);
+  EXPECT_EQ(std::string(a2pack_last_error()).rfind(torn + ": ", 0), 0u) << a2pack_last_error();
+  std::string missing = dir + "/missing.a2run2";
+  paths[1] = missing.c_str();
+  EXPECT_NE(a2pack_run_batch_load(paths, 3, 1, &b), A2PACK_OK);
+  EXPECT_NE(std::string(a2pack_last_error()).find(missing), std::string::npos);
+  paths[1] = nullptr;
+  EXPECT_EQ(a2pack_run_batch_load(paths, 3, 1, &b), A2PACK_E_INVALID_ARGUMENT);
+  EXPECT_EQ(a2pack_run_batch_load(nullptr, 0, 1, &b), A2PACK_OK);
+  a2pack_run_batch_close(b);
+  EXPECT_EQ(a2pack_run_batch_payload_bytes(nullptr), 0u);
+  std::remove(torn.c_str());
+  rmdir(dir.c_str());
+}
+
 TEST(CapiBoard, ScoreTilesMoves) {
   // Row 0 = 2 2 4 8 (exponents 1 1 2 3).
   uint64_t b = 0x1123000000000000ull;

@@ -120,3 +120,26 @@ def test_decode_summarises_a_folder_and_names_a_bad_file(runs):
     assert p.returncode != 0
     assert str(files[4]) in p.stderr, p.stderr
     assert not any(str(f) in p.stderr for f in files if f != files[4]), p.stderr
+
+
+def test_decode_windows_skip_bad_files_anywhere_in_a_large_folder(tmp_path):
+    # 150 runs: more than one window (the first holds 64 files), with a bad
+    # file in the first window and one in a later one.
+    d = tmp_path / "many"
+    run("gen", "-n", "150", "-o", d, "--seed", "3", "--policy", "greedy", "-q")
+    files = sorted(d.rglob("*.a2run2"))
+    assert len(files) == 150
+    whole = json.loads(run("decode", "-i", d, "--json", "-j", "2").stdout)
+    files[3].write_bytes(files[3].read_bytes()[:-5])
+    files[120].write_bytes(b"")
+    p = run("decode", "-i", d, ok=False)
+    assert str(files[3]) in p.stderr and str(files[120]) not in p.stderr, p.stderr
+    s = json.loads(run("decode", "-i", d, "--json", "--skip-bad").stdout)
+    assert s["runs"] == 148
+    assert [x["file"] for x in s["skipped"]] == [str(files[3]), str(files[120])]
+    assert "empty run payload" in s["skipped"][1]["error"]
+    sizes = files[3].stat().st_size + files[120].stat().st_size
+    assert s["bytes"] == sum(f.stat().st_size for f in files) - sizes
+    assert s["steps"] < whole["steps"]
+    strict = run("decode", "-i", d, "--skip-bad", "--strict", ok=False)
+    assert "2 bad file(s) skipped" in strict.stderr

@@ -142,3 +142,35 @@ def test_generator_progress_can_stop(tmp_path):
     with pytest.raises(a2pack.InterruptedError_):
         a2pack.generate_dir(tmp_path / "x", 40, policy="random", progress=progress)
     assert seen and seen[0][1] == 40
+
+
+def test_load_batch_reads_files_like_decode_batch_of_their_bytes(tmp_path, fixture_file):
+    paths = []
+    for i in range(5):
+        p = tmp_path / f"r{i}.a2run2"
+        p.write_bytes(a2pack.generate_run(seed=i).to_bytes("v1" if i == 2 else "v2",
+                                                             drop_branches=True))
+        paths.append(p)
+    paths.append(fixture_file)
+    loaded = a2pack.load_batch(paths, workers=2)
+    decoded = a2pack.decode_batch([p.read_bytes() for p in paths], workers=1)
+    for name, col in decoded.columns().items():
+        np.testing.assert_array_equal(loaded.columns()[name], col, err_msg=name)
+    assert loaded.payload_bytes == sum(p.stat().st_size for p in paths)
+    assert decoded.payload_bytes == loaded.payload_bytes
+    assert len(a2pack.load_batch([])) == 0
+
+
+def test_load_batch_names_the_bad_file(tmp_path, fixture_file):
+    good = tmp_path / "good.a2run2"
+    good.write_bytes(fixture_file.read_bytes())
+    torn = tmp_path / "torn.a2run2"
+    torn.write_bytes(fixture_file.read_bytes()[:-9])
+    empty = tmp_path / "empty.a2run2"
+    empty.write_bytes(b"")
+    for bad, why in ((torn, "offset"), (empty, "empty run payload"),
+                     (tmp_path / "missing.a2run2", "No such file")):
+        with pytest.raises(a2pack.Error) as e:
+            a2pack.load_batch([good, bad, good], workers=2)
+        assert str(bad) in str(e.value) and why in str(e.value), str(e.value)
+        assert str(good) not in str(e.value).replace(str(bad), "")

@@ -22,7 +22,7 @@ from .errors import (
     InternalError,
 )
 from .board import board_score, board_highest_tile, board_apply_move, board_legal_moves, board_to_grid, normalise_branches
-from .run import RunV2, RunBatch, decode_batch, detect_kind
+from .run import RunV2, RunBatch, decode_batch, detect_kind, load_batch
 from .gen import GenOptions, generate_run, generate_dir
 
 # capability: pack

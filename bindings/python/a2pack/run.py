@@ -312,6 +312,7 @@ class RunBatch:
         check(lib.a2pack_run_batch_columns(self._h, c))
         self.n_runs = int(c.n_runs)
         self.n_steps = int(c.n_steps)
+        self.payload_bytes = int(lib.a2pack_run_batch_payload_bytes(self._h))
         self.step_offsets = view_array(self, c.step_offsets, self.n_runs + 1, np.uint64)
         for name, cname, dt, width in self._STEP_FIELDS:
             shape = (self.n_steps, width) if width > 1 else (self.n_steps,)
@@ -353,4 +354,21 @@ def decode_batch(payloads: Sequence[bytes], workers: int = 0) -> RunBatch:
     check(lib.a2pack_run_batch_decode(ffi.cast("const uint8_t * const *", ptrs), lens, n,
                                       workers, out))
     del bufs
+    return RunBatch(out[0])
+
+
+def load_batch(paths: "Sequence[Union[str, os.PathLike[str]]]", workers: int = 0) -> RunBatch:
+    """Read run files (v1 or v2 each) and decode them into one columnar batch.
+
+    The library's workers read and decode the files in parallel; an unreadable
+    or corrupt file raises, naming its path. ``RunBatch.payload_bytes`` is the
+    total size of the files. For a large folder, call it on windows of a few
+    hundred files to bound memory.
+    """
+    n = len(paths)
+    keep = [ffi.new("char[]", fspath(p)) for p in paths]
+    arr = ffi.new("char *[]", keep) if n else ffi.NULL
+    out = ffi.new("a2pack_run_batch **")
+    check(lib.a2pack_run_batch_load(ffi.cast("const char * const *", arr), n, workers, out))
+    del keep
     return RunBatch(out[0])

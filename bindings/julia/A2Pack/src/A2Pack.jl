@@ -19,7 +19,7 @@ const L = LibA2Pack
 export A2PackError, Run, RunBatch, Pack, PackWriter, BagReader, BagWriter, BagBatch,
        Dataset, Sampler, Logger, LogData, Step, StepRow,
        load_run, decode_run, detect_kind, encode, save, upgrade_v1, meta, boards, moves,
-       final_board, has_branches, source_kind, columns, gen_run, gen_dir,
+       final_board, has_branches, source_kind, columns, payload_bytes, gen_run, gen_dir,
        pack_dir, entry, read_bytes, slice, stats, validate, to_jsonl, permutation, batches,
        add!, finish!, commit!, read_batch, records, build_dataset, rows, gather!,
        gather_columns!, select_steps, select_runs, set_epoch!,
@@ -422,6 +422,24 @@ function RunBatch(payloads::AbstractVector{<:AbstractVector{UInt8}}; workers::In
     GC.@preserve payloads check(L.a2pack_run_batch_decode(ptrs, lens, length(payloads), workers, out))
     RunBatch(out[])
 end
+
+"""
+    RunBatch(paths::AbstractVector{<:AbstractString}; workers=0)
+
+Read run files and decode them into one batch; the library's workers read and
+decode the files in parallel. A bad file throws `A2PackError` naming its path.
+`payload_bytes(b)` is the files' total size.
+"""
+function RunBatch(paths::AbstractVector{<:AbstractString}; workers::Integer=0)
+    strs = [_cstr(p) for p in paths]
+    ptrs = [pointer(s) for s in strs]
+    out = Ref{Ptr{L.a2pack_run_batch}}(C_NULL)
+    GC.@preserve strs check(L.a2pack_run_batch_load(ptrs, length(ptrs), workers, out))
+    RunBatch(out[])
+end
+
+"""Total encoded bytes a batch was decoded from (payloads or files)."""
+payload_bytes(b::RunBatch) = Int(L.a2pack_run_batch_payload_bytes(b))
 
 function columns(b::RunBatch)
     out = _out(L.a2pack_run_columns)

@@ -742,6 +742,8 @@ struct a2pack_api_table
     zstd_version::Ptr{Cvoid}  # const char *(*zstd_version)(void)
     arrow::Ptr{a2pack_arrow_api}  # const struct a2pack_arrow_api *arrow
     clean_temps::Ptr{Cvoid}  # a2pack_status (*clean_temps)(const char *arg1, a2pack_removed_fn arg2, void *arg3, uint64_t *arg4)
+    run_batch_load::Ptr{Cvoid}  # a2pack_status (*run_batch_load)(const char *const *arg1, size_t arg2, uint32_t arg3, a2pack_run_batch **arg4)
+    run_batch_payload_bytes::Ptr{Cvoid}  # uint64_t (*run_batch_payload_bytes)(const a2pack_run_batch *arg1)
 end
 
 # ---------------------------------------------------------------- functions
@@ -775,6 +777,8 @@ const _fp_a2pack_run_encode = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_run_save = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_run_upgrade_v1 = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_run_batch_decode = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_a2pack_run_batch_load = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_a2pack_run_batch_payload_bytes = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_run_batch_columns = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_run_batch_close = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_gen_options_init = Ref{Ptr{Cvoid}}(C_NULL)
@@ -919,6 +923,8 @@ const SYMBOLS = (
     (:a2pack_run_save, _fp_a2pack_run_save),
     (:a2pack_run_upgrade_v1, _fp_a2pack_run_upgrade_v1),
     (:a2pack_run_batch_decode, _fp_a2pack_run_batch_decode),
+    (:a2pack_run_batch_load, _fp_a2pack_run_batch_load),
+    (:a2pack_run_batch_payload_bytes, _fp_a2pack_run_batch_payload_bytes),
     (:a2pack_run_batch_columns, _fp_a2pack_run_batch_columns),
     (:a2pack_run_batch_close, _fp_a2pack_run_batch_close),
     (:a2pack_gen_options_init, _fp_a2pack_gen_options_init),
@@ -1202,6 +1208,16 @@ end
 # a2pack_status a2pack_run_batch_decode(const uint8_t *const *payloads, const size_t *lengths, size_t n, uint32_t workers, a2pack_run_batch **out)
 function a2pack_run_batch_decode(payloads, lengths, n, workers, out)
     @ccall $(_fp_a2pack_run_batch_decode[])(payloads::Ptr{Ptr{UInt8}}, lengths::Ptr{Csize_t}, n::Csize_t, workers::UInt32, out::Ptr{Ptr{a2pack_run_batch}})::a2pack_status
+end
+
+# a2pack_status a2pack_run_batch_load(const char *const *paths, size_t n, uint32_t workers, a2pack_run_batch **out)
+function a2pack_run_batch_load(paths, n, workers, out)
+    @ccall $(_fp_a2pack_run_batch_load[])(paths::Ptr{Ptr{Cchar}}, n::Csize_t, workers::UInt32, out::Ptr{Ptr{a2pack_run_batch}})::a2pack_status
+end
+
+# uint64_t a2pack_run_batch_payload_bytes(const a2pack_run_batch *batch)
+function a2pack_run_batch_payload_bytes(batch)
+    @ccall $(_fp_a2pack_run_batch_payload_bytes[])(batch::Ptr{a2pack_run_batch})::UInt64
 end
 
 # a2pack_status a2pack_run_batch_columns(const a2pack_run_batch *batch, a2pack_run_columns *out)

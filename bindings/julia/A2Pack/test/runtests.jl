@@ -151,6 +151,14 @@ end
     @test_throws ArgumentError load_run("a\0b")
 end
 
+@testset "run batch from files" begin
+    b = RunBatch([FIXTURE, FIXTURE]; workers=2)
+    @test columns(b).step_offsets == UInt64[0, 959, 1918]
+    @test payload_bytes(b) == 2 * filesize(FIXTURE)
+    e = try RunBatch([FIXTURE, "/nonexistent/x.a2run2"]); nothing catch err; err end
+    @test e isa A2PackError && occursin("/nonexistent/x.a2run2", e.message)
+end
+
 @testset "run batch: column views keep the batch alive" begin
     bytes = read(FIXTURE)
     b = RunBatch([bytes, bytes, bytes])

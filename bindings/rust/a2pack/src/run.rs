@@ -502,6 +502,31 @@ impl RunBatch {
         Ok(unsafe { RunBatch::from_raw(out) })
     }
 
+    /// Read run files (v1 or v2 each) and decode them into one batch: the
+    /// library's workers (`workers`, 0 = all cores) read and decode the files
+    /// in parallel. An unreadable or corrupt file is an `Err` naming its path.
+    ///
+    /// ```no_run
+    /// let batch = a2pack::RunBatch::load(&["runs/a.a2run2", "runs/b.a2run2"], 0)?;
+    /// println!("{} runs from {} bytes", batch.columns().n_runs(), batch.payload_bytes());
+    /// # Ok::<(), a2pack::Error>(())
+    /// ```
+    pub fn load<P: AsRef<Path>>(paths: &[P], workers: u32) -> Result<RunBatch> {
+        let owned = paths.iter().map(|p| path_cstr(p.as_ref())).collect::<Result<Vec<_>>>()?;
+        let ptrs: Vec<*const std::ffi::c_char> = owned.iter().map(|c| c.as_ptr()).collect();
+        let mut out = std::ptr::null_mut();
+        // SAFETY: n NUL-terminated paths, read during the call.
+        check(unsafe { sys::a2pack_run_batch_load(ptrs.as_ptr(), ptrs.len(), workers, &mut out) })?;
+        // SAFETY: owned, non-NULL on success.
+        Ok(unsafe { RunBatch::from_raw(out) })
+    }
+
+    /// Total encoded bytes the batch was decoded from (payloads or files).
+    pub fn payload_bytes(&self) -> u64 {
+        // SAFETY: a valid handle.
+        unsafe { sys::a2pack_run_batch_payload_bytes(self.raw) }
+    }
+
     /// Views of the batch's arrays.
     pub fn columns(&self) -> RunColumns<'_> {
         let mut c =

@@ -134,3 +134,21 @@ fn boards_follow_the_rules() {
         assert_ne!(slid, Board(b[i]), "step {i}: the move was legal");
     }
 }
+
+#[test]
+fn batch_load_reads_files_and_names_the_bad_one() {
+    let fixture = common::fixture();
+    let batch = RunBatch::load(&[&fixture, &fixture], 2).expect("two copies of the fixture load");
+    assert_eq!(batch.columns().n_runs(), 2);
+    assert_eq!(batch.columns().step_offsets, &[0, 959, 1918]);
+    assert_eq!(batch.payload_bytes(), 2 * std::fs::metadata(&fixture).unwrap().len());
+    let dir = std::env::temp_dir().join(format!("a2pack-rs-load-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let torn = dir.join("torn.a2run2");
+    let bytes = std::fs::read(&fixture).unwrap();
+    std::fs::write(&torn, &bytes[..bytes.len() - 4]).unwrap();
+    let err = RunBatch::load(&[fixture.clone(), torn.clone()], 1).unwrap_err();
+    assert_eq!(err.status(), Status::Corrupt);
+    assert!(err.message().starts_with(&format!("{}: ", torn.display())), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
