@@ -1,6 +1,6 @@
 #include "storage/http.hpp"
 
-#include <curl/curl.h>
+#include "storage/curl_api.hpp"
 #include <pthread.h>
 
 #include <algorithm>
@@ -26,7 +26,7 @@ std::vector<CURL*>* g_pool = nullptr;
 void init_once() {
   static std::once_flag once;
   std::call_once(once, [] {
-    curl_global_init(CURL_GLOBAL_DEFAULT);
+    curl().global_init(CURL_GLOBAL_DEFAULT);
     g_pool = new std::vector<CURL*>();
     // The child's copy of the pool holds the parent's connections: forget
     // them (leaked on purpose: cleaning up could write to shared sockets).
@@ -44,7 +44,7 @@ CURL* take_handle() {
       return h;
     }
   }
-  CURL* h = curl_easy_init();
+  CURL* h = curl().easy_init();
   if (!h) fail(A2PACK_E_NO_MEMORY, "curl_easy_init failed");
   return h;
 }
@@ -55,7 +55,7 @@ void give_handle(CURL* h) {
     g_pool->push_back(h);
     return;
   }
-  curl_easy_cleanup(h);
+  curl().easy_cleanup(h);
 }
 
 struct Transfer {
@@ -70,7 +70,7 @@ constexpr size_t kMaxErrorBody = 64u << 10;  // of an error response, kept for t
 size_t on_body(char* p, size_t, size_t n, void* ud) {
   auto* t = static_cast<Transfer*>(ud);
   long code = 0;
-  curl_easy_getinfo(t->handle, CURLINFO_RESPONSE_CODE, &code);
+  curl().easy_getinfo(t->handle, CURLINFO_RESPONSE_CODE, &code);
   if (t->req->sink && code >= 300) {
     // An error document, not the bytes asked for: keep its start for the message.
     t->resp->body.append(p, std::min(n, kMaxErrorBody - std::min(kMaxErrorBody, t->resp->body.size())));
@@ -121,48 +121,48 @@ struct Attempt {
 Attempt attempt(const HttpRequest& req, long timeout_ms, long connect_ms, long stall_s) {
   Attempt a;
   CURL* h = take_handle();
-  curl_easy_reset(h);
+  curl().easy_reset(h);
   Transfer t{&req, &a.resp, h};
   char errbuf[CURL_ERROR_SIZE] = {};
   curl_slist* hdrs = nullptr;
-  for (const auto& s : req.headers) hdrs = curl_slist_append(hdrs, s.c_str());
-  hdrs = curl_slist_append(hdrs, "Expect:");  // no 100-continue round trip
+  for (const auto& s : req.headers) hdrs = curl().slist_append(hdrs, s.c_str());
+  hdrs = curl().slist_append(hdrs, "Expect:");  // no 100-continue round trip
   // curl would label a body form data, which servers may then parse as a form.
   if (req.body_len || req.method == "PUT" || req.method == "POST") {
     bool typed = false;
     for (const auto& h : req.headers) typed |= h.size() > 13 && strncasecmp(h.c_str(), "content-type:", 13) == 0;
-    if (!typed) hdrs = curl_slist_append(hdrs, "Content-Type: application/octet-stream");
+    if (!typed) hdrs = curl().slist_append(hdrs, "Content-Type: application/octet-stream");
   }
-  curl_easy_setopt(h, CURLOPT_URL, req.url.c_str());
-  curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
-  curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-  curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
-  curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, std::max(1L, timeout_ms));
-  curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, std::max(1L, std::min(connect_ms, timeout_ms)));
+  curl().easy_setopt(h, CURLOPT_URL, req.url.c_str());
+  curl().easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
+  curl().easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+  curl().easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
+  curl().easy_setopt(h, CURLOPT_TIMEOUT_MS, std::max(1L, timeout_ms));
+  curl().easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, std::max(1L, std::min(connect_ms, timeout_ms)));
   // A transfer that moves nothing for stall_s seconds is abandoned (and retried).
-  curl_easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
-  curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, stall_s);
-  curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
-  curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
-  curl_easy_setopt(h, CURLOPT_WRITEDATA, &t);
-  curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
-  curl_easy_setopt(h, CURLOPT_HEADERDATA, &t);
+  curl().easy_setopt(h, CURLOPT_LOW_SPEED_LIMIT, 1L);
+  curl().easy_setopt(h, CURLOPT_LOW_SPEED_TIME, stall_s);
+  curl().easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
+  curl().easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+  curl().easy_setopt(h, CURLOPT_WRITEDATA, &t);
+  curl().easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+  curl().easy_setopt(h, CURLOPT_HEADERDATA, &t);
   if (req.method == "HEAD") {
-    curl_easy_setopt(h, CURLOPT_NOBODY, 1L);
+    curl().easy_setopt(h, CURLOPT_NOBODY, 1L);
   } else if (req.method == "PUT" || req.method == "POST") {
-    curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(req.body_len));
-    curl_easy_setopt(h, CURLOPT_POSTFIELDS, req.body ? reinterpret_cast<const char*>(req.body) : "");
-    curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, req.method.c_str());
+    curl().easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(req.body_len));
+    curl().easy_setopt(h, CURLOPT_POSTFIELDS, req.body ? reinterpret_cast<const char*>(req.body) : "");
+    curl().easy_setopt(h, CURLOPT_CUSTOMREQUEST, req.method.c_str());
   } else if (req.method != "GET") {
-    curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, req.method.c_str());
+    curl().easy_setopt(h, CURLOPT_CUSTOMREQUEST, req.method.c_str());
   }
-  a.code = curl_easy_perform(h);
-  if (a.code == CURLE_OK) curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &a.resp.status);
-  curl_slist_free_all(hdrs);
+  a.code = curl().easy_perform(h);
+  if (a.code == CURLE_OK) curl().easy_getinfo(h, CURLINFO_RESPONSE_CODE, &a.resp.status);
+  curl().slist_free_all(hdrs);
   if (a.code == CURLE_OK) {
     give_handle(h);
   } else {
-    curl_easy_cleanup(h);  // its connection may be half-used: do not pool it
+    curl().easy_cleanup(h);  // its connection may be half-used: do not pool it
   }
   if (t.overflow) {
     a.error = req.sink ? fmt::format("the server sent more than the {} bytes asked for", req.sink_len)
@@ -171,7 +171,7 @@ Attempt attempt(const HttpRequest& req, long timeout_ms, long connect_ms, long s
     return a;
   }
   if (a.code != CURLE_OK) {
-    a.error = fmt::format("{} ({})", curl_easy_strerror(a.code), errbuf[0] ? errbuf : "no detail");
+    a.error = fmt::format("{} ({})", curl().easy_strerror(a.code), errbuf[0] ? errbuf : "no detail");
     switch (a.code) {
       case CURLE_COULDNT_RESOLVE_HOST:
       case CURLE_COULDNT_RESOLVE_PROXY:
