@@ -356,6 +356,21 @@ def main():
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)
+    emit_rows(rows)
+
+
+def emit_rows(rows):
+    """Each cell against bagz and against array_record (where it ran), for
+    `make bench`'s summary table. Goal: at least the best peer everywhere,
+    1.5x bagz where the disk is not the bound."""
+    from results import emit  # bench/results.py
+
+    for row in rows:
+        cell = f"{row['cell']} {row['op']}"
+        for peer in ("bagz", "array_record"):
+            if row.get(peer):
+                emit("bag_compare", cell, row["a2pack"], peer, row[peer], "records/s",
+                     target=1.5 if peer == "bagz" else 1.0)
 
 
 if __name__ == "__main__":

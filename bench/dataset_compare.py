@@ -110,6 +110,10 @@ def main():
     for name, ts in loads.items():
         t = min(ts)
         print(f"{name:40s} {t:9.3f} {size / t / 1e9:7.2f} {base / t:13.2f}x")
+    from results import emit  # bench/results.py: the summary table of `make bench`
+
+    emit("dataset_compare", "load steps.npy into RAM, CRC checked", min(loads["a2pack.Dataset (RAM, CRC checked)"]),
+         "np.load", min(loads["np.load"]), "s", higher_is_better=False, target=1.0)
 
     # ---- gathers
     arr = np.load(steps_file)
@@ -163,6 +167,12 @@ def main():
         print(f"{'method':42s} {'us/batch':>9s} {'Mrows/s':>8s} {'vs take':>8s} {'vs fancy':>9s}")
         for name, u in us.items():
             print(f"{name:42s} {u:9.1f} {args.batch / u:8.1f} {take / u:7.1f}x {fancy / u:8.1f}x")
+        if stat is statistics.median:
+            for name in ("a2pack get_batch (1 worker)", "a2pack get_batch (2 workers)"):
+                cell = f"gather {args.batch} random rows of {n}, {name[len('a2pack '):]}"
+                emit("dataset_compare", cell, us[name], "np.take", take, "us/batch", higher_is_better=False)
+                emit("dataset_compare", cell, us[name], "numpy fancy indexing", fancy, "us/batch",
+                     higher_is_better=False)
 
 
 if __name__ == "__main__":

@@ -167,6 +167,8 @@ def main():
     ap.add_argument("--per-call", type=int, default=200_000, help="records for the per-call loop")
     ap.add_argument("--cpp", help="path of the bench_logger binary to run afterwards")
     args = ap.parse_args()
+    from results import emit  # bench/results.py: the summary table of `make bench`
+
     tmp = tempfile.mkdtemp(prefix="a2pack-logger-compare-")
     try:
         print(f"a2pack {a2pack.__version__}, numpy {np.__version__}, "
@@ -180,6 +182,8 @@ def main():
                   f"{r['ipc'] / 1e6:>8.2f}M/s {r['a2pack_bytes']:>7.1f} {r['ipc_bytes']:>9.1f} "
                   f"{r['decode_w1']:>6.0f}MB/s {r['decode_w0']:>6.0f}MB/s "
                   f"{r['ipc_read_rec'] / 1e6:>6.1f}Mr/s", flush=True)
+            emit("logger_compare", f"record, {n} values per record, batched", r["batched"],
+                 "pyarrow IPC stream + zstd", r["ipc"], "records/s")
         print("records/s include flush to disk; B/rec = bytes on disk per record; decode in MB/s "
               "of decompressed frames (1 worker / all cores); IPC read in records/s")
     finally:
