@@ -252,9 +252,11 @@ Batch Reader::read(const uint64_t* indices, size_t n, uint32_t workers) const {
     out.bytes = at.stored_bytes;
     out.data = batch_buffer(out.bytes, "batch", *shards_[at.locs[0].shard], n);
     // Copies out of a mapping are memory-bound: threads pay off only for big
-    // batches. Reads through pread are I/O-bound and overlap well.
-    uint32_t w = at.all_mapped ? (out.bytes < kSerialMappedBytes ? 1 : cpu_workers)
-                               : (out.bytes < kSerialBytes ? 1 : workers);
+    // batches. Local files that are not mapped are read with pread under
+    // DROP_AFTER_READ or DIRECT_IO, which keep them out of the page cache:
+    // every read waits on the disk, so even a small batch goes out at once,
+    // as deep a queue as `workers` allows.
+    uint32_t w = at.all_mapped ? (out.bytes < kSerialMappedBytes ? 1 : cpu_workers) : workers;
     const std::vector<char> remote = read_remote_spans(
         shards_, at.spans, [&](size_t i) { return out.data.get() + out.offsets[at.spans[i].k0]; });
     parallel_for(at.spans.size(), w, [&](size_t i) {
@@ -301,7 +303,8 @@ PendingRead Reader::prepare_located(Located at, uint32_t workers) const {
     p.scratch_ = batch_buffer(at.stored_bytes, "stored bytes", *shards_[locs[0].shard], n);
     const std::vector<char> remote = read_remote_spans(
         shards_, at.spans, [&](size_t i) { return p.scratch_.get() + soff[at.spans[i].k0]; });
-    parallel_for(at.spans.size(), at.stored_bytes < kSerialBytes ? 1 : workers, [&](size_t i) {
+    // Disk-bound (see Reader::read): every span at once, whatever the size.
+    parallel_for(at.spans.size(), workers, [&](size_t i) {
       const Span& sp = at.spans[i];
       const RecordFile& f = shards_[sp.shard]->records();
       if (f.is_mapped() || remote[i]) return;  // mixed shards: mapped ones are viewed below
