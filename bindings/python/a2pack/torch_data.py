@@ -24,7 +24,7 @@ default, so the workers share the page cache instead of each holding a copy).
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Optional, Sized, Tuple, Type, Union, cast
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Optional, Sized, Tuple, Union, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -397,7 +397,7 @@ def _check_rows(ds: Dataset, a: int, b: int) -> None:
         if lo == a and len(r) and si[0] != 0:
             raise CorruptError(f"{where}: row {a}: step_index {si[0]} where a run starts "
                                "(the shard's first row)")
-        first_bad = None
+        first_bad: Optional[Tuple[int, Callable[[int], str]]] = None
         for bad, say in rules:
             hit = np.flatnonzero(bad)
             if hit.size and (first_bad is None or hit[0] < first_bad[0]):
