@@ -1,6 +1,7 @@
 #include "storage/object_store.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 
 #include "base/error.hpp"
@@ -17,15 +18,24 @@ namespace {
 // dense random batches.
 constexpr uint64_t kMergeGap = 16u << 10;
 constexpr uint64_t kMaxRequest = 8u << 20;     // largest merged request: keeps big reads parallel
-constexpr uint64_t kPart = 4u << 20;           // part size of a large read_all / window fetch
+constexpr uint64_t kPart = 4u << 20;           // part size of a large direct read
 
 }  // namespace
 
 ReadObject::~ReadObject() { drain(); }
 
 void ReadObject::drain() noexcept {
-  std::lock_guard<std::mutex> l(ra_mu_);
-  if (window_.ready.valid()) window_.ready.wait();
+  std::vector<Part> parts;
+  std::vector<std::shared_future<void>> retired;
+  {
+    std::lock_guard<std::mutex> l(ra_mu_);
+    parts.swap(parts_);
+    retired.swap(retired_);
+  }
+  for (auto& p : parts)
+    if (p.ready.valid()) p.ready.wait();
+  for (auto& f : retired)
+    if (f.valid()) f.wait();
 }
 
 void ReadObject::read(uint64_t offset, size_t len, uint8_t* dst) const {
@@ -33,18 +43,12 @@ void ReadObject::read(uint64_t offset, size_t len, uint8_t* dst) const {
     fail(A2PACK_E_CORRUPT, "{}: read of {} bytes at offset {} is past the end of the {}-byte object",
          url_, len, offset, size_);
   if (len == 0) return;
+  ReadRange r{offset, len, dst};
   if (read_ahead_) {
-    if (from_window(offset, len, dst)) {
-      advance_window(offset, offset + len);
-      return;
-    }
-    ReadRange r{offset, len, dst};
-    fetch_parallel(&r, 1, 0);
-    advance_window(offset, offset + len);
+    read_ahead_many(&r, 1, 0);
     return;
   }
   if (len > kMaxRequest) {
-    ReadRange r{offset, len, dst};
     fetch_parallel(&r, 1, 0);
     return;
   }
@@ -52,27 +56,20 @@ void ReadObject::read(uint64_t offset, size_t len, uint8_t* dst) const {
 }
 
 void ReadObject::read_many(const ReadRange* ranges, size_t n, uint32_t parallelism) const {
-  // The window serves record-at-a-time readers. Batches (several ranges, or
-  // one of 1 MiB or more) are the caller's own read-ahead unit - a binding
-  // iterating reads the next batches concurrently - and a window beside them
-  // would fetch their bytes twice.
-  const bool window = read_ahead_ && n == 1 && ranges[0].len < (1u << 20);
   std::vector<ReadRange> todo;
   todo.reserve(n);
-  uint64_t start = UINT64_MAX, end = 0;
   for (size_t i = 0; i < n; ++i) {
     const ReadRange& r = ranges[i];
     if (r.offset > size_ || r.len > size_ - r.offset)
       fail(A2PACK_E_CORRUPT, "{}: read of {} bytes at offset {} is past the end of the {}-byte object",
            url_, r.len, r.offset, size_);
-    if (r.len == 0) continue;
-    start = std::min<uint64_t>(start, r.offset);
-    end = std::max<uint64_t>(end, r.offset + r.len);
-    if (window && from_window(r.offset, r.len, r.dst)) continue;
-    todo.push_back(r);
+    if (r.len) todo.push_back(r);
   }
-  if (!todo.empty()) fetch_parallel(todo.data(), todo.size(), parallelism);
-  if (window && end) advance_window(start, end);
+  if (todo.empty()) return;
+  if (read_ahead_)
+    read_ahead_many(todo.data(), todo.size(), parallelism);
+  else
+    fetch_parallel(todo.data(), todo.size(), parallelism);
 }
 
 // Sort, merge neighbours into requests, run the requests in parallel and
@@ -132,54 +129,119 @@ void ReadObject::fetch_parallel(const ReadRange* ranges, size_t n, uint32_t para
 
 void ReadObject::set_read_ahead(size_t bytes) { read_ahead_ = bytes; }
 
-bool ReadObject::from_window(uint64_t offset, size_t len, uint8_t* dst) const {
-  Window w;
+// Ranges are copied out of the parts that cover them (waiting for a part
+// still being fetched, so no byte is fetched twice); what no part covers, or
+// a part whose fetch failed, is fetched directly (which reports the error if
+// it persists, e.g. a changed object).
+void ReadObject::read_ahead_many(const ReadRange* ranges, size_t n, uint32_t parallelism) const {
+  uint64_t start = UINT64_MAX, end = 0, covered = 0;
+  for (size_t i = 0; i < n; ++i) {
+    start = std::min<uint64_t>(start, ranges[i].offset);
+    end = std::max<uint64_t>(end, ranges[i].offset + ranges[i].len);
+    covered += ranges[i].len;
+  }
+  if (end == 0) return;
+  std::vector<Part> hits;
   {
     std::lock_guard<std::mutex> l(ra_mu_);
-    w = window_;
+    // Dense: a single read, or a batch of consecutive records (an iterating
+    // reader's batch); a random batch is not a sign of sequential reading.
+    schedule(start, end, covered * 10 >= (end - start) * 9);
+    for (const Part& p : parts_)
+      if (p.offset < end && p.offset + p.len > start) hits.push_back(p);
   }
-  if (!w.data || offset < w.offset || offset + len > w.offset + w.len) return false;
-  try {
-    w.ready.get();
-  } catch (...) {
-    // The background fetch failed: forget it and read directly (the direct
-    // read reports the error if it persists).
+  std::vector<ReadRange> direct;
+  std::vector<char> failed(hits.size(), 0);
+  for (size_t i = 0; i < n; ++i) {
+    const ReadRange& r = ranges[i];
+    const uint64_t rend = r.offset + r.len;
+    uint64_t cur = r.offset;
+    for (size_t k = 0; k < hits.size() && cur < rend; ++k) {
+      const Part& p = hits[k];
+      const uint64_t pend = p.offset + p.len;
+      if (pend <= cur || p.offset >= rend) continue;
+      if (p.offset > cur) {
+        direct.push_back({cur, static_cast<size_t>(p.offset - cur), r.dst + (cur - r.offset)});
+        cur = p.offset;
+      }
+      const uint64_t stop = std::min(rend, pend);
+      if (!failed[k]) {
+        try {
+          p.ready.get();
+        } catch (...) {
+          failed[k] = 1;
+        }
+      }
+      if (failed[k])
+        direct.push_back({cur, static_cast<size_t>(stop - cur), r.dst + (cur - r.offset)});
+      else
+        std::memcpy(r.dst + (cur - r.offset), p.data->data() + (cur - p.offset), stop - cur);
+      cur = stop;
+    }
+    if (cur < rend) direct.push_back({cur, static_cast<size_t>(rend - cur), r.dst + (cur - r.offset)});
+  }
+  if (std::find(failed.begin(), failed.end(), 1) != failed.end()) {
+    // Forget failed parts (their fetches have ended) so later reads retry.
     std::lock_guard<std::mutex> l(ra_mu_);
-    if (window_.data == w.data) window_ = Window();
-    return false;
+    for (size_t k = 0; k < hits.size(); ++k) {
+      if (!failed[k]) continue;
+      auto it = std::find_if(parts_.begin(), parts_.end(),
+                             [&](const Part& p) { return p.data == hits[k].data; });
+      if (it != parts_.end()) parts_.erase(it);
+    }
   }
-  std::memcpy(dst, w.data->data() + (offset - w.offset), len);
-  return true;
+  if (!direct.empty()) fetch_parallel(direct.data(), direct.size(), parallelism);
 }
 
-// After a read of [start, end): when reads move forward (this one starts
-// where the last ended, or inside the window), start fetching the window
-// after `end` unless one covering it is under way. Random reads fetch nothing
-// ahead.
-void ReadObject::advance_window(uint64_t start, uint64_t end) const {
-  std::lock_guard<std::mutex> l(ra_mu_);
-  const bool forward = start == last_end_ ||
-                       (window_.data && start >= window_.offset && start <= window_.offset + window_.len);
+void ReadObject::retire(Part&& p) const {
+  // Destroying the last handle of a std::async fetch waits for it: keep
+  // running ones here, drop the ones that have ended.
+  retired_.erase(std::remove_if(retired_.begin(), retired_.end(),
+                                [](const std::shared_future<void>& f) {
+                                  return f.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
+                                }),
+                 retired_.end());
+  if (p.ready.valid() && p.ready.wait_for(std::chrono::seconds(0)) != std::future_status::ready)
+    retired_.push_back(std::move(p.ready));
+}
+
+// Reads move forward when a dense read starts where the last one ended or
+// inside the parts already queued (batches read concurrently may arrive out
+// of order). Then parts behind it are dropped (with some slack for those
+// batches) and parts are queued, each fetched on its own thread, up to
+// read_ahead_ bytes past its end. Random reads queue nothing.
+void ReadObject::schedule(uint64_t start, uint64_t end, bool dense) const {
+  const bool have = !parts_.empty();
+  const uint64_t lo = have ? parts_.front().offset : 0;
+  const uint64_t hi = have ? parts_.back().offset + parts_.back().len : 0;
+  const bool inside = have && start >= lo && start <= hi;
+  const bool forward = dense && (start == last_end_ || inside);
   last_end_ = end;
-  if (!forward || end >= size_) return;
-  if (window_.data && end >= window_.offset && end < window_.offset + window_.len / 2) return;
-  if (window_.data && end >= window_.offset + window_.len / 2 && end < window_.offset + window_.len) {
-    // Past the middle of the current window: fetch the next one from its end.
-    end = window_.offset + window_.len;
-    if (end >= size_) return;
+  if (!forward) return;
+  const uint64_t slack = read_ahead_ / 4;
+  size_t drop = 0;
+  if (!inside) {
+    drop = parts_.size();  // a new sequential run elsewhere
+  } else {
+    while (drop < parts_.size() && parts_[drop].offset + parts_[drop].len + slack <= start) ++drop;
   }
-  if (window_.ready.valid()) window_.ready.wait();  // one fetch at a time
-  Window w;
-  w.offset = end;
-  w.len = static_cast<size_t>(std::min<uint64_t>(read_ahead_, size_ - end));
-  w.data = std::make_shared<std::vector<uint8_t>>(w.len);
-  auto data = w.data;
-  uint64_t off = w.offset;
-  w.ready = std::async(std::launch::async, [this, data, off] {
-              ReadRange r{off, data->size(), data->data()};
-              fetch_parallel(&r, 1, 0);
-            }).share();
-  window_ = std::move(w);
+  for (size_t k = 0; k < drop; ++k) retire(std::move(parts_[k]));
+  parts_.erase(parts_.begin(), parts_.begin() + static_cast<std::ptrdiff_t>(drop));
+  uint64_t next = parts_.empty() ? start : parts_.back().offset + parts_.back().len;
+  const uint64_t target = std::min<uint64_t>(size_, end + read_ahead_);
+  // At least four parts in flight, of 64 KiB up to kReadAheadPart.
+  const uint64_t part = std::max<uint64_t>(64u << 10, std::min<uint64_t>(kReadAheadPart, read_ahead_ / 4));
+  while (next < target) {
+    Part p;
+    p.offset = next;
+    p.len = static_cast<size_t>(std::min<uint64_t>(part, size_ - next));
+    p.data = std::make_shared<std::vector<uint8_t>>(p.len);
+    auto data = p.data;
+    p.ready = std::async(std::launch::async, [this, data, next] { fetch(next, data->size(), data->data()); })
+                  .share();
+    next += p.len;
+    parts_.push_back(std::move(p));
+  }
 }
 
 std::vector<uint8_t> ReadObject::read_all(uint64_t offset, size_t len) const {

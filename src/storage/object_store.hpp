@@ -52,10 +52,14 @@ class ReadObject {
   // less than 16 KiB apart merged into one request of up to 8 MiB, requests
   // run on up to `parallelism` threads (0 = Settings::parallelism).
   void read_many(const ReadRange* ranges, size_t n, uint32_t parallelism = 0) const;
-  // Serve forward-moving reads from a background window of `bytes` (0 = off):
-  // once a read starts where the previous one ended, the next `bytes` are
-  // fetched (in parallel parts) while the caller works on these.
+  // Serve forward-moving reads from parts fetched ahead (`bytes` = how far
+  // ahead, 0 = off): once a read (or a dense batch) starts where the previous
+  // one ended, or inside the parts already fetched, the next `bytes` are
+  // fetched as parts (bytes/4, at most kReadAheadPart), all in flight at once, while the
+  // caller works on these; every byte is fetched once (a read that needs a
+  // part being fetched waits for it).
   void set_read_ahead(size_t bytes);
+  static constexpr size_t kReadAheadPart = 8u << 20;
   // Fetch [offset, offset+len) into a new buffer (in parallel parts when large).
   std::vector<uint8_t> read_all(uint64_t offset, size_t len) const;
 
@@ -71,18 +75,24 @@ class ReadObject {
   bool remote_ = false;
 
  private:
-  struct Window {
+  struct Part {
     uint64_t offset = 0;
     size_t len = 0;
     std::shared_ptr<std::vector<uint8_t>> data;
     std::shared_future<void> ready;
   };
-  bool from_window(uint64_t offset, size_t len, uint8_t* dst) const;
-  void advance_window(uint64_t start, uint64_t end) const;
+  // Read-ahead path of read() / read_many(): schedule parts, copy what they
+  // cover, fetch the rest directly.
+  void read_ahead_many(const ReadRange* ranges, size_t n, uint32_t parallelism) const;
+  // Under ra_mu_: after a read of [start, end), drop parts far behind and
+  // queue parts up to end + read_ahead_ when reads move forward.
+  void schedule(uint64_t start, uint64_t end, bool dense) const;
+  void retire(Part&& p) const;  // keep an in-flight fetch until it ends (ra_mu_)
   void fetch_parallel(const ReadRange* ranges, size_t n, uint32_t parallelism) const;
   size_t read_ahead_ = 0;
   mutable std::mutex ra_mu_;
-  mutable Window window_;
+  mutable std::vector<Part> parts_;               // contiguous, by offset (ra_mu_)
+  mutable std::vector<std::shared_future<void>> retired_;  // dropped while in flight
   mutable uint64_t last_end_ = UINT64_MAX;  // end of the last read (ra_mu_)
 };
 
