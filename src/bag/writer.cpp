@@ -59,6 +59,13 @@ Writer::Writer(const std::string& spec, const WriterOptions& o)
 }
 
 Writer::~Writer() {
+  if (owner_.forked()) {
+    // A forked child's copy (a Python object finalised in a worker): the
+    // uploads are the parent's, and their part threads do not exist here
+    // (waiting for them would hang): leave them alone, leak the memory.
+    (void)remote_records_.release();
+    (void)remote_limits_.release();
+  }
   if (spill_fd_ >= 0) ::close(spill_fd_);
   if (sync_fd_ >= 0) ::close(sync_fd_);
   // Uncommitted AtomicFiles remove their temporary files.
@@ -80,6 +87,9 @@ void Writer::guarded(F&& f) {
 }
 
 void Writer::check_usable() const {
+  if (remote_records_ && owner_.forked())
+    fail(A2PACK_E_CLOSED, "{}: this object is being uploaded by the process that opened it; a forked "
+         "child cannot write or finish it", path_);
   if (committed_) fail(A2PACK_E_CLOSED, "{}: writer already closed", path_);
   if (failed_) fail(A2PACK_E_CLOSED, "{}: an earlier write failed; the file was not written", path_);
 }

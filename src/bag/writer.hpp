@@ -30,6 +30,7 @@
 #include "bag/format.hpp"
 #include "bag/zstd_codec.hpp"
 #include "base/file_io.hpp"
+#include "base/fork_stamp.hpp"
 #include "storage/object_store.hpp"
 
 namespace a2pack::bag {
@@ -79,6 +80,7 @@ class Writer {
   std::unique_ptr<AtomicFile> limits_;  // SEPARATE placement
   // s3:// / gs:// outputs instead of records_ / limits_ (SEPARATE: remote_limits_).
   std::unique_ptr<storage::WriteObject> remote_records_, remote_limits_;
+  ForkStamp owner_;  // a forked child may not use, abort or finish the uploads
   std::vector<uint64_t> pending_;       // TAIL limits not yet spilled
   int spill_fd_ = -1;
   int sync_fd_ = -1;            // the records temp file, for early writeback

@@ -37,6 +37,9 @@ HeadFirstWriter::HeadFirstWriter(const std::string& path) : out_(open_write(path
 }
 
 HeadFirstWriter::~HeadFirstWriter() {
+  // In a forked child the upload is the parent's and its part threads do
+  // not exist here (waiting for them would hang): leak it.
+  if (owner_.forked()) (void)out_.release();
   if (spill_fd_ >= 0) ::close(spill_fd_);
   // out_'s destructor aborts an uncommitted upload.
 }
@@ -46,7 +49,14 @@ void HeadFirstWriter::flush_spill() {
   buf_.clear();
 }
 
+void HeadFirstWriter::check_owner() const {
+  if (owner_.forked())
+    fail(A2PACK_E_CLOSED, "{}: this object is being uploaded by the process that opened it; a forked "
+         "child cannot write or finish it", url());
+}
+
 void HeadFirstWriter::write(const void* data, size_t len) {
+  check_owner();
   try {
     body_ += len;
     if (spill_fd_ < 0) return out_->write(data, len);
@@ -63,6 +73,7 @@ void HeadFirstWriter::write(const void* data, size_t len) {
 }
 
 void HeadFirstWriter::commit(const void* head, size_t len) {
+  check_owner();
   try {
     if (spill_fd_ < 0) return out_->commit_with_head(head, len);
     flush_spill();

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "base/fork_stamp.hpp"
 #include "storage/object_store.hpp"
 
 namespace a2pack::storage {
@@ -38,10 +39,12 @@ class HeadFirstWriter {
 
  private:
   void flush_spill();
+  void check_owner() const;
   std::unique_ptr<WriteObject> out_;
   int spill_fd_ = -1;            // in-order backends: the body meanwhile
   std::vector<uint8_t> buf_;     // write buffer of the spill
   uint64_t body_ = 0;
+  ForkStamp owner_;  // a forked child leaves the parent's upload alone
 };
 
 }  // namespace a2pack::storage

@@ -194,6 +194,37 @@ def test_killed_bag_writer_leaves_nothing(store, tmpdir_env):
     assert list(tmpdir_env.iterdir()) == []
 
 
+def test_forked_child_leaves_the_parents_upload_alone(store, tmp_path):
+    # A child forked mid-upload cannot write or finish the parent's object,
+    # and dropping its copy neither aborts the parent's upload nor waits for
+    # part threads that do not exist in the child.
+    rng = np.random.default_rng(8)
+    recs = [rng.bytes(1 << 20) for _ in range(7)]  # a part sent or in flight
+    w = bag.Writer(store.url("forked.bag"))
+    for r in recs:
+        w.write(r)
+    w.flush()
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            try:
+                w.write(b"child")
+                w.flush()
+            except a2pack.errors.ClosedError:
+                code = 0
+            w._abandon()
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+    w.write(b"last")
+    w.close()
+    local = tmp_path / "forked.bag"
+    write_bag(str(local), recs + [b"last"])
+    assert store.get("forked.bag") == local.read_bytes()
+
+
 def test_bag_upload_failing_midway_is_aborted(store, tmpdir_env):
     # The second part (S3) / the second chunk (GCS) is refused.
     seen = {"n": 0}
