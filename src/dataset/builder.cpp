@@ -18,6 +18,7 @@
 #include "base/crc32c.hpp"
 #include "base/error.hpp"
 #include "base/file_io.hpp"
+#include "base/path_prefix.hpp"
 #include "base/worker_pool.hpp"
 #include "dataset/foreign.hpp"
 #include "dataset/fsutil.hpp"
@@ -446,9 +447,20 @@ void install_dir(const std::string& tmp, const std::string& out, bool replace,
 // (after the header), atomically: a temporary sibling folder renamed into
 // place. `build` and `build_from_rows` differ only in `fill`, so the files
 // they write cannot drift apart.
+// Building and appending need a local folder (a temporary sibling renamed
+// into place, a lock file, a journal): an object store has none of these.
+void require_local(const std::string& dir) {
+  if (is_remote_path(dir))
+    fail(A2PACK_E_UNSUPPORTED,
+         "{}: datasets are built and appended in a local folder; build one locally and upload its "
+         "files (remote datasets are read-only)",
+         dir);
+}
+
 BuildResult build_folder(const std::string& out_dir, const BuildOptions& o,
                          const std::string& input, const std::string& kind,
                          const std::function<StreamResult(TempFile&)>& fill) {
+  require_local(out_dir);
   const std::string out = strip_slashes(out_dir);
   if (out.empty()) fail(A2PACK_E_INVALID_ARGUMENT, "the output folder name is empty");
   struct stat st;
@@ -588,6 +600,7 @@ BuildResult build_from_rows(const uint8_t* rows, uint64_t n_rows, std::vector<Ru
 }
 
 BuildResult append(const RunSource& src, const std::string& dir_in, const BuildOptions& o) {
+  require_local(dir_in);
   const std::string dir = strip_slashes(dir_in);
   require_dataset_files(dir);
   DirLock lock(dir, /*exclusive=*/true, o.lock_timeout_ms);

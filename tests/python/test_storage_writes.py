@@ -402,3 +402,17 @@ def test_cli_output_server_stopped(tmp_path, tmpdir_env, monkeypatch):
     assert r.returncode != 0
     assert store.url("p.a2pack") in r.stderr, r.stderr
     assert list(tmpdir_env.iterdir()) == []
+
+
+def test_dataset_build_and_append_refuse_buckets(tmp_path, tmpdir_env, monkeypatch):
+    # Datasets are built in a local folder: a bucket path is refused at once,
+    # naming it, and nothing is created locally under a look-alike name.
+    make_runs(tmp_path / "runs", n=3)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(a2pack.errors.UnsupportedError, match=r"s3://b/ds: datasets are built"):
+        a2pack.build_dataset(tmp_path / "runs", "s3://b/ds")
+    with pytest.raises(a2pack.errors.UnsupportedError, match=r"gs://b/ds: datasets are built"):
+        a2pack.append_dataset("gs://b/ds", tmp_path / "runs")
+    r = run_cli("dataset", "build", "-i", str(tmp_path / "runs"), "-o", "s3://b/ds", "-q")
+    assert r.returncode != 0 and "s3://b/ds: datasets are built" in r.stderr, r.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["runs", "tmpdir"]
