@@ -4,9 +4,11 @@ and the folder assembled once.
 
 The workers turn each run into its 32-byte rows (:mod:`a2pack.dataset_rows`,
 the rule of the library's builder) and its metadata row; one final step sorts
-the runs by their order key, numbers them 0..n-1 and writes the three files
-as ``a2pack dataset build`` does for the same runs in the same order (see
-docs/beam.md for what is and is not byte-identical).
+the runs by their order key, numbers them 0..n-1 and hands the rows to the
+library (``a2pack_dataset_build_from_rows``), which writes the three files
+with the code of ``a2pack dataset build``: the same bytes for the same runs
+in the same order (with the same ``SOURCE_DATE_EPOCH``, which fixes the
+manifest's time stamps; docs/beam.md).
 """
 
 from __future__ import annotations
@@ -48,7 +50,9 @@ class BuildDataset(transforms.PTransform[pvalue.PCollection[Any], pvalue.PCollec
     out, unless ``skip_bad=False``, which fails the pipeline on it.
 
     ``source_input`` and ``source_kind`` are what manifest.json records as the
-    source (the CLI writes the --input it was given and "dir" or "pack").
+    source (the CLI writes the --input it was given and "dir" or "pack");
+    its time stamps are the assembly's time, or ``SOURCE_DATE_EPOCH`` when
+    set on the worker that assembles.
     The output PCollection holds one dict: ``path``, ``runs``, ``rows``,
     ``bad_runs`` (list of ``(key, message)``).
     """
