@@ -433,6 +433,8 @@ class PackWriter:
 
     Pass `expected_count` when the number of runs is known to write payloads
     in place; otherwise they are staged in a temporary file and copied once.
+    An `s3://` or `gs://` path is one streamed upload that appears only at
+    finish() (docs/storage.md).
     """
 
     def __init__(self, path: PathLike, *, align: int = 4096, compress: Optional[str] = "none",
