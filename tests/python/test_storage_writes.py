@@ -390,6 +390,18 @@ def test_cli_output_failing_midway_leaves_no_object(store, tmp_path, tmpdir_env,
     assert list(tmpdir_env.iterdir()) == []
 
 
+def test_cli_pack_bad_input_midway_aborts_the_upload(store, tmp_path, tmpdir_env):
+    # A bad run file after 12 MiB of payloads (parts already sent): the
+    # pack fails naming the file, and the upload is aborted.
+    make_runs(tmp_path / "runs")
+    (tmp_path / "runs" / "run-999.a2run2").write_bytes(b"not a run file" * 100)
+    r = run_cli("pack", "-i", str(tmp_path / "runs"), "-o", store.url("bad.a2pack"), "--align", "1048576", "-q")
+    assert r.returncode != 0 and "run-999.a2run2" in r.stderr, r.stderr
+    assert store.get("bad.a2pack") is None
+    assert store.uploads() == []
+    assert list(tmpdir_env.iterdir()) == []
+
+
 def test_cli_output_server_stopped(tmp_path, tmpdir_env, monkeypatch):
     # An S3 server that goes away before the upload: a clear error naming
     # the URL, in bounded time.
