@@ -29,6 +29,7 @@ void ReadObject::drain() noexcept {
   std::vector<std::shared_future<void>> retired;
   {
     std::lock_guard<std::mutex> l(ra_mu_);
+    forget_parent_parts();
     parts.swap(parts_);
     retired.swap(retired_);
   }
@@ -144,6 +145,7 @@ void ReadObject::read_ahead_many(const ReadRange* ranges, size_t n, uint32_t par
   std::vector<Part> hits;
   {
     std::lock_guard<std::mutex> l(ra_mu_);
+    forget_parent_parts();
     // Dense: a single read, or a batch of consecutive records (an iterating
     // reader's batch); a random batch is not a sign of sequential reading.
     schedule(start, end, covered * 10 >= (end - start) * 9);
@@ -191,6 +193,19 @@ void ReadObject::read_ahead_many(const ReadRange* ranges, size_t n, uint32_t par
     }
   }
   if (!direct.empty()) fetch_parallel(direct.data(), direct.size(), parallelism);
+}
+
+void ReadObject::forget_parent_parts() const {
+  if (!fork_stamp_.forked()) return;
+  // A forked child (a data-loader worker) has none of its parent's fetch
+  // threads: waiting for their futures, or destroying the last handle of
+  // one, would never return. They are left alone (a bounded leak, once per
+  // fork) and the child fetches its own parts from here on.
+  new std::vector<Part>(std::move(parts_));
+  new std::vector<std::shared_future<void>>(std::move(retired_));
+  parts_.clear();
+  retired_.clear();
+  fork_stamp_ = ForkStamp();
 }
 
 void ReadObject::retire(Part&& p) const {

@@ -27,6 +27,8 @@
 #include <string>
 #include <vector>
 
+#include "base/fork_stamp.hpp"
+
 namespace a2pack::storage {
 
 struct ReadRange {
@@ -88,12 +90,14 @@ class ReadObject {
   // queue parts up to end + read_ahead_ when reads move forward.
   void schedule(uint64_t start, uint64_t end, bool dense) const;
   void retire(Part&& p) const;  // keep an in-flight fetch until it ends (ra_mu_)
+  void forget_parent_parts() const;  // in a forked child (ra_mu_)
   void fetch_parallel(const ReadRange* ranges, size_t n, uint32_t parallelism) const;
   size_t read_ahead_ = 0;
   mutable std::mutex ra_mu_;
   mutable std::vector<Part> parts_;               // contiguous, by offset (ra_mu_)
   mutable std::vector<std::shared_future<void>> retired_;  // dropped while in flight
   mutable uint64_t last_end_ = UINT64_MAX;  // end of the last read (ra_mu_)
+  mutable ForkStamp fork_stamp_;            // the process whose threads fetch parts_ (ra_mu_)
 };
 
 class WriteObject {

@@ -192,6 +192,33 @@ def test_sequential_iteration_fetches_each_byte_once(counted, tmp_path):
     assert len(ranges) < size / (1 << 20) + 8, len(ranges)
 
 
+def test_forked_child_reads_ahead_on_its_own(counted, tmp_path):
+    # A data-loader worker forked while the parent's read-ahead parts are in
+    # flight: the child has none of those threads, so it must neither wait
+    # for them nor hang at exit; it reads with parts of its own.
+    client, bucket, proxy = counted
+    rng = np.random.default_rng(2)
+    recs = [rng.bytes(int(rng.integers(1 << 18, 1 << 19))) for _ in range(120)]
+    local = tmp_path / "f.bag"
+    with bag.Writer(str(local)) as w:
+        for r in recs:
+            w.write(r)
+    client.put_object(Bucket=bucket, Key="f.bag", Body=local.read_bytes())
+    r = bag.Reader(f"s3://{bucket}/f.bag")
+    it = iter(r)
+    assert [next(it) for _ in range(30)] == recs[:30]  # parts queued ahead
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            code = 0 if list(r) == recs and r[60] == recs[60] else 2
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+    assert list(it) == recs[30:]
+
+
 def test_gcs_object_replaced_while_open(env, tmp_path):
     """GCS pins the generation seen at open: reads ask for that generation
     (`generation=` and `ifGenerationMatch=`), and the Content-Range total is
