@@ -445,20 +445,35 @@ void Reader::compute_summary(uint32_t workers) const {
   std::vector<uint32_t> lengths(n);
   unsigned w = resolve_workers(workers);
   std::vector<HistogramBuilder> hist(w);
-  parallel_for_worker(
-      n, workers,
-      [&](unsigned worker, size_t i) {
-        EntryBytes b = payload(i, opts_.verify_crc);
-        run::Header h;
-        try {
-          h = run::parse_header(b.data, b.size);
-        } catch (const Error& err) {
-          fail_entry(i, err);
-        }
-        lengths[i] = h.meta.steps;
-        hist[worker].add(h.meta.highest_tile, h.meta.engine);
-      },
-      64);
+  // A remote pack is read in waves of entries, each wave one batch of ranged
+  // requests (merged, parallel), not a request per entry.
+  const size_t wave = src_.remote() ? 1024 : std::max<size_t>(n, 1);
+  for (size_t first = 0; first < n; first += wave) {
+    const size_t count = std::min(wave, n - first);
+    std::vector<std::vector<uint8_t>> stored;
+    if (src_.remote()) {
+      std::vector<uint64_t> ids(count);
+      for (size_t k = 0; k < count; ++k) ids[k] = first + k;
+      stored = read_stored(ids.data(), count);
+    }
+    parallel_for_worker(
+        count, workers,
+        [&](unsigned worker, size_t k) {
+          const size_t i = first + k;
+          uint32_t crc;
+          EntryBytes b = stored.empty() ? payload(i, opts_.verify_crc)
+                                        : payload_from(i, std::move(stored[k]), opts_.verify_crc, crc);
+          run::Header h;
+          try {
+            h = run::parse_header(b.data, b.size);
+          } catch (const Error& err) {
+            fail_entry(i, err);
+          }
+          lengths[i] = h.meta.steps;
+          hist[worker].add(h.meta.highest_tile, h.meta.engine);
+        },
+        64);
+  }
   for (unsigned k = 1; k < w; ++k) hist[0].merge(hist[k]);
   computed_stats_ = summarize_lengths(lengths);
   histograms_ = std::make_unique<Histograms>(hist[0].finish());

@@ -127,6 +127,11 @@ def test_remote_pack_batches_are_fetched_together(counted, packs, compress, tmp_
         before = len(proxy.log)
         assert list(rr) == list(lr)
         assert gets(proxy, before) < n // 8
+        # Histograms (computed from every entry's header) in waves.
+        before = len(proxy.log)
+        assert rr.get_stats().highest_tile_hist == lr.get_stats().highest_tile_hist
+        assert rr.get_stats().engine_counts == lr.get_stats().engine_counts
+        assert gets(proxy, before) < n // 8
         # A bad index is an error before anything is fetched.
         before = len(proxy.log)
         with pytest.raises(a2pack.errors.OutOfRangeError):
