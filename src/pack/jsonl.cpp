@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <exception>
+#include <future>
 #include <thread>
 #include <vector>
 
@@ -187,19 +188,27 @@ JsonlSummary export_jsonl(const Reader& reader, const std::string& output, Jsonl
     if (writer.joinable()) writer.join();
     if (write_error) std::rethrow_exception(write_error);
   };
+  auto fetch_wave = [&](uint64_t first) {
+    const uint64_t lo = first * shard, hi = std::min(n, (first + wave) * shard);
+    std::vector<uint64_t> ids(hi - lo);
+    for (uint64_t i = lo; i < hi; ++i) ids[i - lo] = i;
+    return reader.read_stored(ids.data(), ids.size());
+  };
+  std::future<std::vector<std::vector<uint8_t>>> next_wave;
   try {
     for (uint64_t first = 0; first < n_shards; first += wave) {
       const uint64_t count = std::min(wave, n_shards - first);
       bufs.resize(count);
       lines.assign(count, 0);
       // A remote pack: the wave's entries in one batch of ranged requests
-      // (merged, parallel) rather than a request per entry from each worker.
-      const uint64_t wave_lo = first * shard, wave_hi = std::min(n, (first + count) * shard);
+      // (merged, parallel) rather than a request per entry from each worker,
+      // and the next wave's batch fetched while this one is decoded.
+      const uint64_t wave_lo = first * shard;
       std::vector<std::vector<uint8_t>> stored;
       if (reader.remote()) {
-        std::vector<uint64_t> ids(wave_hi - wave_lo);
-        for (uint64_t i = wave_lo; i < wave_hi; ++i) ids[i - wave_lo] = i;
-        stored = reader.read_stored(ids.data(), ids.size());
+        stored = next_wave.valid() ? next_wave.get() : fetch_wave(first);
+        if (first + wave < n_shards)
+          next_wave = std::async(std::launch::async, fetch_wave, first + wave);
       }
       parallel_for_worker(count, workers, [&](unsigned worker, size_t s) {
         JsonBuf& buf = bufs[s];
