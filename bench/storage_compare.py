@@ -17,7 +17,12 @@ fresh process, on the same seeded batches:
     boto3       download_file (the `aws s3 cp` transfer manager) to /dev/shm
 
 Figures are records/s and MB/s of stored bytes; ratios are against the better
-baseline of the same run. The server is the same Python process for all of
+baseline of the same run, and go to bench-out/ (bench/results.py) too.
+
+moto copies the whole object for every GET (ranged or not) under a lock, so
+its cost per request grows with the file: on a small machine use --records
+3000 (69 MiB; the s3fs worker alone peaks near 18 GiB of memory even then),
+and a real S3-compatible server (--endpoint) for the full 100 000. The server is the same Python process for all of
 them, so it bounds every contender alike. s3fs may need its own environment
 (it pins botocore): --s3fs-python PATH runs its worker there.
 
