@@ -94,7 +94,7 @@ class ReadObject {
   void fetch_parallel(const ReadRange* ranges, size_t n, uint32_t parallelism) const;
   size_t read_ahead_ = 0;
   mutable std::mutex ra_mu_;
-  mutable std::vector<Part> parts_;               // contiguous, by offset (ra_mu_)
+  mutable std::vector<Part> parts_;  // by offset, contiguous but for failed ones dropped (ra_mu_)
   mutable std::vector<std::shared_future<void>> retired_;  // dropped while in flight
   mutable uint64_t last_end_ = UINT64_MAX;  // end of the last read (ra_mu_)
   mutable ForkStamp fork_stamp_;            // the process whose threads fetch parts_ (ra_mu_)
