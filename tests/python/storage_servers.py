@@ -4,7 +4,8 @@ Real peers, started by the tests and stopped after: moto's S3 server
 (`moto[server]`) and gcp-storage-emulator's GCS JSON API, each a child
 process on a free port; plus FaultProxy, a small HTTP proxy put in front of
 either to inject 500s, dropped connections, delays and hostile responses
-(wrong Content-Range, short bodies, huge declared lengths).
+(wrong Content-Range, short bodies, huge declared lengths). Also the run
+folders the pack and export tests upload (make_runs).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import http.client
 import http.server
 import json
 import os
+import pathlib
 import socket
 import subprocess
 import sys
@@ -237,3 +239,40 @@ def _huge_range(v: str) -> str:
     unit, rest = v.split(" ", 1)
     span, _ = rest.split("/")
     return f"{unit} {span}/{2 ** 50}"
+
+
+def refuse_nth_put(n: int) -> Callable:
+    """A FaultProxy rule answering the n-th PUT (an upload's n-th part or
+    chunk) with 403, passing everything else through."""
+    seen = {"puts": 0}
+
+    def rule(_k, method, _path, _headers):
+        if method != "PUT":
+            return None
+        seen["puts"] += 1
+        return "status:403" if seen["puts"] == n else None
+
+    return rule
+
+
+def make_runs(folder: pathlib.Path, n: int = 12, scale: int = 1, first: int = 40,
+              growth: int = 30) -> None:
+    """n run files (v2, branches on every step), run i of
+    (first + growth * i) * scale steps, written into folder."""
+    import numpy as np
+
+    import a2pack
+    from a2pack.run import Meta
+
+    folder.mkdir(parents=True, exist_ok=True)
+    for i in range(n):
+        rng = np.random.default_rng(i)
+        k = (first + growth * i) * scale
+        meta = Meta(steps=k, start_unix_s=1_700_000_000 + i, elapsed_s=1.0, max_score=10 * i,
+                    highest_tile=512, engine_str=None)
+        boards = rng.integers(0, 2**63, size=k, dtype=np.uint64)
+        moves = rng.integers(0, 4, size=k, dtype=np.uint8)
+        values = rng.random((k, 4), dtype=np.float32)
+        legal = np.full(k, 0xF, np.uint8)
+        run = a2pack.RunV2.from_arrays(meta, boards, moves, values, legal, final_board=i)
+        (folder / f"run-{i:03d}.a2run2").write_bytes(run.to_bytes("v2"))

@@ -23,7 +23,6 @@ import a2pack
 from a2pack import bag
 
 import storage_servers as ss
-from test_storage_roundtrip import make_runs
 
 boto3 = pytest.importorskip("boto3")
 
@@ -79,7 +78,7 @@ def cli(*args):
 def packs(tmp_path_factory):
     """A pack of 300 runs, stored and zstd-compressed."""
     tmp = tmp_path_factory.mktemp("packs")
-    make_runs(tmp / "runs", n=300)
+    ss.make_runs(tmp / "runs", n=300, first=5, growth=3)
     out = {}
     for compress in ("none", "zstd"):
         p = tmp / f"p-{compress}.a2pack"

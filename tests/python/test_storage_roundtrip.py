@@ -194,24 +194,8 @@ def test_missing_object_is_not_found(store):
 
 # ---------------------------------------------------------------- packs
 
-def make_runs(folder: pathlib.Path, n=12):
-    from a2pack.run import Meta
-    folder.mkdir(parents=True, exist_ok=True)
-    for i in range(n):
-        rng = np.random.default_rng(i)
-        k = 5 + 3 * i
-        meta = Meta(steps=k, start_unix_s=1_700_000_000 + i, elapsed_s=1.0, max_score=10 * i,
-                    highest_tile=512, engine_str=None)
-        boards = rng.integers(0, 2**63, size=k, dtype=np.uint64)
-        moves = rng.integers(0, 4, size=k, dtype=np.uint8)
-        values = rng.random((k, 4), dtype=np.float32)
-        legal = np.full(k, 0xF, np.uint8)
-        run = a2pack.RunV2.from_arrays(meta, boards, moves, values, legal, final_board=i)
-        (folder / f"run-{i:03d}.a2run2").write_bytes(run.to_bytes("v2"))
-
-
 def test_pack_read_validate_export(store, tmp_path):
-    make_runs(tmp_path / "runs")
+    ss.make_runs(tmp_path / "runs", first=5, growth=3)
     local = tmp_path / "p.a2pack"
     a2pack.pack_dir(tmp_path / "runs", local, workers=2)
     store.put("packs/p.a2pack", local.read_bytes())
@@ -237,7 +221,7 @@ def test_pack_read_validate_export(store, tmp_path):
 # ---------------------------------------------------------------- datasets
 
 def test_dataset_loads_equal_to_local(store, tmp_path):
-    make_runs(tmp_path / "runs", n=20)
+    ss.make_runs(tmp_path / "runs", n=20, first=5, growth=3)
     ds_dir = tmp_path / "ds"
     a2pack.build_dataset(tmp_path / "runs", ds_dir, workers=2)
     names = sorted(p.name for p in ds_dir.iterdir())

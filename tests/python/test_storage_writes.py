@@ -8,7 +8,6 @@ object, no multipart upload and nothing in $TMPDIR."""
 from __future__ import annotations
 
 import os
-import pathlib
 import uuid
 
 import numpy as np
@@ -227,15 +226,7 @@ def test_forked_child_leaves_the_parents_upload_alone(store, tmp_path):
 
 def test_bag_upload_failing_midway_is_aborted(store, tmpdir_env):
     # The second part (S3) / the second chunk (GCS) is refused.
-    seen = {"n": 0}
-
-    def rule(n, method, path, headers):
-        if method != "PUT":
-            return None
-        seen["n"] += 1
-        return "status:403" if seen["n"] == 2 else None
-
-    proxy = ss.FaultProxy(store.server.url, rule)
+    proxy = ss.FaultProxy(store.server.url, ss.refuse_nth_put(2))
     try:
         store.via(proxy.url)
         rng = np.random.default_rng(7)
@@ -271,27 +262,11 @@ def test_separate_limits_never_mismatched(store, tmpdir_env):
 
 # ---------------------------------------------------------------- CLI outputs
 
-def make_runs(folder: pathlib.Path, n=12, scale=1):
-    from a2pack.run import Meta
-    folder.mkdir(parents=True, exist_ok=True)
-    for i in range(n):
-        rng = np.random.default_rng(i)
-        k = (40 + 30 * i) * scale
-        meta = Meta(steps=k, start_unix_s=1_700_000_000 + i, elapsed_s=1.0, max_score=10 * i,
-                    highest_tile=512, engine_str=None)
-        boards = rng.integers(0, 2**63, size=k, dtype=np.uint64)
-        moves = rng.integers(0, 4, size=k, dtype=np.uint8)
-        values = rng.random((k, 4), dtype=np.float32)
-        legal = np.full(k, 0xF, np.uint8)
-        run = a2pack.RunV2.from_arrays(meta, boards, moves, values, legal, final_board=i)
-        (folder / f"run-{i:03d}.a2run2").write_bytes(run.to_bytes("v2"))
-
-
 @pytest.mark.parametrize("align", ["4096", "1048576"])
 def test_cli_pack_to_object_storage(store, tmp_path, tmpdir_env, align):
     # align 1 MiB: a 12 MiB pack, so S3 sends the header and index last, as
     # part 1 with the first payloads behind them.
-    make_runs(tmp_path / "runs")
+    ss.make_runs(tmp_path / "runs")
     local = tmp_path / "p.a2pack"
     r = run_cli("pack", "-i", str(tmp_path / "runs"), "-o", str(local), "--align", align, "-q")
     assert r.returncode == 0, r.stderr
@@ -306,7 +281,7 @@ def test_cli_pack_to_object_storage(store, tmp_path, tmpdir_env, align):
 
 def test_pack_writer_unknown_count_to_object_storage(store, tmp_path, tmpdir_env):
     # No expected count: the index size is known only at finish.
-    make_runs(tmp_path / "runs", n=5)
+    ss.make_runs(tmp_path / "runs", n=5)
     files = sorted((tmp_path / "runs").iterdir())
     for path, name in ((str(tmp_path / "w.a2pack"), None), (store.url("w.a2pack"), "w.a2pack")):
         with a2pack.PackWriter(path, align=1 << 20) as w:
@@ -327,7 +302,7 @@ def test_pack_writer_unknown_count_to_object_storage(store, tmp_path, tmpdir_env
 
 
 def test_cli_to_jsonl_to_object_storage(store, tmp_path, tmpdir_env):
-    make_runs(tmp_path / "runs", n=30, scale=3)
+    ss.make_runs(tmp_path / "runs", n=30, scale=3)
     pack = tmp_path / "p.a2pack"
     assert run_cli("pack", "-i", str(tmp_path / "runs"), "-o", str(pack), "-q").returncode == 0
     for mode in ([], ["--steps"]):
@@ -343,7 +318,7 @@ def test_cli_to_jsonl_to_object_storage(store, tmp_path, tmpdir_env):
 
 
 def test_cli_bag_commands_to_object_storage(store, tmp_path, tmpdir_env):
-    make_runs(tmp_path / "runs", n=6)
+    ss.make_runs(tmp_path / "runs", n=6)
     for out in ("runs.bagz", "runs.a2pack"):
         local = tmp_path / out
         r = run_cli("bag", "convert", str(tmp_path / "runs"), str(local))
@@ -361,18 +336,10 @@ def test_cli_bag_commands_to_object_storage(store, tmp_path, tmpdir_env):
 
 @pytest.mark.parametrize("what", ["pack", "to-jsonl"])
 def test_cli_output_failing_midway_leaves_no_object(store, tmp_path, tmpdir_env, what):
-    make_runs(tmp_path / "runs", n=30, scale=3)
+    ss.make_runs(tmp_path / "runs", n=30, scale=3)
     pack = tmp_path / "p.a2pack"
     assert run_cli("pack", "-i", str(tmp_path / "runs"), "-o", str(pack), "-q").returncode == 0
-    seen = {"n": 0}
-
-    def rule(n, method, path, headers):
-        if method != "PUT":
-            return None
-        seen["n"] += 1
-        return "status:403" if seen["n"] == 2 else None
-
-    proxy = ss.FaultProxy(store.server.url, rule)
+    proxy = ss.FaultProxy(store.server.url, ss.refuse_nth_put(2))
     try:
         store.via(proxy.url)
         if what == "pack":
@@ -393,7 +360,7 @@ def test_cli_output_failing_midway_leaves_no_object(store, tmp_path, tmpdir_env,
 def test_cli_pack_bad_input_midway_aborts_the_upload(store, tmp_path, tmpdir_env):
     # A bad run file after 12 MiB of payloads (parts already sent): the
     # pack fails naming the file, and the upload is aborted.
-    make_runs(tmp_path / "runs")
+    ss.make_runs(tmp_path / "runs")
     (tmp_path / "runs" / "run-999.a2run2").write_bytes(b"not a run file" * 100)
     r = run_cli("pack", "-i", str(tmp_path / "runs"), "-o", store.url("bad.a2pack"), "--align", "1048576", "-q")
     assert r.returncode != 0 and "run-999.a2run2" in r.stderr, r.stderr
@@ -408,7 +375,7 @@ def test_cli_output_server_stopped(tmp_path, tmpdir_env, monkeypatch):
     s3 = ss.start_moto()
     store = Store("s3", s3, monkeypatch, tmp_path)
     monkeypatch.setenv("A2PACK_STORAGE_CONNECT_TIMEOUT", "1")
-    make_runs(tmp_path / "runs", n=4)
+    ss.make_runs(tmp_path / "runs", n=4)
     s3.stop()
     r = run_cli("pack", "-i", str(tmp_path / "runs"), "-o", store.url("p.a2pack"), "-q")
     assert r.returncode != 0
@@ -419,7 +386,7 @@ def test_cli_output_server_stopped(tmp_path, tmpdir_env, monkeypatch):
 def test_dataset_build_and_append_refuse_buckets(tmp_path, tmpdir_env, monkeypatch):
     # Datasets are built in a local folder: a bucket path is refused at once,
     # naming it, and nothing is created locally under a look-alike name.
-    make_runs(tmp_path / "runs", n=3)
+    ss.make_runs(tmp_path / "runs", n=3)
     monkeypatch.chdir(tmp_path)
     with pytest.raises(a2pack.errors.UnsupportedError, match=r"s3://b/ds: datasets are built"):
         a2pack.build_dataset(tmp_path / "runs", "s3://b/ds")
