@@ -29,6 +29,7 @@ import a2pack  # noqa: E402
 from a2pack import beam as a2beam  # noqa: E402
 from a2pack.dataset_rows import write_dataset  # noqa: E402
 from beam_ddp_helpers import make_run, write_run_folder  # noqa: E402
+from cli_util import cli_of_loaded_library  # noqa: E402
 
 # ---- the tests of bagz/beam/bagzio_test.py, with only the import changed ----
 from a2pack import beam as bagzio  # was: from bagz.beam import bagzio
@@ -76,14 +77,6 @@ def counters(result) -> dict:
     for c in result.metrics().query(MetricsFilter().with_namespace(a2beam.NAMESPACE))["counters"]:
         out[c.key.metric.name] = out.get(c.key.metric.name, 0) + c.committed
     return out
-
-
-def cli_path() -> pathlib.Path:
-    env = os.environ.get("A2PACK_CLI")
-    p = pathlib.Path(env) if env else pathlib.Path(a2pack.library_path).resolve().parent / "a2pack"
-    if not p.exists():
-        raise RuntimeError(f"no a2pack CLI at {p}: build it and set A2PACK_CLI")
-    return p
 
 
 def records(n, seed=0):
@@ -229,7 +222,9 @@ def test_build_dataset_identical_to_cli_and_bad_runs_counted(tmp_path, monkeypat
     bad = tmp_path / "runs_bad"
     write_run_folder(bad, 14)
     (bad / "b" / "zz-broken.a2run2").write_bytes(b"A2T2 this is not a run")
-    cli = cli_path()
+    # The tool built with the library this process (and so Beam's workers)
+    # loaded: metadata.db's bytes depend on the SQLite inside the library.
+    cli = cli_of_loaded_library()
     subprocess.run([str(cli), "pack", "--input", str(good), "--output", str(tmp_path / "r.a2pack")],
                    check=True, capture_output=True)
     for inp, out in ((good, "cli_dir"), (tmp_path / "r.a2pack", "cli_pack")):
