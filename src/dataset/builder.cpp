@@ -443,10 +443,6 @@ void install_dir(const std::string& tmp, const std::string& out, bool replace,
   fs::remove_all(old, ec);
 }
 
-// Write the dataset folder `out_dir` whose rows `fill` streams into steps.npy
-// (after the header), atomically: a temporary sibling folder renamed into
-// place. `build` and `build_from_rows` differ only in `fill`, so the files
-// they write cannot drift apart.
 // Building and appending need a local folder (a temporary sibling renamed
 // into place, a lock file, a journal): an object store has none of these.
 void require_local(const std::string& dir) {
@@ -457,6 +453,10 @@ void require_local(const std::string& dir) {
          dir);
 }
 
+// Write the dataset folder `out_dir` whose rows `fill` streams into steps.npy
+// (after the header), atomically: a temporary sibling folder renamed into
+// place. `build` and `build_from_rows` differ only in `fill`, so the files
+// they write cannot drift apart.
 BuildResult build_folder(const std::string& out_dir, const BuildOptions& o,
                          const std::string& input, const std::string& kind,
                          const std::function<StreamResult(TempFile&)>& fill) {

@@ -370,8 +370,7 @@ EntryBytes Reader::payload(uint64_t i, bool verify) const {
   return payload_and_crc(i, verify, crc);
 }
 
-run::Run Reader::decode(uint64_t i, bool verify) const {
-  EntryBytes b = payload(i, verify);
+run::Run Reader::decode_payload(uint64_t i, const EntryBytes& b) const {
   try {
     return run::decode(b.data, b.size);
   } catch (const Error& err) {
@@ -379,25 +378,25 @@ run::Run Reader::decode(uint64_t i, bool verify) const {
   }
 }
 
+run::Run Reader::decode(uint64_t i, bool verify) const {
+  return decode_payload(i, payload(i, verify));
+}
+
+run::Run Reader::decode_from(uint64_t i, std::vector<uint8_t>&& stored, bool verify) const {
+  uint32_t crc;
+  return decode_payload(i, payload_from(i, std::move(stored), verify, crc));
+}
+
 std::vector<run::Run> Reader::decode_many(const uint64_t* idx, size_t n, uint32_t workers,
                                           bool verify) const {
   for (size_t k = 0; k < n; ++k) entry(idx[k]);  // range errors before any work
   std::vector<run::Run> out(n);
-  if (src_.remote()) {
-    // One batch of ranged requests for every entry, then decode in parallel.
-    std::vector<std::vector<uint8_t>> stored = read_stored(idx, n);
-    parallel_for(n, workers, [&](size_t k) {
-      uint32_t crc;
-      EntryBytes b = payload_from(idx[k], std::move(stored[k]), verify, crc);
-      try {
-        out[k] = run::decode(b.data, b.size);
-      } catch (const Error& err) {
-        fail_entry(idx[k], err);
-      }
-    });
-    return out;
-  }
-  parallel_for(n, workers, [&](size_t k) { out[k] = decode(idx[k], verify); });
+  // Remote: one batch of ranged requests for every entry, then decode.
+  std::vector<std::vector<uint8_t>> stored;
+  if (src_.remote()) stored = read_stored(idx, n);
+  parallel_for(n, workers, [&](size_t k) {
+    out[k] = stored.empty() ? decode(idx[k], verify) : decode_from(idx[k], std::move(stored[k]), verify);
+  });
   return out;
 }
 
@@ -534,18 +533,7 @@ void Reader::validate(bool full, uint32_t workers, const ProgressFn& progress) c
         [&](size_t k) {
           uint64_t i = todo[first + k];
           try {
-            run::Run r;
-            if (stored.empty()) {
-              r = decode(i, true);
-            } else {
-              uint32_t crc;
-              EntryBytes b = payload_from(i, std::move(stored[k]), true, crc);
-              try {
-                r = run::decode(b.data, b.size);
-              } catch (const Error& err) {
-                fail_entry(i, err);
-              }
-            }
+            run::Run r = stored.empty() ? decode(i, true) : decode_from(i, std::move(stored[k]), true);
             lengths[first + k] = r.meta.steps;
           } catch (const Error& e) {
             lengths_ok = false;

@@ -117,6 +117,8 @@ class Reader {
   EntryBytes payload_from(uint64_t i, std::vector<uint8_t>&& stored, bool verify, uint32_t& crc) const;
 
   run::Run decode(uint64_t i, bool verify) const;
+  // Decode entry i from its stored bytes, fetched beforehand (read_stored).
+  run::Run decode_from(uint64_t i, std::vector<uint8_t>&& stored, bool verify) const;
   // Decode entries idx[0..n) in parallel on up to `workers` threads.
   std::vector<run::Run> decode_many(const uint64_t* idx, size_t n, uint32_t workers,
                                     bool verify) const;
@@ -143,6 +145,8 @@ class Reader {
  private:
   void open();
   [[noreturn]] void fail_entry(uint64_t i, const Error& e) const;
+  // Decode entry i's payload; a decode error names the pack and entry.
+  run::Run decode_payload(uint64_t i, const EntryBytes& b) const;
   // First non-zero byte in [offset, offset+len), or nullopt.
   std::optional<uint64_t> first_nonzero(uint64_t offset, uint64_t len) const;
   void compute_summary(uint32_t workers) const;  // fills the caches; mu_ held
