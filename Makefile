@@ -187,7 +187,7 @@ BENCH_PIP_PACKAGES := array-record
 $(STAMPS)/pip-bench: Makefile | setup
 	$(call pip_install_missing,$(BENCH_PIP_PACKAGES))
 
-bench: build python $(STAMPS)/pip-bench
+bench: build python $(STAMPS)/pip-bench storage-tools
 	PYTHON=$(PYTHON) bash bench/run_all.sh $(BUILD)
 
 clean:

@@ -1,8 +1,10 @@
 """Record files on S3: a2pack against Python clients reading the same ranges.
 
-One run, one server: moto's S3 server on 127.0.0.1 (started here, or
---endpoint), one .bagz of N records of ~48 KiB (default 3 000 on moto,
-100 000 on an --endpoint; --records sets it), uploaded once. Then, each contender in its own
+One run, one server on 127.0.0.1, started here: the Versity S3 Gateway
+(versitygw, a production S3 server over a local folder; `make bench-tools`
+installs it) when it is there, else moto's S3 server; or --endpoint URL.
+One .bagz of N records of ~48 KiB (default 100 000 on a real server, 3 000
+on moto; --records sets it), uploaded once. Then, each contender in its own
 fresh process, on the same seeded batches:
 
   random batches of 256 records
@@ -24,11 +26,13 @@ PATH runs its worker there.
 
 moto copies the whole object for every GET (ranged or not) under a lock, so
 its cost per request grows with the file: 3 000 records (69 MiB) is what a
-small machine holds (the s3fs worker alone peaks near 18 GiB of memory even
-then); the full 100 000 need a real S3-compatible server (--endpoint).
+small machine holds there (the s3fs worker alone peaks near 18 GiB of memory
+even then); the full 100 000 need a real S3 server (versitygw, or --endpoint).
 
-  .venv/bin/python bench/storage_compare.py            # moto: 3 000 records, 2 batches
-  .venv/bin/python bench/storage_compare.py --endpoint http://127.0.0.1:9000   # 100 000
+  make bench-tools                                  # versitygw into .tools/bin
+  .venv/bin/python bench/storage_compare.py         # versitygw: 100 000 records, 20 batches
+  .venv/bin/python bench/storage_compare.py --server moto   # 3 000 records, 2 batches
+  .venv/bin/python bench/storage_compare.py --endpoint http://127.0.0.1:9000
 """
 
 from __future__ import annotations
@@ -148,16 +152,12 @@ def main():
     ap.add_argument("--batches", type=int, default=None,
                     help="random batches (default 20 with --endpoint, 2 on moto)")
     ap.add_argument("--batch-size", type=int, default=256)
-    ap.add_argument("--endpoint", help="an S3 endpoint to use instead of starting moto")
+    ap.add_argument("--server", choices=("auto", "versitygw", "moto"), default="auto",
+                    help="the S3 server started here (auto: versitygw when found, else moto)")
+    ap.add_argument("--endpoint", help="an S3 endpoint to use instead of starting a server")
     ap.add_argument("--s3fs-python", default=sys.executable)
     ap.add_argument("--worker", nargs=2, help=argparse.SUPPRESS)
     args = ap.parse_args()
-    # moto holds what `make bench` (no arguments) can run on a small machine;
-    # the issue's 100 000 records need a real S3-compatible server.
-    if args.records is None:
-        args.records = 100_000 if args.endpoint else 3_000
-    if args.batches is None:
-        args.batches = 20 if args.endpoint else 2
     if args.worker:
         name, spec_path = args.worker
         with open(spec_path) as f:
@@ -169,12 +169,28 @@ def main():
     import numpy as np
     from a2pack import bag
 
+    import storage_servers as ss
+    kind = args.server
+    if kind == "auto":
+        kind = "versitygw" if ss.find_versitygw() else "moto"
+    # moto holds what `make bench` can run on a small machine; the full
+    # 100 000 records need a real S3 server.
+    real = bool(args.endpoint) or kind == "versitygw"
+    if args.records is None:
+        args.records = 100_000 if real else 3_000
+    if args.batches is None:
+        args.batches = 20 if real else 2
+
     load_before = os.getloadavg()
     server = None
     endpoint = args.endpoint
+    server_root = None
     if not endpoint:
-        import storage_servers as ss
-        server = ss.start_moto()
+        if kind == "versitygw":
+            server_root = tempfile.TemporaryDirectory(prefix="a2pack-s3-")
+            server = ss.start_versitygw(server_root.name, "bench", "bench")
+        else:
+            server = ss.start_moto()
         endpoint = server.url
     os.environ.update(AWS_ACCESS_KEY_ID="bench", AWS_SECRET_ACCESS_KEY="bench",
                       AWS_REGION="us-east-1", AWS_ENDPOINT_URL=endpoint)
@@ -213,6 +229,8 @@ def main():
     finally:
         if server:
             server.stop()
+        if server_root:
+            server_root.cleanup()
 
     n = args.batches * args.batch_size
     stored_mb = size / 1e6
@@ -234,7 +252,8 @@ def main():
     for k, v in seq.items():
         rows.append(f"| sequential, whole file | {k} | {v:,.0f} MB/s | {v / base:.2f}x |" if base else "")
     load_after = os.getloadavg()
-    where = "moto S3 server on 127.0.0.1" if server else f"S3 endpoint {endpoint}"
+    where = {"moto": "moto S3 server", "versitygw": "versitygw S3 server (POSIX backend)"}[kind] + \
+        " on 127.0.0.1" if server else f"S3 endpoint {endpoint}"
     print(f"{args.records} records of ~48 KiB (.bagz, {size / 2**20:.0f} MiB), {where}, "
           f"{os.cpu_count()} cores, load average {load_before[0]:.1f} before / {load_after[0]:.1f} after\n")
     print("| read | client | rate | vs best baseline |")
@@ -242,7 +261,7 @@ def main():
     print("\n".join(r for r in rows if r))
 
     from results import emit  # bench/results.py: the summary table of `make bench`
-    note = f"{args.records} records, {size / 2**20:.0f} MiB .bagz, load {load_before[0]:.1f}/{load_after[0]:.1f}"
+    note = f"{kind if server else endpoint}, {args.records} records, {size / 2**20:.0f} MiB .bagz, load {load_before[0]:.1f}/{load_after[0]:.1f}"
     if "a2pack" in rate:
         base_name = max((k for k in ("s3fs", "boto3") if k in rate), key=lambda k: rate[k], default=None)
         emit("storage", f"S3 random batches of {args.batch_size}", rate["a2pack"],

@@ -17,3 +17,23 @@ $(STAMPS)/pip-storage: mk/storage.mk | $(STAMPS)/pip
 	$(call pip_install_missing,moto[server])
 
 test-deps: $(STAMPS)/pip-storage
+
+# A production S3 server beside moto: the Versity S3 Gateway (Apache-2.0, a
+# Go module), built into .tools/bin when Go is there. test_storage_roundtrip
+# runs its S3 cases against it as well, and bench/storage_compare.py uses it
+# for the full-size benchmark; without Go both go on with moto alone (the
+# versitygw cases are skipped, saying why).
+VERSITYGW_VERSION := v1.8.0
+TOOLS_BIN := $(CURDIR)/.tools/bin
+
+$(TOOLS_BIN)/versitygw: mk/storage.mk
+	@if command -v go >/dev/null; then \
+	  echo "go install versitygw@$(VERSITYGW_VERSION)"; \
+	  GOBIN=$(TOOLS_BIN) go install github.com/versity/versitygw/cmd/versitygw@$(VERSITYGW_VERSION) \
+	    || echo "warning: versitygw did not build; its storage tests will be skipped"; \
+	else echo "no Go toolchain: versitygw's storage tests are skipped"; fi
+
+.PHONY: storage-tools
+storage-tools: $(TOOLS_BIN)/versitygw
+
+test-deps: storage-tools

@@ -40,6 +40,8 @@ def _wait_for(url: str, proc: subprocess.Popen, what: str, timeout: float = 30.0
         try:
             urllib.request.urlopen(url, timeout=1).read()
             return
+        except urllib.error.HTTPError:
+            return  # it answers (an S3 server refuses an unsigned GET /)
         except Exception:
             time.sleep(0.1)
     proc.kill()
@@ -82,6 +84,29 @@ def start_moto(auth_after: Optional[int] = None) -> Server:
         env["INITIAL_NO_AUTH_ACTION_COUNT"] = str(auth_after)
     return Server([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
                   port, "/moto-api/", "moto server", env)
+
+
+def find_versitygw() -> Optional[str]:
+    """The Versity S3 Gateway's binary: $A2PACK_VERSITYGW, the project's
+    .tools/bin (`make bench-tools`), else PATH; None when there is none."""
+    import shutil
+    here = pathlib.Path(__file__).resolve().parents[2] / ".tools" / "bin" / "versitygw"
+    for cand in (os.environ.get("A2PACK_VERSITYGW"), str(here), shutil.which("versitygw")):
+        if cand and os.access(cand, os.X_OK):
+            return cand
+    return None
+
+
+def start_versitygw(root: str, access: str, secret: str, binary: Optional[str] = None) -> Server:
+    """The Versity S3 Gateway (a production S3 server, Apache-2.0) over the
+    local folder `root` (its POSIX backend: a bucket is a folder, an object a
+    file), single account `access`/`secret` (SigV4 checked)."""
+    exe = binary or find_versitygw()
+    if not exe:
+        raise RuntimeError("versitygw not found (make bench-tools, or A2PACK_VERSITYGW)")
+    port = free_port()
+    return Server([exe, "--access", access, "--secret", secret, "--port", f"127.0.0.1:{port}",
+                   "posix", root], port, "/", "versitygw")
 
 
 def start_gcs() -> Server:

@@ -1,6 +1,8 @@
 """Record files, packs and datasets on object storage (s3://, gs://), against
-real servers on 127.0.0.1: moto's S3 server and gcp-storage-emulator, both
-started here and stopped after (storage_servers.py). Everything goes through
+real servers on 127.0.0.1: moto's S3 server, the Versity S3 Gateway (a
+production S3 server; its cases are skipped where it is not installed, see
+mk/storage.mk) and gcp-storage-emulator, all started here and stopped after
+(storage_servers.py). Everything goes through
 the ordinary API with bucket paths; the answers must equal those of local
 copies of the same files."""
 
@@ -27,12 +29,16 @@ _bucket_ids = itertools.count()
 
 
 @pytest.fixture(scope="module")
-def servers():
+def servers(tmp_path_factory):
     s3 = ss.start_moto()
     gcs = ss.start_gcs()
-    yield s3, gcs
-    s3.stop()
-    gcs.stop()
+    vgw = None
+    if ss.find_versitygw():
+        vgw = ss.start_versitygw(str(tmp_path_factory.mktemp("versitygw")), "testing", "testing")
+    yield {"s3": s3, "gs": gcs, "s3-versitygw": vgw}
+    for server in (s3, gcs, vgw):
+        if server:
+            server.stop()
 
 
 class Store:
@@ -79,12 +85,15 @@ def storage_env(monkeypatch, tmp_path, s3_url, gcs_url):
     monkeypatch.setenv("A2PACK_STORAGE_TIMEOUT", "30")
 
 
-@pytest.fixture(params=["s3", "gs"])
+@pytest.fixture(params=["s3", "gs", "s3-versitygw"])
 def store(request, servers, monkeypatch, tmp_path):
-    s3, gcs = servers
-    storage_env(monkeypatch, tmp_path, s3.url, gcs.url)
-    server = s3 if request.param == "s3" else gcs
-    return Store(request.param, server, f"bkt{next(_bucket_ids)}-{uuid.uuid4().hex[:8]}")
+    server = servers[request.param]
+    if server is None:
+        pytest.skip("versitygw is not installed (make storage-tools needs Go)")
+    kind = request.param.split("-")[0]
+    s3_url = server.url if kind == "s3" else servers["s3"].url
+    storage_env(monkeypatch, tmp_path, s3_url, servers["gs"].url)
+    return Store(kind, server, f"bkt{next(_bucket_ids)}-{uuid.uuid4().hex[:8]}")
 
 
 def cli(*args, check=True):
