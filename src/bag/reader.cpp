@@ -50,6 +50,22 @@ std::vector<char> read_remote_spans(const std::vector<std::unique_ptr<Shard>>& s
   return done;
 }
 
+// The spans of a batch that lie in local files read with pread (not
+// mapped, not already read from object storage), read all at once
+// (RecordFile::read_many: io_uring, else up to `workers` threads).
+template <typename Spans, typename Dest>
+void read_pread_spans(const std::vector<std::unique_ptr<Shard>>& shards, const Spans& spans,
+                      const std::vector<char>& remote, Dest dest, uint32_t workers) {
+  std::vector<RecordFile::Span> reads;
+  reads.reserve(spans.size());
+  for (size_t i = 0; i < spans.size(); ++i) {
+    const RecordFile& f = shards[spans[i].shard]->records();
+    if (remote[i] || f.is_mapped()) continue;
+    reads.push_back({&f, spans[i].off, static_cast<size_t>(spans[i].len), dest(i)});
+  }
+  RecordFile::read_many(reads.data(), reads.size(), workers);
+}
+
 }  // namespace
 
 Reader::Reader(const std::vector<std::string>& paths, const ReaderOptions& o) : options_(o) {
@@ -255,14 +271,16 @@ Batch Reader::read(const uint64_t* indices, size_t n, uint32_t workers) const {
     // batches. Local files that are not mapped are read with pread under
     // DROP_AFTER_READ or DIRECT_IO, which keep them out of the page cache:
     // every read waits on the disk, so even a small batch goes out at once,
-    // as deep a queue as `workers` allows.
-    uint32_t w = at.all_mapped ? (out.bytes < kSerialMappedBytes ? 1 : cpu_workers) : workers;
-    const std::vector<char> remote = read_remote_spans(
-        shards_, at.spans, [&](size_t i) { return out.data.get() + out.offsets[at.spans[i].k0]; });
+    // all of it queued together.
+    auto dest = [&](size_t i) { return out.data.get() + out.offsets[at.spans[i].k0]; };
+    const std::vector<char> remote = read_remote_spans(shards_, at.spans, dest);
+    if (!at.all_mapped) read_pread_spans(shards_, at.spans, remote, dest, workers);
+    uint32_t w = out.bytes < kSerialMappedBytes ? 1 : cpu_workers;
     parallel_for(at.spans.size(), w, [&](size_t i) {
       const Span& sp = at.spans[i];
-      if (remote[i]) return;
-      shards_[sp.shard]->records().read(sp.off, sp.len, out.data.get() + out.offsets[sp.k0]);
+      const RecordFile& f = shards_[sp.shard]->records();
+      if (remote[i] || !f.is_mapped()) return;
+      std::memcpy(dest(i), f.mapped() + sp.off, sp.len);
     });
     return out;
   }
@@ -301,15 +319,11 @@ PendingRead Reader::prepare_located(Located at, uint32_t workers) const {
     std::vector<uint64_t> soff(n + 1, 0);
     for (size_t k = 0; k < n; ++k) soff[k + 1] = soff[k] + locs[k].len;
     p.scratch_ = batch_buffer(at.stored_bytes, "stored bytes", *shards_[locs[0].shard], n);
-    const std::vector<char> remote = read_remote_spans(
-        shards_, at.spans, [&](size_t i) { return p.scratch_.get() + soff[at.spans[i].k0]; });
+    auto dest = [&](size_t i) { return p.scratch_.get() + soff[at.spans[i].k0]; };
+    const std::vector<char> remote = read_remote_spans(shards_, at.spans, dest);
     // Disk-bound (see Reader::read): every span at once, whatever the size.
-    parallel_for(at.spans.size(), workers, [&](size_t i) {
-      const Span& sp = at.spans[i];
-      const RecordFile& f = shards_[sp.shard]->records();
-      if (f.is_mapped() || remote[i]) return;  // mixed shards: mapped ones are viewed below
-      f.read(sp.off, sp.len, p.scratch_.get() + soff[sp.k0]);
-    });
+    // Mixed shards: mapped ones are viewed below.
+    read_pread_spans(shards_, at.spans, remote, dest, workers);
     for (size_t k = 0; k < n; ++k) {
       const RecordFile& f = shards_[locs[k].shard]->records();
       p.src_[k] = f.is_mapped() ? f.mapped() + locs[k].off : p.scratch_.get() + soff[k];

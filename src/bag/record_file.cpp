@@ -10,7 +10,9 @@
 #include <cstring>
 #include <new>
 
+#include "base/batch_read.hpp"
 #include "base/error.hpp"
+#include "base/worker_pool.hpp"
 
 namespace a2pack::bag {
 namespace {
@@ -122,6 +124,7 @@ RecordFile::RecordFile(const std::string& path, AccessPattern access, CachePolic
     fail(A2PACK_E_INVALID_ARGUMENT, "{}: is a folder, not a file", path);
   }
   size_ = static_cast<uint64_t>(st.st_size);
+  if (long page = ::sysconf(_SC_PAGESIZE); page > 0) page_ = static_cast<uint64_t>(page);
   int advice = access == AccessPattern::random       ? POSIX_FADV_RANDOM
                : access == AccessPattern::sequential ? POSIX_FADV_SEQUENTIAL
                                                      : POSIX_FADV_NORMAL;
@@ -155,10 +158,14 @@ std::string RecordFile::describe() const {
   return "pread+dontneed";
 }
 
-void RecordFile::read(uint64_t offset, size_t len, uint8_t* dst) const {
+void RecordFile::check_bounds(uint64_t offset, size_t len) const {
   if (offset > size_ || len > size_ - offset)
     fail(A2PACK_E_CORRUPT, "{}: read of {} bytes at offset {} is past the end of the {}-byte file",
          path_, len, offset, size_);
+}
+
+void RecordFile::read(uint64_t offset, size_t len, uint8_t* dst) const {
+  check_bounds(offset, len);
   if (len == 0) return;
   if (obj_) {
     obj_->read(offset, len, dst);
@@ -182,6 +189,20 @@ void RecordFile::read(uint64_t offset, size_t len, uint8_t* dst) const {
     if (n == 0) fail(A2PACK_E_CORRUPT, "{}: file shrank while reading offset {}", path_, offset + done);
     done += static_cast<size_t>(n);
   }
+  drop_pages(offset, len);
+}
+
+// DONTNEED releases only the whole pages inside the range (the kernel keeps
+// partial pages at both ends), so a range that holds no whole page - most
+// records of a few KiB - would be a system call that drops nothing; it is
+// skipped. The call costs more than the read of a cached page: with many
+// readers it serialises on the file's page cache.
+void RecordFile::drop_pages(uint64_t offset, size_t len) const {
+  const uint64_t first = (offset + page_ - 1) / page_ * page_;
+  const uint64_t end = offset + len;
+  // The kernel drops the last partial page too when the range ends the file.
+  const uint64_t last = end == size_ ? end : end / page_ * page_;
+  if (last <= first) return;
   ::posix_fadvise(fd_, static_cast<off_t>(offset), static_cast<off_t>(len), POSIX_FADV_DONTNEED);
 }
 
@@ -213,6 +234,80 @@ void RecordFile::read_direct(uint64_t offset, size_t len, uint8_t* dst) const {
     if (got < want && pos + got < offset + len)
       fail(A2PACK_E_CORRUPT, "{}: file shrank while reading offset {}", path_, pos + got);
     pos += want;
+  }
+}
+
+namespace {
+// Aligned scratch of one wave of O_DIRECT reads in a batch: the reads of a
+// batch go out in waves of at most this much scratch, so a huge batch does
+// not double its memory.
+constexpr uint64_t kDirectWaveBytes = 64u << 20;
+}  // namespace
+
+void RecordFile::read_many(const Span* spans, size_t n, uint32_t threads) {
+  for (size_t i = 0; i < n; ++i) spans[i].file->check_bounds(spans[i].offset, spans[i].len);
+  auto one_by_one = [&](size_t from) {
+    parallel_for(n - from, threads, [&](size_t k) {
+      const Span& s = spans[from + k];
+      s.file->read(s.offset, s.len, s.dst);
+    });
+  };
+  if (n <= 1) return one_by_one(0);
+
+  thread_local AlignedBuffer scratch;
+  std::vector<FileRead> wave;
+  std::vector<uint64_t> scratch_at;  // per read of the wave: its scratch offset (direct reads)
+  for (size_t from = 0; from < n;) {
+    // One wave: every buffered read, and direct reads up to kDirectWaveBytes
+    // of aligned scratch (at least one).
+    wave.clear();
+    scratch_at.clear();
+    uint64_t scratch_bytes = 0, scratch_align = 4096;
+    size_t to = from;
+    for (; to < n; ++to) {
+      const Span& s = spans[to];
+      const RecordFile& f = *s.file;
+      if (!f.align_) {
+        wave.push_back({f.fd_, s.offset, s.len, s.len, s.dst});
+        scratch_at.push_back(0);
+        continue;
+      }
+      const uint64_t a = f.align_;
+      const uint64_t start = s.offset / a * a, end = (s.offset + s.len + a - 1) / a * a;
+      const uint64_t at = (scratch_bytes + a - 1) / a * a;  // shards may differ in alignment
+      if (scratch_bytes && at + (end - start) > kDirectWaveBytes) break;
+      wave.push_back({f.fd_, start, static_cast<size_t>(end - start),
+                      static_cast<size_t>(s.offset + s.len - start), nullptr});
+      scratch_at.push_back(at);
+      scratch_bytes = at + (end - start);
+      if (a > scratch_align) scratch_align = a;
+    }
+    uint8_t* base =
+        scratch_bytes ? scratch.get(static_cast<size_t>(scratch_bytes), static_cast<size_t>(scratch_align)) : nullptr;
+    for (size_t k = 0; k < wave.size(); ++k)
+      if (!wave[k].dst) wave[k].dst = base + scratch_at[k];
+
+    BatchReadFailure why;
+    switch (read_batch(wave.data(), wave.size(), &why)) {
+      case BatchRead::unavailable: return one_by_one(from);
+      case BatchRead::failed: {
+        const Span& s = spans[from + why.index];
+        const RecordFile& f = *s.file;
+        if (why.err == 0)
+          fail(A2PACK_E_CORRUPT, "{}: file shrank while reading offset {}", f.path_, why.offset);
+        fail_errno(fmt::format("{}read {} bytes at offset {}", f.align_ ? "O_DIRECT " : "", s.len, s.offset),
+                   f.path_, why.err);
+      }
+      case BatchRead::done: break;
+    }
+    for (size_t k = 0; k < wave.size(); ++k) {
+      const Span& s = spans[from + k];
+      if (s.file->align_)
+        std::memcpy(s.dst, wave[k].dst + (s.offset - wave[k].offset), s.len);
+      else
+        s.file->drop_pages(s.offset, s.len);
+    }
+    from = to;
   }
 }
 

@@ -39,6 +39,19 @@ class RecordFile {
   bool is_mapped() const { return cache_ == CachePolicy::system; }
   // Copy [offset, offset+len) into dst. CORRUPT when past the end of file.
   void read(uint64_t offset, size_t len, uint8_t* dst) const;
+
+  // One read of a batch: [offset, offset+len) of `file` into `dst`.
+  struct Span {
+    const RecordFile* file;
+    uint64_t offset;
+    size_t len;
+    uint8_t* dst;
+  };
+  // Reads a batch of spans of files read with pread (DROP_AFTER_READ,
+  // DIRECT_IO; not mapped, not remote), as read() would one by one: all
+  // queued at once through io_uring from the calling thread
+  // (base/batch_read.hpp), else on up to `threads` threads, a pread each.
+  static void read_many(const Span* spans, size_t n, uint32_t threads);
   // What the file ended up using: "mmap", "pread+dontneed", "o_direct/<align>",
   // "buffered fallback (O_DIRECT refused)".
   const std::string& mode() const { return mode_; }
@@ -48,7 +61,9 @@ class RecordFile {
   const storage::ReadObject* object() const { return obj_.get(); }
 
  private:
+  void check_bounds(uint64_t offset, size_t len) const;
   void read_direct(uint64_t offset, size_t len, uint8_t* dst) const;
+  void drop_pages(uint64_t offset, size_t len) const;
   size_t probe_alignment();
   std::string describe() const;
 
@@ -60,6 +75,7 @@ class RecordFile {
   int fd_ = -1;          // pread paths
   size_t align_ = 0;     // O_DIRECT alignment; 0 = buffered
   bool fell_back_ = false;
+  uint64_t page_ = 4096;  // the page size, for what DONTNEED can drop
   std::string mode_;
 };
 

@@ -1,0 +1,183 @@
+// Batch reads through io_uring (base/batch_read.hpp) and the record-file
+// batches built on them: the same bytes as pread, errors naming the request
+// and the file, a forked child with a ring of its own.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <random>
+
+#include "bag/reader.hpp"
+#include "bag/writer.hpp"
+#include "base/batch_read.hpp"
+#include "test_util.hpp"
+
+using namespace a2pack;
+
+namespace {
+
+std::string random_bytes(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::string s(n, '\0');
+  for (auto& c : s) c = static_cast<char>(rng());
+  return s;
+}
+
+struct Fd {
+  int fd;
+  explicit Fd(const std::string& path, int flags = O_RDONLY) : fd(::open(path.c_str(), flags)) {}
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+// `n` random requests over a file of `size` bytes, some of them large and
+// some empty, more than the ring holds at once.
+std::vector<std::pair<uint64_t, size_t>> random_requests(size_t n, size_t size, uint32_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<std::pair<uint64_t, size_t>> out;
+  for (size_t i = 0; i < n; ++i) {
+    uint64_t off = rng() % size;
+    size_t len = i % 50 == 7 ? 0 : i % 97 == 5 ? size - off : static_cast<size_t>(rng() % 5000);
+    if (len > size - off) len = size - off;
+    out.push_back({off, len});
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST(BatchRead, SameBytesAsTheFile) {
+  if (!batch_read_available()) GTEST_SKIP() << "io_uring is not available here";
+  a2test::TempDir d;
+  const std::string data = random_bytes(3 << 20, 1);
+  a2test::write_bytes(d / "f", data.data(), data.size());
+  Fd f(d / "f");
+  ASSERT_GE(f.fd, 0);
+  auto req = random_requests(3 * kBatchReadDepth + 11, data.size(), 2);
+  std::vector<std::string> got(req.size());
+  std::vector<FileRead> reads;
+  for (size_t i = 0; i < req.size(); ++i) {
+    got[i].assign(req[i].second, '\xAA');
+    reads.push_back({f.fd, req[i].first, req[i].second, req[i].second,
+                     reinterpret_cast<uint8_t*>(got[i].data())});
+  }
+  ASSERT_EQ(read_batch(reads.data(), reads.size(), nullptr), BatchRead::done);
+  for (size_t i = 0; i < req.size(); ++i)
+    ASSERT_EQ(got[i], data.substr(req[i].first, req[i].second)) << "request " << i;
+}
+
+TEST(BatchRead, FailuresNameTheFirstFailedRequest) {
+  if (!batch_read_available()) GTEST_SKIP() << "io_uring is not available here";
+  a2test::TempDir d;
+  const std::string data = random_bytes(10000, 3);
+  a2test::write_bytes(d / "f", data.data(), data.size());
+  Fd f(d / "f");
+  std::vector<std::string> buf(300, std::string(100, '\0'));
+  std::vector<FileRead> reads;
+  for (size_t i = 0; i < buf.size(); ++i)
+    reads.push_back({f.fd, i * 10, 100, 100, reinterpret_cast<uint8_t*>(buf[i].data())});
+  // Past the end of the file: the file ends before the bytes needed.
+  reads[200].offset = 9950;
+  BatchReadFailure why;
+  ASSERT_EQ(read_batch(reads.data(), reads.size(), &why), BatchRead::failed);
+  EXPECT_EQ(why.index, 200u);
+  EXPECT_EQ(why.err, 0);
+  EXPECT_EQ(why.offset, 10000u);  // where the read stopped
+  // The requests queued before it are complete.
+  for (size_t i = 0; i < 128; ++i) EXPECT_EQ(buf[i], data.substr(i * 10, 100)) << i;
+  // A bad descriptor: its errno.
+  reads[200].offset = 0;
+  reads[250].fd = 1 << 20;
+  ASSERT_EQ(read_batch(reads.data(), reads.size(), &why), BatchRead::failed);
+  EXPECT_EQ(why.index, 250u);
+  EXPECT_EQ(why.err, EBADF);
+  // An O_DIRECT-style request that may stop at the end of the file once its
+  // `need` bytes are there.
+  std::string tail(4096, '\0');
+  FileRead r{f.fd, 8192, 4096, 10000 - 8192, reinterpret_cast<uint8_t*>(tail.data())};
+  ASSERT_EQ(read_batch(&r, 1, nullptr), BatchRead::done);
+  EXPECT_EQ(tail.substr(0, 10000 - 8192), data.substr(8192));
+}
+
+TEST(BatchRead, ForkedChildReadsWithARingOfItsOwn) {
+  if (!batch_read_available()) GTEST_SKIP() << "io_uring is not available here";
+  a2test::TempDir d;
+  const std::string data = random_bytes(1 << 20, 4);
+  a2test::write_bytes(d / "f", data.data(), data.size());
+  Fd f(d / "f");
+  auto check = [&](uint32_t seed) {
+    auto req = random_requests(200, data.size(), seed);
+    std::vector<std::string> got(req.size());
+    std::vector<FileRead> reads;
+    for (size_t i = 0; i < req.size(); ++i) {
+      got[i].assign(req[i].second, '\0');
+      reads.push_back({f.fd, req[i].first, req[i].second, req[i].second,
+                       reinterpret_cast<uint8_t*>(got[i].data())});
+    }
+    if (read_batch(reads.data(), reads.size(), nullptr) != BatchRead::done) return false;
+    for (size_t i = 0; i < req.size(); ++i)
+      if (got[i] != data.substr(req[i].first, req[i].second)) return false;
+    return true;
+  };
+  ASSERT_TRUE(check(5));  // the parent's ring exists before the fork
+  pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) ::_exit(check(6) && check(7) ? 0 : 1);
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  EXPECT_TRUE(check(8));  // the parent's ring still works
+}
+
+TEST(BatchRead, RecordBatchesEqualMappedReadsForEveryPolicy) {
+  a2test::TempDir d;
+  std::mt19937 rng(9);
+  std::vector<std::string> recs;
+  for (int i = 0; i < 3000; ++i) recs.push_back(random_bytes(rng() % 9000, static_cast<uint32_t>(i)));
+  for (const char* name : {"r.bag", "r.bagz"}) {
+    {
+      bag::Writer w(d / name, bag::WriterOptions{});
+      for (const auto& r : recs) w.write(reinterpret_cast<const uint8_t*>(r.data()), r.size());
+      w.commit();
+    }
+    std::vector<uint64_t> idx;
+    for (int i = 0; i < 700; ++i) idx.push_back(rng() % recs.size());
+    idx.push_back(5), idx.push_back(6), idx.push_back(7);  // neighbours: one span
+    for (auto cache : {bag::CachePolicy::drop_after_read, bag::CachePolicy::direct_io}) {
+      bag::ReaderOptions o;
+      o.cache_policy = cache;
+      bag::Reader r({d / name}, o);
+      for (uint32_t workers : {1u, 100u}) {
+        bag::Batch b = r.read(idx.data(), idx.size(), workers);
+        for (size_t k = 0; k < idx.size(); ++k) {
+          ASSERT_EQ(b.record(k), recs[idx[k]]) << name << " record " << idx[k];
+        }
+      }
+    }
+  }
+}
+
+TEST(BatchRead, RecordFileThatShrankIsAnErrorNamingIt) {
+  a2test::TempDir d;
+  std::vector<std::string> recs;
+  for (int i = 0; i < 400; ++i) recs.push_back(random_bytes(3000, static_cast<uint32_t>(i)));
+  bag::WriterOptions wo;
+  wo.limits_placement = bag::LimitsPlacement::separate;  // the limits stay whole
+  {
+    bag::Writer w(d / "s.bag", wo);
+    for (const auto& r : recs) w.write(reinterpret_cast<const uint8_t*>(r.data()), r.size());
+    w.commit();
+  }
+  bag::ReaderOptions o;
+  o.cache_policy = bag::CachePolicy::drop_after_read;
+  o.limits_placement = bag::LimitsPlacement::separate;
+  bag::Reader r({d / "s.bag"}, o);
+  ASSERT_EQ(::truncate((d / "s.bag").c_str(), 3000 * 200 + 10), 0);
+  std::vector<uint64_t> idx{3, 150, 250, 399, 10};
+  std::string msg;
+  EXPECT_EQ(a2test::status_of([&] { r.read(idx.data(), idx.size(), 0); }, &msg), A2PACK_E_CORRUPT);
+  EXPECT_NE(msg.find(d / "s.bag"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("shrank"), std::string::npos) << msg;
+}
