@@ -97,16 +97,18 @@ def find_versitygw() -> Optional[str]:
     return None
 
 
-def start_versitygw(root: str, access: str, secret: str, binary: Optional[str] = None) -> Server:
+def start_versitygw(root: str, access: str, secret: str, binary: Optional[str] = None,
+                    posix_options=()) -> Server:
     """The Versity S3 Gateway (a production S3 server, Apache-2.0) over the
     local folder `root` (its POSIX backend: a bucket is a folder, an object a
-    file), single account `access`/`secret` (SigV4 checked)."""
+    file), single account `access`/`secret` (SigV4 checked). `posix_options`
+    go to its posix backend (e.g. ["--io-buffer-size", "65536"])."""
     exe = binary or find_versitygw()
     if not exe:
-        raise RuntimeError("versitygw not found (make bench-tools, or A2PACK_VERSITYGW)")
+        raise RuntimeError("versitygw not found (make storage-tools, or A2PACK_VERSITYGW)")
     port = free_port()
     return Server([exe, "--access", access, "--secret", secret, "--port", f"127.0.0.1:{port}",
-                   "posix", root], port, "/", "versitygw")
+                   "posix", *posix_options, root], port, "/", "versitygw")
 
 
 def start_gcs() -> Server:
