@@ -25,20 +25,24 @@ bool disabled_by_env() {
 // 1: works. A refusal is for the whole process; a ring per thread.
 int g_state = -1;
 
-// One ring per thread, made on first use. A forked child inherits the
-// parent's ring mappings, which still belong to the parent's ring: it
-// leaves them alone and makes its own.
+// One ring per thread, made on first use. A forked child inherits shared
+// mappings of the parent's ring and a descriptor of it: using them would
+// queue into the parent's ring, so the child unmaps and closes its copies
+// (the parent's ring lives on through the parent's own) and makes its own.
 struct Ring {
   io_uring ring{};
   bool ready = false;
   ForkStamp made_in;
 
   ~Ring() {
-    if (ready && !made_in.forked()) io_uring_queue_exit(&ring);
+    if (ready) io_uring_queue_exit(&ring);
   }
 
   io_uring* get() {
-    if (ready && made_in.forked()) ready = false;  // the parent's; not ours to close
+    if (ready && made_in.forked()) {
+      io_uring_queue_exit(&ring);
+      ready = false;
+    }
     if (ready) return &ring;
     if (__atomic_load_n(&g_state, __ATOMIC_RELAXED) == 0) return nullptr;
     if (disabled_by_env()) {
