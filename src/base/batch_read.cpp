@@ -1,5 +1,6 @@
 #include "base/batch_read.hpp"
 
+#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -21,9 +22,9 @@ bool disabled_by_env() {
   return v && (std::strcmp(v, "0") == 0 || std::strcmp(v, "off") == 0 || std::strcmp(v, "false") == 0);
 }
 
-// -1: not tried yet, 0: refused (by the kernel, a filter or the environment),
-// 1: works. A refusal is for the whole process; a ring per thread.
-int g_state = -1;
+// Set once io_uring has been refused (by the kernel, a filter or the
+// environment): the refusal holds for the whole process; a ring per thread.
+std::atomic<bool> g_refused{false};
 
 // One ring per thread, made on first use. A forked child inherits shared
 // mappings of the parent's ring and a descriptor of it: using them would
@@ -44,9 +45,9 @@ struct Ring {
       ready = false;
     }
     if (ready) return &ring;
-    if (__atomic_load_n(&g_state, __ATOMIC_RELAXED) == 0) return nullptr;
+    if (g_refused.load(std::memory_order_relaxed)) return nullptr;
     if (disabled_by_env()) {
-      __atomic_store_n(&g_state, 0, __ATOMIC_RELAXED);
+      g_refused.store(true, std::memory_order_relaxed);
       return nullptr;
     }
     int rc = io_uring_queue_init(kBatchReadDepth, &ring, 0);
@@ -54,12 +55,11 @@ struct Ring {
       // ENOSYS (old kernel), EPERM (seccomp, io_uring_disabled): never
       // going to work here. ENOMEM (locked-memory limit on old kernels):
       // neither, for practical purposes.
-      __atomic_store_n(&g_state, 0, __ATOMIC_RELAXED);
+      g_refused.store(true, std::memory_order_relaxed);
       return nullptr;
     }
     made_in = ForkStamp();
     ready = true;
-    __atomic_store_n(&g_state, 1, __ATOMIC_RELAXED);
     return &ring;
   }
 };

@@ -32,6 +32,18 @@ struct Fd {
   }
 };
 
+// A file of `size` random bytes in a folder of its own, open for reading.
+std::string write_file(const a2test::TempDir& d, const std::string& data) {
+  a2test::write_bytes(d / "f", data.data(), data.size());
+  return d / "f";
+}
+struct RandomFile {
+  a2test::TempDir dir;
+  std::string data;
+  Fd f;
+  RandomFile(size_t size, uint32_t seed) : data(random_bytes(size, seed)), f(write_file(dir, data)) {}
+};
+
 // `n` random requests over a file of `size` bytes, some of them large and
 // some empty, more than the ring holds at once.
 std::vector<std::pair<uint64_t, size_t>> random_requests(size_t n, size_t size, uint32_t seed) {
@@ -65,20 +77,16 @@ bool batch_matches(int fd, const std::string& data, const std::vector<std::pair<
 
 TEST(BatchRead, SameBytesAsTheFile) {
   if (!batch_read_available()) GTEST_SKIP() << "io_uring is not available here";
-  a2test::TempDir d;
-  const std::string data = random_bytes(3 << 20, 1);
-  a2test::write_bytes(d / "f", data.data(), data.size());
-  Fd f(d / "f");
-  ASSERT_GE(f.fd, 0);
-  EXPECT_TRUE(batch_matches(f.fd, data, random_requests(3 * kBatchReadDepth + 11, data.size(), 2)));
+  RandomFile file(3 << 20, 1);
+  ASSERT_GE(file.f.fd, 0);
+  EXPECT_TRUE(batch_matches(file.f.fd, file.data, random_requests(3 * kBatchReadDepth + 11, file.data.size(), 2)));
 }
 
 TEST(BatchRead, FailuresNameTheFirstFailedRequest) {
   if (!batch_read_available()) GTEST_SKIP() << "io_uring is not available here";
-  a2test::TempDir d;
-  const std::string data = random_bytes(10000, 3);
-  a2test::write_bytes(d / "f", data.data(), data.size());
-  Fd f(d / "f");
+  RandomFile file(10000, 3);
+  const std::string& data = file.data;
+  const Fd& f = file.f;
   std::vector<std::string> buf(300, std::string(100, '\0'));
   std::vector<FileRead> reads;
   for (size_t i = 0; i < buf.size(); ++i)
@@ -108,11 +116,10 @@ TEST(BatchRead, FailuresNameTheFirstFailedRequest) {
 
 TEST(BatchRead, ForkedChildReadsWithARingOfItsOwn) {
   if (!batch_read_available()) GTEST_SKIP() << "io_uring is not available here";
-  a2test::TempDir d;
-  const std::string data = random_bytes(1 << 20, 4);
-  a2test::write_bytes(d / "f", data.data(), data.size());
-  Fd f(d / "f");
-  auto check = [&](uint32_t seed) { return batch_matches(f.fd, data, random_requests(200, data.size(), seed)); };
+  RandomFile file(1 << 20, 4);
+  auto check = [&](uint32_t seed) {
+    return batch_matches(file.f.fd, file.data, random_requests(200, file.data.size(), seed));
+  };
   ASSERT_TRUE(check(5));  // the parent's ring exists before the fork
   pid_t pid = ::fork();
   ASSERT_GE(pid, 0);
