@@ -1,6 +1,11 @@
 #include "run/codec.hpp"
 
+#include <array>
 #include <cstring>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "base/bytes.hpp"
 #include "base/crc32c.hpp"
@@ -174,6 +179,8 @@ inline bool fast_varint64(const uint8_t*& p, uint64_t& out) {
     p += (static_cast<unsigned>(__builtin_ctzll(stop)) >> 3) + 1;
     return true;
   }
+  // 9 or 10 bytes. A branch on which, rather than arithmetic: predicted,
+  // it keeps the load of byte 8 off the chain that advances p.
   uint64_t v = compact7(w & 0x7f7f7f7f7f7f7f7full);
   uint64_t b8 = p[8];
   if (b8 < 0x80) {
@@ -188,45 +195,133 @@ inline bool fast_varint64(const uint8_t*& p, uint64_t& out) {
   return true;
 }
 
-// Longest step: 10-byte board + move + tag + 4 * 5 = 32 bytes; the branch
-// loop also reads 4 bytes past an Illegal tag, so keep 8 more.
+// Longest step: 10-byte board + move + tag + 4 * 5 = 32 bytes. The branch
+// decoder reads 16 bytes from the first tag and 4 past the last one, which
+// stay within the same 32; keep 8 more.
 constexpr ptrdiff_t kFastMargin = 40;
+
+// One bit per byte of w: bit k set when byte k is zero / is one.
+inline unsigned zero_bytes(uint64_t w) {
+  constexpr uint64_t lo7 = 0x7f7f7f7f7f7f7f7full;
+  uint64_t t = ~(((w & lo7) + lo7) | w | lo7);  // 0x80 where the byte is zero
+  return static_cast<unsigned>(((t >> 7) * 0x0102040810204080ull) >> 56);
+}
+inline unsigned one_bytes(uint64_t w) { return zero_bytes(w ^ 0x0101010101010101ull); }
+
+// Where the four branch tags of a step lie, for each legal mask: tag k is
+// at offset pos[k] from the first, and the branches take `end` bytes.
+struct BranchLayout {
+  uint8_t pos[4];
+  uint8_t end;
+  uint16_t tags;  // one bit per tag offset
+};
+
+constexpr std::array<BranchLayout, 16> make_layouts() {
+  std::array<BranchLayout, 16> t{};
+  for (unsigned mask = 0; mask < 16; ++mask) {
+    unsigned at = 0;
+    for (unsigned k = 0; k < 4; ++k) {
+      t[mask].pos[k] = static_cast<uint8_t>(at);
+      t[mask].tags = static_cast<uint16_t>(t[mask].tags | 1u << at);
+      at += 1 + 4 * ((mask >> k) & 1);
+    }
+    t[mask].end = static_cast<uint8_t>(at);
+  }
+  return t;
+}
+constexpr std::array<BranchLayout, 16> kLayouts = make_layouts();
+
+// The ten byte offsets a tag can have (0; 1, 5; 2, 6, 10; 3, 7, 11, 15)
+// gathered from a 16-bit mask into ten bits.
+constexpr unsigned tag_bits(unsigned z) {
+  return (z & 0xf) | ((z >> 1) & 0x70) | ((z >> 3) & 0x180) | ((z >> 6) & 0x200);
+}
+
+// The legal mask that the zero bytes `z` at those offsets spell: tag 0 is at
+// 0, and each tag after the first lies 1 byte (Illegal) or 5 (Legal) after
+// the one before.
+constexpr std::array<uint8_t, 1024> make_masks() {
+  std::array<uint8_t, 1024> t{};
+  for (unsigned z = 0; z < 65536; ++z) {
+    unsigned at = 0, mask = 0;
+    for (unsigned k = 0; k < 4; ++k) {
+      unsigned legal = (z >> at) & 1;
+      mask |= legal << k;
+      at += 1 + 4 * legal;
+    }
+    t[tag_bits(z)] = static_cast<uint8_t>(mask);
+  }
+  return t;
+}
+constexpr std::array<uint8_t, 1024> kMasks = make_masks();
+
+// The four branches of a step with its branches present. Each is a tag, 0
+// (Legal, then an f32) or 1 (Illegal), so where tag k lies depends on every
+// tag before it. Rather than follow that chain through memory (a load's
+// latency per tag), the zero bytes of the 16 bytes that can hold the tags
+// give the legal mask in one table lookup, and the mask gives the layout.
+// False when a tag is neither 0 nor 1.
+inline bool fast_branches(const uint8_t*& q, float* v, uint8_t& legal) {
+#if defined(__SSE2__)
+  const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q));
+  const unsigned z = static_cast<unsigned>(_mm_movemask_epi8(_mm_cmpeq_epi8(x, _mm_setzero_si128())));
+  const unsigned o = static_cast<unsigned>(_mm_movemask_epi8(_mm_cmpeq_epi8(x, _mm_set1_epi8(1))));
+#else
+  const uint64_t w0 = le::load<uint64_t>(q), w1 = le::load<uint64_t>(q + 8);
+  const unsigned z = zero_bytes(w0) | zero_bytes(w1) << 8;
+  const unsigned o = one_bytes(w0) | one_bytes(w1) << 8;
+#endif
+  const unsigned mask = kMasks[tag_bits(z)];
+  const BranchLayout& l = kLayouts[mask];
+  if (~(z | o) & l.tags) return false;
+  // An Illegal branch's value is 0; the 4 bytes after its tag are read and
+  // masked off rather than branched over.
+  for (unsigned k = 0; k < 4; ++k) {
+    const uint32_t bits = le::load<uint32_t>(q + l.pos[k] + 1) & (0u - ((mask >> k) & 1));
+    std::memcpy(v + k, &bits, 4);
+  }
+  legal = static_cast<uint8_t>(mask);
+  q += l.end;
+  return true;
+}
+
+// The columns as plain pointers: stores through the byte columns may alias
+// anything, so fields read through a reference would be reloaded per step.
+struct StepOut {
+  uint64_t* boards;
+  uint8_t* moves;
+  float* values;
+  uint8_t* legal;
+  uint8_t* present;
+};
 
 // Decode step i at p into the columns. False (p unchanged) when anything is
 // out of the ordinary; the caller then uses the checked path.
-inline bool fast_step(const uint8_t*& p, size_t i, const StepColumns& out) {
+inline bool fast_step(const uint8_t*& p, size_t i, const StepOut& out) {
   const uint8_t* q = p;
   uint64_t board;
   if (!fast_varint64(q, board)) return false;
   uint8_t m = q[0], tag = q[1];
   if (m > 3 || tag > 1) return false;
   q += 2;
-  out.boards[i] = board;
-  out.moves[i] = m;
   float* v = out.values + 4 * i;
-  uint8_t mask = 0, bad = 0;
+  uint8_t legal = 0;
   if (tag) {
-    for (int k = 0; k < 4; ++k) {
-      uint8_t t = q[0];
-      bad |= static_cast<uint8_t>(t > 1);
-      uint8_t legal = t == 0;
-      float f = le::load<float>(q + 1);
-      v[k] = legal ? f : 0.0f;
-      mask |= static_cast<uint8_t>(legal << k);
-      q += 1 + 4 * legal;
-    }
-    if (bad) return false;
+    if (!fast_branches(q, v, legal)) return false;
   } else {
     v[0] = v[1] = v[2] = v[3] = 0.0f;
   }
-  out.legal[i] = mask;
+  out.boards[i] = board;
+  out.moves[i] = m;
+  out.legal[i] = legal;
   out.present[i] = tag;
   p = q;
   return true;
 }
 
 // The checked decoder of one step: exact error messages with offsets.
-void checked_step(Cursor& c, size_t i, const StepColumns& out) {
+// Kept out of line so that the fast loop keeps its values in registers.
+[[gnu::noinline]] void checked_step(Cursor& c, size_t i, const StepColumns& out) {
   out.boards[i] = c.varint<64>("step board");
   size_t move_at = c.offset();
   uint8_t m = c.byte("step move");
@@ -267,10 +362,15 @@ void checked_step(Cursor& c, size_t i, const StepColumns& out) {
 uint64_t decode_steps_v2(const uint8_t* d, size_t len, const Header& h, const StepColumns& out) {
   Cursor c{d, d + h.body, d + len};
   const size_t n = h.n_steps;
+  const StepOut fast{out.boards, out.moves, out.values, out.legal, out.present};
+  const uint8_t* p = c.p;
   for (size_t i = 0; i < n; ++i) {
-    if (c.end - c.p >= kFastMargin && fast_step(c.p, i, out)) continue;
+    if (c.end - p >= kFastMargin && fast_step(p, i, fast)) continue;
+    c.p = p;
     checked_step(c, i, out);
+    p = c.p;
   }
+  c.p = p;
   uint64_t final_board = c.varint<64>("final_board");
   if (c.p != c.end)
     fail(A2PACK_E_CORRUPT, "offset {}: {} trailing bytes after the run", c.offset(), c.end - c.p);
