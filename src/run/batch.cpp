@@ -16,30 +16,30 @@ void check_crc(const Payload& p) {
          c);
 }
 
-// `label(i)` names payload i in error messages.
-template <typename Label>
-Batch decode_with(const Payload* payloads, size_t n, uint32_t workers, const Label& label) {
-  auto with_context = [&](size_t i, auto&& fn) {
-    try {
-      fn();
-    } catch (const Error& e) {
-      rethrow_with_context(e, label(i));
-    }
-  };
-  // Pass 1: headers (v1 CRCs included), in parallel.
-  std::vector<Header> headers(n);
-  parallel_for(n, workers, [&](size_t i) {
-    with_context(i, [&] {
-      const Payload& p = payloads[i];
-      try {
-        headers[i] = parse_header(p.data, p.len);
-      } catch (const Error&) {
-        check_crc(p);  // a damaged payload reports its checksum, not a symptom
-        throw;
-      }
-    });
-  });
+// Runs fn(), naming payload i (label(i)) in any error it throws.
+template <typename Label, typename Fn>
+void with_context(const Label& label, size_t i, Fn&& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    rethrow_with_context(e, label(i));
+  }
+}
 
+Header parse_checked(const Payload& p) {
+  try {
+    return parse_header(p.data, p.len);
+  } catch (const Error&) {
+    check_crc(p);  // a damaged payload reports its checksum, not a symptom
+    throw;
+  }
+}
+
+// The batch of payloads whose headers are known: sized from the headers,
+// then each run's steps decoded into its own slice of the columns.
+template <typename Label>
+Batch decode_parsed(const Payload* payloads, const std::vector<Header>& headers, size_t n,
+                    uint32_t workers, const Label& label) {
   Batch b;
   b.step_offsets.resize(n + 1);
   b.engine_offsets.resize(n + 1);
@@ -79,9 +79,8 @@ Batch decode_with(const Payload* payloads, size_t n, uint32_t workers, const Lab
     if (m.engine) b.engine_bytes.replace(b.engine_offsets[i], m.engine->size(), *m.engine);
   }
 
-  // Pass 2: steps, each run into its own slice of the columns.
   parallel_for(n, workers, [&](size_t i) {
-    with_context(i, [&] {
+    with_context(label, i, [&] {
       size_t o = b.step_offsets[i];
       // The checksum is verified here, just before the payload is decoded
       // while it is in cache, rather than in a pass of its own.
@@ -92,6 +91,15 @@ Batch decode_with(const Payload* payloads, size_t n, uint32_t workers, const Lab
     });
   });
   return b;
+}
+
+template <typename Label>
+Batch decode_with(const Payload* payloads, size_t n, uint32_t workers, const Label& label) {
+  std::vector<Header> headers(n);
+  parallel_for(n, workers, [&](size_t i) {
+    with_context(label, i, [&] { headers[i] = parse_checked(payloads[i]); });
+  });
+  return decode_parsed(payloads, headers, n, workers, label);
 }
 }  // namespace
 
@@ -107,19 +115,24 @@ Batch decode_batch_labelled(const Payload* payloads, size_t n, uint32_t workers,
 }
 
 Batch load_batch(const std::string* paths, size_t n, uint32_t workers) {
-  // Each file's bytes in a buffer of its own, read by the worker that reads
-  // it: the calling thread does no I/O, and the kernel's page-cache copies
-  // run on every worker at once.
+  // Each file is read into a buffer of its own and its header parsed by the
+  // worker that reads it, while the bytes are in cache: the calling thread
+  // does no I/O, and the kernel's page-cache copies run on every worker.
   std::vector<uninit_vector<uint8_t>> bytes(n);
+  std::vector<Payload> payloads(n);
+  std::vector<Header> headers(n);
+  auto label = [&](size_t i) { return paths[i]; };
   parallel_for(n, workers, [&](size_t i) {
-    ReadFd f(paths[i]);
-    uint64_t size = f.size();
-    bytes[i].resize(size);
-    if (size) f.pread_exact(bytes[i].data(), size, 0);  // empty: refused by the decoder
+    {
+      ReadFd f(paths[i]);
+      uint64_t size = f.size();
+      bytes[i].resize(size);
+      if (size) f.pread_exact(bytes[i].data(), size, 0);  // empty: refused by the decoder
+    }
+    payloads[i] = {bytes[i].data(), bytes[i].size()};
+    with_context(label, i, [&] { headers[i] = parse_checked(payloads[i]); });
   });
-  std::vector<Payload> p(n);
-  for (size_t i = 0; i < n; ++i) p[i] = {bytes[i].data(), bytes[i].size()};
-  return decode_batch_labelled(p.data(), n, workers, paths);
+  return decode_parsed(payloads.data(), headers, n, workers, label);
 }
 
 }  // namespace a2pack::run
