@@ -9,13 +9,76 @@
 #include <memory>
 
 #include "base/error.hpp"
+#include "storage/lazy_library.hpp"
 
 namespace a2pack::storage {
+
+namespace {
+
+// The OpenSSL entry points used here, as one table: loaded on first use in
+// the default build (storage/lazy_library.hpp says why).
+struct CryptoApi {
+  decltype(&::EVP_Digest) Digest;
+  decltype(&::EVP_sha256) sha256;
+  decltype(&::HMAC) Hmac;
+  decltype(&::EVP_EncodeBlock) EncodeBlock;
+  decltype(&::BIO_new_mem_buf) BIO_new_mem_buf;
+  decltype(&::BIO_free) BIO_free;
+  decltype(&::PEM_read_bio_PrivateKey) PEM_read_bio_PrivateKey;
+  decltype(&::EVP_PKEY_free) PKEY_free;
+  decltype(&::ERR_clear_error) ERR_clear_error;
+  decltype(&::EVP_MD_CTX_new) MD_CTX_new;
+  decltype(&::EVP_MD_CTX_free) MD_CTX_free;
+  decltype(&::EVP_DigestSignInit) DigestSignInit;
+  decltype(&::EVP_DigestSign) DigestSign;
+};
+
+#ifdef A2PACK_CURL_DLOPEN
+CryptoApi load() {
+  // OpenSSL 3's SONAME; the unversioned name covers development-only
+  // installs. The functions used here exist with these names and types
+  // since OpenSSL 1.1.1.
+  void* lib = open_library({"libcrypto.so.3", "libcrypto.so"},
+                           "object storage (s3://, gs://) signing",
+                           "install OpenSSL 3 (Debian/Ubuntu: apt-get install libssl3)");
+  CryptoApi api{};
+  SymbolBinder bind(lib);
+  bind("EVP_Digest", api.Digest);
+  bind("EVP_sha256", api.sha256);
+  bind("HMAC", api.Hmac);
+  bind("EVP_EncodeBlock", api.EncodeBlock);
+  bind("BIO_new_mem_buf", api.BIO_new_mem_buf);
+  bind("BIO_free", api.BIO_free);
+  bind("PEM_read_bio_PrivateKey", api.PEM_read_bio_PrivateKey);
+  bind("EVP_PKEY_free", api.PKEY_free);
+  bind("ERR_clear_error", api.ERR_clear_error);
+  bind("EVP_MD_CTX_new", api.MD_CTX_new);
+  bind("EVP_MD_CTX_free", api.MD_CTX_free);
+  bind("EVP_DigestSignInit", api.DigestSignInit);
+  bind("EVP_DigestSign", api.DigestSign);
+  if (!bind.missing().empty())
+    fail(A2PACK_E_IO, "the libcrypto that was loaded lacks {}; object storage needs OpenSSL 1.1.1 or later",
+         bind.missing());
+  return api;
+}
+#else
+CryptoApi load() {
+  return CryptoApi{::EVP_Digest,      ::EVP_sha256,         ::HMAC,
+                   ::EVP_EncodeBlock, ::BIO_new_mem_buf,    ::BIO_free,
+                   ::PEM_read_bio_PrivateKey, ::EVP_PKEY_free, ::ERR_clear_error,
+                   ::EVP_MD_CTX_new,  ::EVP_MD_CTX_free,    ::EVP_DigestSignInit,
+                   ::EVP_DigestSign};
+}
+#endif
+
+const CryptoApi& ssl() { return lazily<CryptoApi>(load); }
+
+}  // namespace
 
 std::string sha256_hex(const void* data, size_t len) {
   unsigned char md[EVP_MAX_MD_SIZE];
   unsigned int n = 0;
-  if (!EVP_Digest(data, len, md, &n, EVP_sha256(), nullptr))
+  if (!ssl().Digest(data, len, md, &n, ssl().sha256(), nullptr))
     fail(A2PACK_E_INTERNAL, "OpenSSL SHA-256 failed");
   return to_hex(std::string(reinterpret_cast<char*>(md), n));
 }
@@ -23,7 +86,7 @@ std::string sha256_hex(const void* data, size_t len) {
 std::string hmac_sha256(const std::string& key, const std::string& msg) {
   unsigned char md[EVP_MAX_MD_SIZE];
   unsigned int n = 0;
-  if (!HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()),
+  if (!ssl().Hmac(ssl().sha256(), key.data(), static_cast<int>(key.size()),
             reinterpret_cast<const unsigned char*>(msg.data()), msg.size(), md, &n))
     fail(A2PACK_E_INTERNAL, "OpenSSL HMAC-SHA256 failed");
   return std::string(reinterpret_cast<char*>(md), n);
@@ -42,7 +105,7 @@ std::string to_hex(const std::string& raw) {
 
 std::string base64url(const std::string& raw) {
   std::string out(4 * ((raw.size() + 2) / 3) + 1, '\0');
-  int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+  int n = ssl().EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
                           reinterpret_cast<const unsigned char*>(raw.data()), static_cast<int>(raw.size()));
   out.resize(static_cast<size_t>(n));
   while (!out.empty() && out.back() == '=') out.pop_back();
@@ -54,26 +117,28 @@ std::string base64url(const std::string& raw) {
 }
 
 std::string rsa_sha256_sign(const std::string& pem_key, const std::string& msg, const std::string& what) {
-  std::unique_ptr<BIO, decltype(&BIO_free)> bio(BIO_new_mem_buf(pem_key.data(), static_cast<int>(pem_key.size())),
-                                                BIO_free);
-  std::unique_ptr<EVP_PKEY, decltype(&EVP_PKEY_free)> key(
-      bio ? PEM_read_bio_PrivateKey(bio.get(), nullptr, nullptr, nullptr) : nullptr, EVP_PKEY_free);
+  const CryptoApi& api = ssl();
+  std::unique_ptr<BIO, decltype(api.BIO_free)> bio(
+      api.BIO_new_mem_buf(pem_key.data(), static_cast<int>(pem_key.size())), api.BIO_free);
+  std::unique_ptr<EVP_PKEY, decltype(api.PKEY_free)> key(
+      bio ? api.PEM_read_bio_PrivateKey(bio.get(), nullptr, nullptr, nullptr) : nullptr,
+      api.PKEY_free);
   if (!key) {
-    ERR_clear_error();
+    api.ERR_clear_error();
     fail(A2PACK_E_INVALID_ARGUMENT, "{}: private_key is not a PEM private key OpenSSL can read", what);
   }
-  std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
+  std::unique_ptr<EVP_MD_CTX, decltype(api.MD_CTX_free)> ctx(api.MD_CTX_new(), api.MD_CTX_free);
   size_t len = 0;
-  if (!ctx || EVP_DigestSignInit(ctx.get(), nullptr, EVP_sha256(), nullptr, key.get()) != 1 ||
-      EVP_DigestSign(ctx.get(), nullptr, &len, reinterpret_cast<const unsigned char*>(msg.data()),
+  if (!ctx || api.DigestSignInit(ctx.get(), nullptr, api.sha256(), nullptr, key.get()) != 1 ||
+      api.DigestSign(ctx.get(), nullptr, &len, reinterpret_cast<const unsigned char*>(msg.data()),
                      msg.size()) != 1) {
-    ERR_clear_error();
+    api.ERR_clear_error();
     fail(A2PACK_E_INVALID_ARGUMENT, "{}: signing with the private key failed", what);
   }
   std::string sig(len, '\0');
-  if (EVP_DigestSign(ctx.get(), reinterpret_cast<unsigned char*>(sig.data()), &len,
+  if (api.DigestSign(ctx.get(), reinterpret_cast<unsigned char*>(sig.data()), &len,
                      reinterpret_cast<const unsigned char*>(msg.data()), msg.size()) != 1) {
-    ERR_clear_error();
+    api.ERR_clear_error();
     fail(A2PACK_E_INVALID_ARGUMENT, "{}: signing with the private key failed", what);
   }
   sig.resize(len);

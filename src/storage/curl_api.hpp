@@ -1,10 +1,5 @@
-// libcurl's entry points as one table. With A2PACK_CURL_DLOPEN (the default
-// build) libcurl is not linked: it is loaded with dlopen() the first time an
-// s3:// or gs:// path is used. libcurl pulls in some thirty shared libraries
-// (TLS, SSH, LDAP, Kerberos, IDN, ...) whose loading and symbol binding cost
-// every process about 7 ms at start, measured on the `a2pack` CLI, even when
-// it never touches the network. The Python wheel links libcurl normally
-// (A2PACK_CURL_DLOPEN=OFF), so auditwheel bundles it.
+// libcurl's entry points as one table, loaded on first use in the default
+// build (storage/lazy_library.hpp says why).
 #pragma once
 
 #include <curl/curl.h>
