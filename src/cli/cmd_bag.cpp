@@ -153,23 +153,6 @@ bool is_packfile(const std::string& p) {
   return f.read(magic, 8) && std::memcmp(magic, "A2PACK\0\0", 8) == 0;
 }
 
-// Run files of a folder, sorted by name (the order `gen` numbers them in).
-std::vector<std::string> run_files(const std::string& dir) {
-  std::vector<std::string> names;
-  DIR* d = ::opendir(dir.c_str());
-  if (!d)
-    throw CliError(fmt::format("{}: cannot open folder: {}", dir, std::strerror(errno)),
-                   kExitSystem);
-  while (dirent* e = ::readdir(d)) {
-    std::string n = e->d_name;
-    if (ends_with(n, ".a2run2")) names.push_back(n);
-  }
-  ::closedir(d);
-  std::sort(names.begin(), names.end());
-  for (auto& n : names) n = dir + "/" + n;
-  return names;
-}
-
 std::string read_whole(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   if (!f)
@@ -370,7 +353,7 @@ void run_write(const WriteArgs& a) {
   std::vector<std::string> files;
   for (const auto& in : a.inputs) {
     if (is_dir(in)) {
-      auto v = run_files(in);
+      auto v = list_run_files(in, false);
       files.insert(files.end(), v.begin(), v.end());
     } else {
       files.push_back(in);
@@ -414,7 +397,7 @@ struct ConvertArgs {
 template <typename Sink>
 uint64_t for_each_payload(const ConvertArgs& a, Sink&& sink) {
   if (is_dir(a.in)) {
-    auto files = run_files(a.in);
+    auto files = list_run_files(a.in, false);
     if (files.empty()) throw CliError(fmt::format("{}: no .a2run2 files", a.in));
     for (const auto& f : files) {
       std::string s = read_whole(f);

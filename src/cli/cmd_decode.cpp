@@ -1,7 +1,6 @@
 // a2pack decode: decode every run file of a folder into the columnar batch
 // form and print a summary with the decode throughput.
 #include <algorithm>
-#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -10,8 +9,6 @@
 #include <nlohmann/json.hpp>
 
 #include "command.hpp"
-
-namespace fs = std::filesystem;
 
 namespace a2cli {
 namespace {
@@ -28,23 +25,6 @@ struct Skipped {
   std::string file, why;
 };
 
-// The run files under `dir`, sorted. The directory entries' types are
-// enough: no stat per file (a tenth of the command's time on 3 000 runs).
-std::vector<std::string> run_files(const std::string& dir) {
-  std::vector<std::string> files;
-  std::error_code ec;
-  if (!fs::exists(dir, ec))  // a missing input is a system error, as in every command
-    throw CliError(fmt::format("{}: no such folder", dir), kExitSystem);
-  if (!fs::is_directory(dir, ec)) throw CliError(fmt::format("{}: not a folder", dir));
-  for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::end(it);
-       it.increment(ec))
-    if (it->is_regular_file() && it->path().extension() == ".a2run2")
-      files.push_back(it->path().string());
-  if (ec) throw CliError(fmt::format("{}: {}", dir, ec.message()));
-  std::sort(files.begin(), files.end());
-  return files;
-}
-
 void finish(const DecodeArgs& a, const std::vector<Skipped>& skipped) {
   if (a.strict && !skipped.empty())
     throw CliError(fmt::format("{} bad file(s) skipped; failing as --strict asks", skipped.size()));
@@ -52,13 +32,15 @@ void finish(const DecodeArgs& a, const std::vector<Skipped>& skipped) {
 
 // Files are read and decoded in windows (the library reads each window's
 // files on its workers) whose summary is added up and whose memory is then
-// released. A window aims at kWindowBytes of files: its file count is set
-// from the mean size of the files read so far (their sizes come back with
-// each batch, so listing the folder needs no stat per file), starting small,
-// so peak memory is about one window plus its columns whatever the corpus.
+// released. A window aims at kWindowBytes of files, small enough that a
+// window's bytes are still in the cores' L2 caches when they are decoded
+// right after being read; its file count is set from the mean size of the
+// files read so far (their sizes come back with each batch, so listing the
+// folder needs no stat per file). Peak memory is one window plus its
+// columns, whatever the corpus.
 constexpr size_t kFirstWindowFiles = 64;
 constexpr size_t kMaxWindowFiles = 256;
-constexpr uint64_t kWindowBytes = uint64_t{64} << 20;
+constexpr uint64_t kWindowBytes = uint64_t{1} << 20;
 
 struct Totals {
   uint64_t runs = 0, steps = 0, bytes = 0, with_branches = 0, max_len = 0, min_len = UINT64_MAX;
@@ -119,13 +101,17 @@ void decode_window(const DecodeArgs& a, std::vector<std::string>& files, Totals&
     t.max_len = std::max(t.max_len, len);
     t.min_len = std::min(t.min_len, len);
   }
-  for (size_t s = 0; s < c.n_steps; ++s) t.with_branches += c.branch_present[s];
+  // Summed in a local: a store to t through the loop would be reloaded after
+  // every byte read (bytes may alias anything), and the loop not vectorised.
+  uint64_t with_branches = 0;
+  for (size_t s = 0; s < c.n_steps; ++s) with_branches += c.branch_present[s] != 0;
+  t.with_branches += with_branches;
   t.runs += c.n_runs;
   t.steps += c.n_steps;
 }
 
 void run_decode(const DecodeArgs& a) {
-  auto files = run_files(a.input);
+  auto files = list_run_files(a.input, true);
   std::vector<Skipped> skipped;
   auto skip = [&](const std::string& file, const std::string& why) {
     if (!a.skip_bad) throw CliError(fmt::format("{}: {}", file, why));

@@ -84,6 +84,11 @@ class Progress {
 // own interpreter), else python3 from PATH.
 std::string default_python();
 
+// The .a2run2 files in `dir` (and its subfolders when `recursive`; links
+// to folders are not followed), sorted. Throws CliError when `dir` is
+// missing, not a folder or cannot be read.
+std::vector<std::string> list_run_files(const std::string& dir, bool recursive);
+
 // Monotonic seconds, for throughput reports.
 double now_seconds();
 

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -27,7 +28,22 @@ int main(int argc, char** argv) {
   // accepted after a subcommand too.
   app.option_defaults()->always_capture_default();
   app.fallthrough();
-  for (auto& reg : a2cli::registry()) reg.setup(app);
+  // Building every command's parser takes longer than many a command's
+  // work: when the first word names a command, only that one is built.
+  // Otherwise (help, a typo, completion, which walks the whole tree) all are,
+  // so that help and errors list every command.
+  const a2cli::Registered* chosen = nullptr;
+  for (int i = 1; i < argc && !chosen; ++i) {
+    if (argv[i][0] == '-') continue;  // top-level flags take no values
+    for (auto& reg : a2cli::registry())
+      if (std::strcmp(reg.name, argv[i]) == 0 && std::strcmp(reg.name, "completion") != 0)
+        chosen = &reg;
+    break;
+  }
+  if (chosen)
+    chosen->setup(app);
+  else
+    for (auto& reg : a2cli::registry()) reg.setup(app);
   app.footer(
       "Exit status: 0 success; 1 a data problem (damaged input, or a check found problems);\n"
       "2 usage error (unknown flag, missing or invalid value);\n"

@@ -1,0 +1,84 @@
+// Listing the run files of a folder from its directory entries.
+//
+// Written on opendir/readdir rather than std::filesystem: the entry's type
+// comes with the entry, and no path object is built per entry. On 3 000 runs
+// the filesystem iterator spent 3 ms here, as long as the process start,
+// in a command whose work takes 25 ms.
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "command.hpp"
+
+namespace a2cli {
+namespace {
+
+bool has_run_extension(const char* name) {
+  static constexpr char kExt[] = ".a2run2";
+  size_t n = std::strlen(name), e = sizeof kExt - 1;
+  return n > e && std::memcmp(name + n - e, kExt, e) == 0;
+}
+
+// Appends the run files under dir in path order, component by component
+// (each folder's entries sorted by name, a subfolder's files in its place),
+// which is also the order Rust's Path gives the same files.
+void walk(const std::string& dir, bool recursive, std::vector<std::string>& out) {
+  std::unique_ptr<DIR, int (*)(DIR*)> d(::opendir(dir.c_str()), ::closedir);
+  if (!d) throw CliError(fmt::format("{}: cannot list: {}", dir, std::strerror(errno)), kExitSystem);
+  struct Entry {
+    std::string name;
+    bool is_dir;
+  };
+  std::vector<Entry> entries;
+  errno = 0;
+  while (const dirent* e = ::readdir(d.get())) {
+    const char* name = e->d_name;
+    if (name[0] == '.' && (name[1] == 0 || (name[1] == '.' && name[2] == 0))) continue;
+    unsigned char type = e->d_type;
+    const bool is_link = type == DT_LNK;
+    if (type == DT_UNKNOWN || is_link) {
+      // Some file systems give no type; a link counts as what it points to,
+      // except that links to folders are not walked into (no cycles).
+      struct stat st;
+      if (::fstatat(::dirfd(d.get()), name, &st, 0) != 0) continue;  // dangling link
+      type = S_ISREG(st.st_mode) ? DT_REG : S_ISDIR(st.st_mode) ? DT_DIR : DT_UNKNOWN;
+    }
+    if (type == DT_REG && has_run_extension(name))
+      entries.push_back({name, false});
+    else if (type == DT_DIR && recursive && !is_link)
+      entries.push_back({name, true});
+    errno = 0;
+  }
+  if (errno) throw CliError(fmt::format("{}: cannot list: {}", dir, std::strerror(errno)), kExitSystem);
+  std::sort(entries.begin(), entries.end(),
+            [](const Entry& a, const Entry& b) { return a.name < b.name; });
+  const std::string prefix = dir.back() == '/' ? dir : dir + "/";
+  for (const Entry& e : entries) {
+    if (e.is_dir)
+      walk(prefix + e.name, recursive, out);
+    else
+      out.push_back(prefix + e.name);
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> list_run_files(const std::string& dir, bool recursive) {
+  struct stat st;
+  if (::stat(dir.c_str(), &st) != 0)
+    throw CliError(fmt::format("{}: {}", dir, errno == ENOENT ? "no such folder" : std::strerror(errno)),
+                   kExitSystem);
+  if (!S_ISDIR(st.st_mode)) throw CliError(fmt::format("{}: not a folder", dir));
+  std::vector<std::string> files;
+  walk(dir, recursive, files);
+  return files;
+}
+
+}  // namespace a2cli
