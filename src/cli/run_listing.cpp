@@ -26,9 +26,15 @@ bool has_run_extension(const char* name) {
   return n > e && std::memcmp(name + n - e, kExt, e) == 0;
 }
 
+unsigned char type_of(const struct stat& st) {
+  if (S_ISREG(st.st_mode)) return DT_REG;
+  return S_ISDIR(st.st_mode) ? DT_DIR : DT_UNKNOWN;
+}
+
 // Appends the run files under dir in path order, component by component
 // (each folder's entries sorted by name, a subfolder's files in its place),
 // which is also the order Rust's Path gives the same files.
+
 void walk(const std::string& dir, bool recursive, std::vector<std::string>& out) {
   std::unique_ptr<DIR, int (*)(DIR*)> d(::opendir(dir.c_str()), ::closedir);
   if (!d) throw CliError(fmt::format("{}: cannot list: {}", dir, std::strerror(errno)), kExitSystem);
@@ -37,24 +43,31 @@ void walk(const std::string& dir, bool recursive, std::vector<std::string>& out)
     bool is_dir;
   };
   std::vector<Entry> entries;
-  errno = 0;
-  while (const dirent* e = ::readdir(d.get())) {
+  for (;;) {
+    errno = 0;  // readdir() says end and error apart only through errno
+    const dirent* e = ::readdir(d.get());
+    if (!e) break;
     const char* name = e->d_name;
     if (name[0] == '.' && (name[1] == 0 || (name[1] == '.' && name[2] == 0))) continue;
+    // Some file systems give no type: ask, without following a link. A
+    // link counts as what it points to, except that links to folders are
+    // not walked into (no cycles); a dangling one is skipped.
+    const int dfd = ::dirfd(d.get());
     unsigned char type = e->d_type;
+    struct stat st;
+    if (type == DT_UNKNOWN) {
+      if (::fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+      type = S_ISLNK(st.st_mode) ? static_cast<unsigned char>(DT_LNK) : type_of(st);
+    }
     const bool is_link = type == DT_LNK;
-    if (type == DT_UNKNOWN || is_link) {
-      // Some file systems give no type; a link counts as what it points to,
-      // except that links to folders are not walked into (no cycles).
-      struct stat st;
-      if (::fstatat(::dirfd(d.get()), name, &st, 0) != 0) continue;  // dangling link
-      type = S_ISREG(st.st_mode) ? DT_REG : S_ISDIR(st.st_mode) ? DT_DIR : DT_UNKNOWN;
+    if (is_link) {
+      if (::fstatat(dfd, name, &st, 0) != 0) continue;
+      type = type_of(st);
     }
     if (type == DT_REG && has_run_extension(name))
       entries.push_back({name, false});
     else if (type == DT_DIR && recursive && !is_link)
       entries.push_back({name, true});
-    errno = 0;
   }
   if (errno) throw CliError(fmt::format("{}: cannot list: {}", dir, std::strerror(errno)), kExitSystem);
   std::sort(entries.begin(), entries.end(),

@@ -125,6 +125,26 @@ def test_decode_skip_bad(mixed):
     assert p.returncode != 0 and "skipped 2 bad file(s)" in p.stdout
 
 
+def test_decode_walks_subfolders_and_follows_file_links_only(tmp_path):
+    """Run files in subfolders count; a link to a run file counts as that
+    file; a link to a folder is not walked into (no cycles); other names and
+    folders named like run files do not count."""
+    runs = [make_run(s, 2 + s) for s in range(5)]
+    root = tmp_path / "root"
+    write_runs(root, runs[:2])
+    write_runs(root / "a" / "b", runs[2:4])
+    write_runs(tmp_path / "elsewhere", runs[4:])
+    (root / "link.a2run2").symlink_to(next((tmp_path / "elsewhere").glob("*.a2run2")))
+    (root / "loop").symlink_to(root, target_is_directory=True)
+    (root / "dir.a2run2").mkdir()
+    (root / "notes.txt").write_text("not a run")
+    (root / "dangling.a2run2").symlink_to(tmp_path / "gone.a2run2")
+    j = json.loads(cli("decode", "--input", root, "--json").stdout)
+    assert j["runs"] == 5 and j["steps"] == sum(len(r) for r in runs)
+    p = cli("decode", "--input", root / "notes.txt", ok=False)
+    assert p.returncode == 1 and "not a folder" in p.stderr
+
+
 def test_decode_streams_windows_and_adds_them_up(tmp_path):
     """More files than one decode window (256): the totals cover them all."""
     runs = [make_run(s, 1 + s % 13) for s in range(300)]
