@@ -208,28 +208,14 @@ inline unsigned zero_bytes(uint64_t w) {
 }
 inline unsigned one_bytes(uint64_t w) { return zero_bytes(w ^ 0x0101010101010101ull); }
 
-// Where the four branch tags of a step lie, for each legal mask: tag k is
-// at offset pos[k] from the first, and the branches take `end` bytes.
+// Where the four branch tags of a step lie: tag k at offset pos[k] from the
+// first, the branches taking `end` bytes, `mask` the legal ones.
 struct BranchLayout {
   uint8_t pos[4];
   uint8_t end;
+  uint8_t mask;
   uint16_t tags;  // one bit per tag offset
 };
-
-constexpr std::array<BranchLayout, 16> make_layouts() {
-  std::array<BranchLayout, 16> t{};
-  for (unsigned mask = 0; mask < 16; ++mask) {
-    unsigned at = 0;
-    for (unsigned k = 0; k < 4; ++k) {
-      t[mask].pos[k] = static_cast<uint8_t>(at);
-      t[mask].tags = static_cast<uint16_t>(t[mask].tags | 1u << at);
-      at += 1 + 4 * ((mask >> k) & 1);
-    }
-    t[mask].end = static_cast<uint8_t>(at);
-  }
-  return t;
-}
-constexpr std::array<BranchLayout, 16> kLayouts = make_layouts();
 
 // The ten byte offsets a tag can have (0; 1, 5; 2, 6, 10; 3, 7, 11, 15)
 // gathered from a 16-bit mask into ten bits.
@@ -237,29 +223,35 @@ constexpr unsigned tag_bits(unsigned z) {
   return (z & 0xf) | ((z >> 1) & 0x70) | ((z >> 3) & 0x180) | ((z >> 6) & 0x200);
 }
 
-// The legal mask that the zero bytes `z` at those offsets spell: tag 0 is at
-// 0, and each tag after the first lies 1 byte (Illegal) or 5 (Legal) after
-// the one before.
-constexpr std::array<uint8_t, 1024> make_masks() {
-  std::array<uint8_t, 1024> t{};
+// The layout that the zero bytes `z` at those offsets spell: tag 0 is at
+// 0, and each tag after it lies 1 byte (after an Illegal) or 5 (after a
+// Legal and its f32) after the one before. One table of 1 024 entries
+// (8 KiB), indexed by tag_bits(z): a single load from the zero bytes to the
+// layout, on the chain that finds where the next step starts.
+constexpr std::array<BranchLayout, 1024> make_layouts() {
+  std::array<BranchLayout, 1024> t{};
   for (unsigned z = 0; z < 65536; ++z) {
-    unsigned at = 0, mask = 0;
+    BranchLayout l{};
+    unsigned at = 0;
     for (unsigned k = 0; k < 4; ++k) {
       unsigned legal = (z >> at) & 1;
-      mask |= legal << k;
+      l.pos[k] = static_cast<uint8_t>(at);
+      l.tags = static_cast<uint16_t>(l.tags | 1u << at);
+      l.mask = static_cast<uint8_t>(l.mask | legal << k);
       at += 1 + 4 * legal;
     }
-    t[tag_bits(z)] = static_cast<uint8_t>(mask);
+    l.end = static_cast<uint8_t>(at);
+    t[tag_bits(z)] = l;
   }
   return t;
 }
-constexpr std::array<uint8_t, 1024> kMasks = make_masks();
+constexpr std::array<BranchLayout, 1024> kLayouts = make_layouts();
 
 // The four branches of a step with its branches present. Each is a tag, 0
 // (Legal, then an f32) or 1 (Illegal), so where tag k lies depends on every
 // tag before it. Rather than follow that chain through memory (a load's
 // latency per tag), the zero bytes of the 16 bytes that can hold the tags
-// give the legal mask in one table lookup, and the mask gives the layout.
+// give the layout in one table lookup.
 // False when a tag is neither 0 nor 1.
 inline bool fast_branches(const uint8_t*& q, float* v, uint8_t& legal) {
 #if defined(__SSE2__)
@@ -271,8 +263,8 @@ inline bool fast_branches(const uint8_t*& q, float* v, uint8_t& legal) {
   const unsigned z = zero_bytes(w0) | zero_bytes(w1) << 8;
   const unsigned o = one_bytes(w0) | one_bytes(w1) << 8;
 #endif
-  const unsigned mask = kMasks[tag_bits(z)];
-  const BranchLayout& l = kLayouts[mask];
+  const BranchLayout& l = kLayouts[tag_bits(z)];
+  const unsigned mask = l.mask;
   if (~(z | o) & l.tags) return false;
   // An Illegal branch's value is 0; the 4 bytes after its tag are read and
   // masked off rather than branched over.
