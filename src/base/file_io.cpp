@@ -79,6 +79,16 @@ void ReadFd::pread_exact(void* buf, size_t len, uint64_t offset) const {
   }
 }
 
+size_t ReadFd::read_head(void* buf, size_t cap) const {
+  for (;;) {
+    ssize_t n = ::pread(fd_, buf, cap, 0);
+    if (n >= 0) return static_cast<size_t>(n);
+    if (errno == EINTR) continue;
+    if (errno == EISDIR) fail(A2PACK_E_INVALID_ARGUMENT, "{}: is a folder, not a file", path_);
+    fail_errno(fmt::format("read {} bytes at offset 0", cap), path_, errno);
+  }
+}
+
 // ---------------------------------------------------------------- MappedFile
 MappedFile::MappedFile(const std::string& path, Advice advice) : path_(path) {
   ReadFd f(path);

@@ -54,6 +54,10 @@ class ReadFd {
   // Read exactly len bytes at offset (retrying short reads); a read past the
   // end fails with A2PACK_E_CORRUPT naming the offset.
   void pread_exact(void* buf, size_t len, uint64_t offset) const;
+  // One read of up to cap bytes from the start: the count read, which is
+  // the whole file when it is below cap (a regular file reads short only
+  // at its end). Saves the fstat of size() for files of a known bound.
+  size_t read_head(void* buf, size_t cap) const;
 
  private:
   int fd_ = -1;

@@ -229,12 +229,9 @@ A2PACK_EXPORT a2pack_status a2pack_run_batch_load(const char* const* paths, size
   return guard([&] {
     require(out, "out");
     if (n) require(paths, "paths");
-    std::vector<std::string> p(n);
-    for (size_t i = 0; i < n; ++i) {
+    for (size_t i = 0; i < n; ++i)
       if (!paths[i]) fail(A2PACK_E_INVALID_ARGUMENT, "paths[{}] is NULL", i);
-      p[i] = paths[i];
-    }
-    capi::hand_out(run::load_batch(p.data(), n, workers), out);
+    capi::hand_out(run::load_batch(paths, n, workers), out);
   });
 }
 

@@ -50,15 +50,14 @@ struct Totals {
 
 using BatchPtr = std::unique_ptr<a2pack_run_batch, decltype(&a2pack_run_batch_close)>;
 
-BatchPtr load(const std::vector<std::string>& files, uint32_t workers, a2pack_status* st) {
-  std::vector<const char*> paths;
-  for (auto& f : files) paths.push_back(f.c_str());
+BatchPtr load(const std::vector<const char*>& paths, uint32_t workers, a2pack_status* st) {
   a2pack_run_batch* batch = nullptr;
   *st = a2pack_run_batch_load(paths.data(), paths.size(), workers, &batch);
   return BatchPtr(batch, a2pack_run_batch_close);
 }
 
-void decode_window(const DecodeArgs& a, std::vector<std::string>& files, Totals& t,
+// `files` points into the folder's listing, which outlives the window.
+void decode_window(const DecodeArgs& a, std::vector<const char*>& files, Totals& t,
                    const std::function<void(const std::string&, const std::string&)>& skip) {
   double t0 = now_seconds();
   a2pack_status st;
@@ -70,13 +69,14 @@ void decode_window(const DecodeArgs& a, std::vector<std::string>& files, Totals&
     // and drop every bad one, and decode the rest.
     std::string batch_msg = a2pack_last_error();
     if (!a.skip_bad) throw CliError(batch_msg);
-    std::vector<std::string> good;
-    for (auto& f : files) {
+    std::vector<const char*> good;
+    for (const char* f : files) {
       a2pack_run* run = nullptr;
-      if (a2pack_run_load(f.c_str(), &run) != A2PACK_OK) {
+      if (a2pack_run_load(f, &run) != A2PACK_OK) {
         std::string why = a2pack_last_error();
         // The library's message begins with the path; skip() names it again.
-        if (why.rfind(f + ": ", 0) == 0) why.erase(0, f.size() + 2);
+        const std::string prefix = std::string(f) + ": ";
+        if (why.rfind(prefix, 0) == 0) why.erase(0, prefix.size());
         skip(f, why);
         continue;
       }
@@ -127,8 +127,8 @@ void run_decode(const DecodeArgs& a) {
       count = static_cast<size_t>(std::clamp<uint64_t>(kWindowBytes / mean, 1, kMaxWindowFiles));
     }
     count = std::min(count, files.size() - next);
-    std::vector<std::string> window(files.begin() + static_cast<ptrdiff_t>(next),
-                                    files.begin() + static_cast<ptrdiff_t>(next + count));
+    std::vector<const char*> window(count);
+    for (size_t i = 0; i < count; ++i) window[i] = files[next + i].c_str();
     next += count;
     decode_window(a, window, t, skip);
     files_read += window.size();

@@ -1,5 +1,8 @@
 #include "run/batch.hpp"
 
+#include <algorithm>
+#include <cstring>
+
 #include "base/crc32c.hpp"
 #include "base/error.hpp"
 #include "base/file_io.hpp"
@@ -67,7 +70,10 @@ Batch decode_parsed(const Payload* payloads, const std::vector<Header>& headers,
   b.source_kind.resize(n);
   b.has_engine.resize(n);
   b.engine_bytes.resize(engine_bytes);
-  for (size_t i = 0; i < n; ++i) {
+
+  // Each run's metadata and steps, on the workers: only the offsets above
+  // need every header before them.
+  parallel_for(n, workers, [&](size_t i) {
     const Meta& m = headers[i].meta;
     b.meta_steps[i] = m.steps;
     b.start_unix_s[i] = m.start_unix_s;
@@ -76,10 +82,7 @@ Batch decode_parsed(const Payload* payloads, const std::vector<Header>& headers,
     b.highest_tile[i] = m.highest_tile;
     b.source_kind[i] = static_cast<uint8_t>(headers[i].kind);
     b.has_engine[i] = m.engine.has_value();
-    if (m.engine) b.engine_bytes.replace(b.engine_offsets[i], m.engine->size(), *m.engine);
-  }
-
-  parallel_for(n, workers, [&](size_t i) {
+    if (m.engine) std::memcpy(b.engine_bytes.data() + b.engine_offsets[i], m.engine->data(), m.engine->size());
     with_context(label, i, [&] {
       size_t o = b.step_offsets[i];
       // The checksum is verified here, just before the payload is decoded
@@ -114,22 +117,56 @@ Batch decode_batch_labelled(const Payload* payloads, size_t n, uint32_t workers,
   return decode_with(payloads, n, workers, [&](size_t i) { return labels[i]; });
 }
 
-Batch load_batch(const std::string* paths, size_t n, uint32_t workers) {
-  // Each file is read into a buffer of its own and its header parsed by the
-  // worker that reads it, while the bytes are in cache: the calling thread
-  // does no I/O, and the kernel's page-cache copies run on every worker.
-  std::vector<uninit_vector<uint8_t>> bytes(n);
+namespace {
+
+// The bytes of the files one worker reads, back to back in chunks, so that
+// reading a file costs no allocation and no fstat: a file is read into the
+// free end of the current chunk (at least kMinFree bytes), and only one that
+// fills it is sized and read again into a chunk of its own.
+class FileArena {
+ public:
+  static constexpr size_t kChunk = size_t{4} << 20;
+  static constexpr size_t kMinFree = size_t{64} << 10;
+
+  Payload read(const char* path) {
+    ReadFd f(path);
+    if (chunks_.empty() || chunks_.back().size() - used_ < kMinFree) start_chunk(kChunk);
+    uint8_t* at = chunks_.back().data() + used_;
+    size_t free = chunks_.back().size() - used_;
+    size_t n = f.read_head(at, free);
+    if (n == free) {  // maybe more: size it and read it whole
+      uint64_t size = f.size();
+      start_chunk(std::max<size_t>(kChunk, size));
+      at = chunks_.back().data();
+      if (size) f.pread_exact(at, size, 0);
+      n = size;
+    }
+    used_ += n;
+    return {at, n};  // empty: refused by the decoder
+  }
+
+ private:
+  void start_chunk(size_t size) {
+    chunks_.emplace_back();
+    chunks_.back().resize(size);
+    used_ = 0;
+  }
+  std::vector<uninit_vector<uint8_t>> chunks_;
+  size_t used_ = 0;
+};
+
+}  // namespace
+
+Batch load_batch(const char* const* paths, size_t n, uint32_t workers) {
+  // Each file is read and its header parsed by the worker that reads it,
+  // while the bytes are in cache: the calling thread does no I/O, and the
+  // kernel's page-cache copies run on every worker.
+  std::vector<FileArena> arenas(resolve_workers(workers));
   std::vector<Payload> payloads(n);
   std::vector<Header> headers(n);
-  auto label = [&](size_t i) { return paths[i]; };
-  parallel_for(n, workers, [&](size_t i) {
-    {
-      ReadFd f(paths[i]);
-      uint64_t size = f.size();
-      bytes[i].resize(size);
-      if (size) f.pread_exact(bytes[i].data(), size, 0);  // empty: refused by the decoder
-    }
-    payloads[i] = {bytes[i].data(), bytes[i].size()};
+  auto label = [&](size_t i) { return std::string(paths[i]); };
+  parallel_for_worker(n, workers, [&](unsigned w, size_t i) {
+    payloads[i] = arenas[w].read(paths[i]);
     with_context(label, i, [&] { headers[i] = parse_checked(payloads[i]); });
   });
   return decode_parsed(payloads.data(), headers, n, workers, label);

@@ -59,6 +59,6 @@ Batch decode_batch_labelled(const Payload* payloads, size_t n, uint32_t workers,
 // (one open, one fstat, one read) and parses its header, then the steps are
 // decoded as in decode_batch. Errors name the file. Memory: the files' bytes
 // until the call returns, plus the batch.
-Batch load_batch(const std::string* paths, size_t n, uint32_t workers);
+Batch load_batch(const char* const* paths, size_t n, uint32_t workers);
 
 }  // namespace a2pack::run

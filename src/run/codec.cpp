@@ -247,6 +247,18 @@ constexpr std::array<BranchLayout, 1024> make_layouts() {
 }
 constexpr std::array<BranchLayout, 1024> kLayouts = make_layouts();
 
+// For each legal mask, all-ones in the lanes of the legal branches.
+struct alignas(16) LegalLanes {
+  uint32_t lane[4];
+};
+constexpr std::array<LegalLanes, 16> make_legal_lanes() {
+  std::array<LegalLanes, 16> t{};
+  for (unsigned m = 0; m < 16; ++m)
+    for (unsigned k = 0; k < 4; ++k) t[m].lane[k] = ((m >> k) & 1) ? ~0u : 0u;
+  return t;
+}
+constexpr std::array<LegalLanes, 16> kLegalLanes = make_legal_lanes();
+
 // The four branches of a step with its branches present. Each is a tag, 0
 // (Legal, then an f32) or 1 (Illegal), so where tag k lies depends on every
 // tag before it. Rather than follow that chain through memory (a load's
@@ -268,10 +280,18 @@ inline bool fast_branches(const uint8_t*& q, float* v, uint8_t& legal) {
   if (~(z | o) & l.tags) return false;
   // An Illegal branch's value is 0; the 4 bytes after its tag are read and
   // masked off rather than branched over.
+#if defined(__SSE2__)
+  const __m128i values = _mm_setr_epi32(le::load<int32_t>(q + 1), le::load<int32_t>(q + l.pos[1] + 1),
+                                        le::load<int32_t>(q + l.pos[2] + 1),
+                                        le::load<int32_t>(q + l.pos[3] + 1));
+  const __m128i lanes = _mm_load_si128(reinterpret_cast<const __m128i*>(kLegalLanes[mask].lane));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(v), _mm_and_si128(values, lanes));
+#else
   for (unsigned k = 0; k < 4; ++k) {
-    const uint32_t bits = le::load<uint32_t>(q + l.pos[k] + 1) & (0u - ((mask >> k) & 1));
+    const uint32_t bits = le::load<uint32_t>(q + l.pos[k] + 1) & kLegalLanes[mask].lane[k];
     std::memcpy(v + k, &bits, 4);
   }
+#endif
   legal = static_cast<uint8_t>(mask);
   q += l.end;
   return true;

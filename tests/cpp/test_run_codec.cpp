@@ -240,6 +240,53 @@ TEST(RunBatch, ErrorNamesThePayload) {
   }
 }
 
+// Files of every size class read by one worker: small ones packed into the
+// worker's buffer, one that fills what is left of it (sized and read again),
+// and one larger than a whole buffer (4 MiB); each decodes as read alone.
+TEST(RunBatch, LoadReadsFilesOfAnySizeWhole) {
+  a2test::TempDir dir;
+  std::vector<std::string> paths;
+  std::vector<run::Run> runs;
+  for (size_t steps : {5u, 3000u, 2500u, 250000u, 40u, 0u, 7000u, 1u}) {
+    runs.push_back(sample_run(true, steps));
+    paths.push_back(dir / ("r" + std::to_string(paths.size()) + ".a2run2"));
+    std::string bytes = run::encode_v2(runs.back());
+    a2test::write_bytes(paths.back(), bytes.data(), bytes.size());
+  }
+  std::vector<const char*> c_paths;
+  for (auto& p : paths) c_paths.push_back(p.c_str());
+  for (uint32_t w : {1u, 2u}) {
+    run::Batch b = run::load_batch(c_paths.data(), c_paths.size(), w);
+    ASSERT_EQ(b.n_runs(), runs.size());
+    for (size_t i = 0; i < runs.size(); ++i) {
+      size_t o = b.step_offsets[i];
+      ASSERT_EQ(b.step_offsets[i + 1] - o, runs[i].size()) << i;
+      EXPECT_TRUE(std::equal(runs[i].boards.begin(), runs[i].boards.end(), b.boards.begin() + o));
+      EXPECT_TRUE(std::equal(runs[i].values.begin(), runs[i].values.end(), b.values.begin() + 4 * o));
+      EXPECT_EQ(b.final_boards[i], runs[i].final_board);
+    }
+  }
+}
+
+TEST(RunBatch, LoadNamesAFolderAnEmptyFileAndAMissingOne) {
+  a2test::TempDir dir;
+  std::string good = dir / "good.a2run2", empty = dir / "empty.a2run2";
+  std::string bytes = run::encode_v2(sample_run(true));
+  a2test::write_bytes(good, bytes.data(), bytes.size());
+  a2test::write_bytes(empty, "", 0);
+  auto status_for = [&](const std::string& other, std::string* msg) {
+    const char* paths[] = {good.c_str(), other.c_str()};
+    return a2test::status_of([&] { run::load_batch(paths, 2, 2); }, msg);
+  };
+  std::string msg;
+  EXPECT_EQ(status_for(dir.path(), &msg), A2PACK_E_INVALID_ARGUMENT);
+  EXPECT_NE(msg.find(dir.path() + ": is a folder"), std::string::npos) << msg;
+  EXPECT_EQ(status_for(empty, &msg), A2PACK_E_CORRUPT);
+  EXPECT_EQ(msg.rfind(empty + ": ", 0), 0u) << msg;
+  EXPECT_EQ(status_for(dir / "missing.a2run2", &msg), A2PACK_E_NOT_FOUND);
+  EXPECT_NE(msg.find("missing.a2run2"), std::string::npos) << msg;
+}
+
 // ---------------------------------------------------------------- hostile input
 
 TEST(RunBadInput, EmptyAndGarbage) {
