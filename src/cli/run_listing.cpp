@@ -12,6 +12,8 @@
 #include <cerrno>
 #include <cstring>
 #include <memory>
+#include <string_view>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -33,16 +35,14 @@ unsigned char type_of(const struct stat& st) {
 
 // Appends the run files under dir in path order, component by component
 // (each folder's entries sorted by name, a subfolder's files in its place),
-// which is also the order Rust's Path gives the same files.
-
+// which is also the order Rust's Path gives the same files. A folder's names
+// are kept in one buffer and sorted as views: no allocation per entry.
 void walk(const std::string& dir, bool recursive, std::vector<std::string>& out) {
   std::unique_ptr<DIR, int (*)(DIR*)> d(::opendir(dir.c_str()), ::closedir);
   if (!d) throw CliError(fmt::format("{}: cannot list: {}", dir, std::strerror(errno)), kExitSystem);
-  struct Entry {
-    std::string name;
-    bool is_dir;
-  };
-  std::vector<Entry> entries;
+  std::string names;                       // every kept name, back to back
+  std::vector<std::pair<size_t, size_t>> spans;  // (offset, length) in names
+  std::vector<bool> is_dir;
   for (;;) {
     errno = 0;  // readdir() says end and error apart only through errno
     const dirent* e = ::readdir(d.get());
@@ -64,20 +64,28 @@ void walk(const std::string& dir, bool recursive, std::vector<std::string>& out)
       if (::fstatat(dfd, name, &st, 0) != 0) continue;
       type = type_of(st);
     }
-    if (type == DT_REG && has_run_extension(name))
-      entries.push_back({name, false});
-    else if (type == DT_DIR && recursive && !is_link)
-      entries.push_back({name, true});
+    const bool run = type == DT_REG && has_run_extension(name);
+    const bool folder = type == DT_DIR && recursive && !is_link;
+    if (!run && !folder) continue;
+    size_t len = std::strlen(name);
+    spans.emplace_back(names.size(), len);
+    names.append(name, len);
+    is_dir.push_back(folder);
   }
   if (errno) throw CliError(fmt::format("{}: cannot list: {}", dir, std::strerror(errno)), kExitSystem);
-  std::sort(entries.begin(), entries.end(),
-            [](const Entry& a, const Entry& b) { return a.name < b.name; });
+  auto view = [&](size_t k) { return std::string_view(names).substr(spans[k].first, spans[k].second); };
+  std::vector<size_t> order(spans.size());
+  for (size_t k = 0; k < order.size(); ++k) order[k] = k;
+  std::sort(order.begin(), order.end(), [&](size_t x, size_t y) { return view(x) < view(y); });
   const std::string prefix = dir.back() == '/' ? dir : dir + "/";
-  for (const Entry& e : entries) {
-    if (e.is_dir)
-      walk(prefix + e.name, recursive, out);
+  out.reserve(out.size() + order.size());
+  for (size_t k : order) {
+    std::string path = prefix;
+    path.append(view(k));
+    if (is_dir[k])
+      walk(path, recursive, out);
     else
-      out.push_back(prefix + e.name);
+      out.push_back(std::move(path));
   }
 }
 
