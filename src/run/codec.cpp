@@ -223,6 +223,12 @@ constexpr unsigned tag_bits(unsigned z) {
   return (z & 0xf) | ((z >> 1) & 0x70) | ((z >> 3) & 0x180) | ((z >> 6) & 0x200);
 }
 
+// The inverse of tag_bits: a 16-bit mask with the ten bits of idx at the ten
+// offsets.
+constexpr unsigned tag_mask(unsigned idx) {
+  return (idx & 0xf) | ((idx & 0x70) << 1) | ((idx & 0x180) << 3) | ((idx & 0x200) << 6);
+}
+
 // The layout that the zero bytes `z` at those offsets spell: tag 0 is at
 // 0, and each tag after it lies 1 byte (after an Illegal) or 5 (after a
 // Legal and its f32) after the one before. One table of 1 024 entries
@@ -230,7 +236,8 @@ constexpr unsigned tag_bits(unsigned z) {
 // layout, on the chain that finds where the next step starts.
 constexpr std::array<BranchLayout, 1024> make_layouts() {
   std::array<BranchLayout, 1024> t{};
-  for (unsigned z = 0; z < 65536; ++z) {
+  for (unsigned idx = 0; idx < 1024; ++idx) {
+    const unsigned z = tag_mask(idx);
     BranchLayout l{};
     unsigned at = 0;
     for (unsigned k = 0; k < 4; ++k) {
@@ -241,11 +248,12 @@ constexpr std::array<BranchLayout, 1024> make_layouts() {
       at += 1 + 4 * legal;
     }
     l.end = static_cast<uint8_t>(at);
-    t[tag_bits(z)] = l;
+    t[idx] = l;
   }
   return t;
 }
 constexpr std::array<BranchLayout, 1024> kLayouts = make_layouts();
+static_assert(tag_bits(tag_mask(1023)) == 1023 && tag_mask(1023) == 0x8cef);
 
 // For each legal mask, all-ones in the lanes of the legal branches.
 struct alignas(16) LegalLanes {
