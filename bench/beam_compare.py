@@ -62,11 +62,20 @@ def timed(fn) -> float:
 
 
 def cli() -> str:
+    """The CLI built with the very library this process loaded (the outputs
+    are compared byte for byte, and a wheel bundles its own SQLite while a
+    development build may link the system's, which can lay out the same
+    database differently): the package's own, else the one beside the
+    library, else $A2PACK_CLI."""
+    lib = pathlib.Path(a2pack.library_path).resolve()
+    package = pathlib.Path(a2pack.__file__).resolve().parent
+    for p in ([package / "_bin" / "a2pack"] if lib.parent == package else []) + [lib.parent / "a2pack"]:
+        if p.is_file():
+            return str(p)
     env = os.environ.get("A2PACK_CLI")
-    p = pathlib.Path(env) if env else pathlib.Path(a2pack.library_path).resolve().parent / "a2pack"
-    if not p.exists():
-        sys.exit(f"no a2pack CLI at {p}: set A2PACK_CLI")
-    return str(p)
+    if not env or not pathlib.Path(env).exists():
+        sys.exit("no a2pack CLI beside the library: set A2PACK_CLI")
+    return env
 
 
 def bench_startup(repeat: int) -> dict:
