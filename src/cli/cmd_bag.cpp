@@ -5,7 +5,6 @@
 // The kind of each side is told by its name: a spec ending in .bag/.bagz (or
 // holding "@N" / "@*") is a bag, a file starting with the packfile magic or
 // named *.a2pack is a packfile, anything else is a folder of runs.
-#include <dirent.h>
 #include <sys/stat.h>
 #include <unistd.h>
 

@@ -32,14 +32,13 @@ int main(int argc, char** argv) {
   // work: when the first word names a command, only that one is built.
   // Otherwise (help, a typo, completion, which walks the whole tree) all are,
   // so that help and errors list every command.
+  const char* first_word = nullptr;  // top-level flags take no values
+  for (int i = 1; i < argc && !first_word; ++i)
+    if (argv[i][0] != '-') first_word = argv[i];
   const a2cli::Registered* chosen = nullptr;
-  for (int i = 1; i < argc && !chosen; ++i) {
-    if (argv[i][0] == '-') continue;  // top-level flags take no values
+  if (first_word && std::strcmp(first_word, "completion") != 0)
     for (auto& reg : a2cli::registry())
-      if (std::strcmp(reg.name, argv[i]) == 0 && std::strcmp(reg.name, "completion") != 0)
-        chosen = &reg;
-    break;
-  }
+      if (std::strcmp(reg.name, first_word) == 0) chosen = &reg;
   if (chosen)
     chosen->setup(app);
   else

@@ -13,7 +13,6 @@
 #include <cstring>
 #include <memory>
 #include <string_view>
-#include <utility>
 
 #include <fmt/format.h>
 
@@ -40,9 +39,12 @@ unsigned char type_of(const struct stat& st) {
 void walk(const std::string& dir, bool recursive, std::vector<std::string>& out) {
   std::unique_ptr<DIR, int (*)(DIR*)> d(::opendir(dir.c_str()), ::closedir);
   if (!d) throw CliError(fmt::format("{}: cannot list: {}", dir, std::strerror(errno)), kExitSystem);
-  std::string names;                       // every kept name, back to back
-  std::vector<std::pair<size_t, size_t>> spans;  // (offset, length) in names
-  std::vector<bool> is_dir;
+  struct Entry {
+    size_t offset, length;  // in names
+    bool is_dir;
+  };
+  std::string names;  // every kept name, back to back
+  std::vector<Entry> entries;
   for (;;) {
     errno = 0;  // readdir() says end and error apart only through errno
     const dirent* e = ::readdir(d.get());
@@ -68,21 +70,19 @@ void walk(const std::string& dir, bool recursive, std::vector<std::string>& out)
     const bool folder = type == DT_DIR && recursive && !is_link;
     if (!run && !folder) continue;
     size_t len = std::strlen(name);
-    spans.emplace_back(names.size(), len);
+    entries.push_back({names.size(), len, folder});
     names.append(name, len);
-    is_dir.push_back(folder);
   }
   if (errno) throw CliError(fmt::format("{}: cannot list: {}", dir, std::strerror(errno)), kExitSystem);
-  auto view = [&](size_t k) { return std::string_view(names).substr(spans[k].first, spans[k].second); };
-  std::vector<size_t> order(spans.size());
-  for (size_t k = 0; k < order.size(); ++k) order[k] = k;
-  std::sort(order.begin(), order.end(), [&](size_t x, size_t y) { return view(x) < view(y); });
+  auto view = [&](const Entry& e) { return std::string_view(names).substr(e.offset, e.length); };
+  std::sort(entries.begin(), entries.end(),
+            [&](const Entry& x, const Entry& y) { return view(x) < view(y); });
   const std::string prefix = dir.back() == '/' ? dir : dir + "/";
-  out.reserve(out.size() + order.size());
-  for (size_t k : order) {
+  out.reserve(out.size() + entries.size());
+  for (const Entry& e : entries) {
     std::string path = prefix;
-    path.append(view(k));
-    if (is_dir[k])
+    path.append(view(e));
+    if (e.is_dir)
       walk(path, recursive, out);
     else
       out.push_back(std::move(path));

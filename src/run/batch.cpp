@@ -82,7 +82,8 @@ Batch decode_parsed(const Payload* payloads, const std::vector<Header>& headers,
     b.highest_tile[i] = m.highest_tile;
     b.source_kind[i] = static_cast<uint8_t>(headers[i].kind);
     b.has_engine[i] = m.engine.has_value();
-    if (m.engine) std::memcpy(b.engine_bytes.data() + b.engine_offsets[i], m.engine->data(), m.engine->size());
+    if (m.engine)
+      std::memcpy(b.engine_bytes.data() + b.engine_offsets[i], m.engine->data(), m.engine->size());
     with_context(label, i, [&] {
       size_t o = b.step_offsets[i];
       // The checksum is verified here, just before the payload is decoded
@@ -122,7 +123,7 @@ namespace {
 // The bytes of the files one worker reads, back to back in chunks, so that
 // reading a file costs no allocation and no fstat: a file is read into the
 // free end of the current chunk (at least kMinFree bytes), and only one that
-// fills it is sized and read again into a chunk of its own.
+// fills it is sized, and its head moved to a chunk that holds it all.
 class FileArena {
  public:
   static constexpr size_t kChunk = size_t{4} << 20;
@@ -134,12 +135,16 @@ class FileArena {
     uint8_t* at = chunks_.back().data() + used_;
     size_t free = chunks_.back().size() - used_;
     size_t n = f.read_head(at, free);
-    if (n == free) {  // maybe more: size it and read it whole
+    if (n == free) {  // maybe more: size it and read the rest
       uint64_t size = f.size();
-      start_chunk(std::max<size_t>(kChunk, size));
-      at = chunks_.back().data();
-      if (size) f.pread_exact(at, size, 0);
-      n = size;
+      if (size > free) {
+        const uint8_t* head = at;  // its chunk stays alive in chunks_
+        start_chunk(std::max<size_t>(kChunk, size));
+        at = chunks_.back().data();
+        std::memcpy(at, head, free);
+        f.pread_exact(at + free, size - free, free);
+        n = size;
+      }
     }
     used_ += n;
     return {at, n};  // empty: refused by the decoder

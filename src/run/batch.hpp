@@ -56,7 +56,7 @@ Batch decode_batch_labelled(const Payload* payloads, size_t n, uint32_t workers,
                             const std::string* labels);
 
 // Read run files and decode them into one batch: each worker reads a file
-// (one open, one fstat, one read) and parses its header, then the steps are
+// (one open and, below a few MiB, one read) and parses its header, then the steps are
 // decoded as in decode_batch. Errors name the file. Memory: the files' bytes
 // until the call returns, plus the batch.
 Batch load_batch(const char* const* paths, size_t n, uint32_t workers);

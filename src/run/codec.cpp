@@ -305,19 +305,9 @@ inline bool fast_branches(const uint8_t*& q, float* v, uint8_t& legal) {
   return true;
 }
 
-// The columns as plain pointers: stores through the byte columns may alias
-// anything, so fields read through a reference would be reloaded per step.
-struct StepOut {
-  uint64_t* boards;
-  uint8_t* moves;
-  float* values;
-  uint8_t* legal;
-  uint8_t* present;
-};
-
 // Decode step i at p into the columns. False (p unchanged) when anything is
 // out of the ordinary; the caller then uses the checked path.
-inline bool fast_step(const uint8_t*& p, size_t i, const StepOut& out) {
+inline bool fast_step(const uint8_t*& p, size_t i, const StepColumns& out) {
   const uint8_t* q = p;
   uint64_t board;
   if (!fast_varint64(q, board)) return false;
@@ -382,7 +372,9 @@ inline bool fast_step(const uint8_t*& p, size_t i, const StepOut& out) {
 uint64_t decode_steps_v2(const uint8_t* d, size_t len, const Header& h, const StepColumns& out) {
   Cursor c{d, d + h.body, d + len};
   const size_t n = h.n_steps;
-  const StepOut fast{out.boards, out.moves, out.values, out.legal, out.present};
+  // A local copy of the column pointers: stores through the byte columns may
+  // alias anything, so pointers read through `out` would be reloaded per step.
+  const StepColumns fast = out;
   const uint8_t* p = c.p;
   for (size_t i = 0; i < n; ++i) {
     if (c.end - p >= kFastMargin && fast_step(p, i, fast)) continue;
