@@ -225,6 +225,10 @@ def main():
     a = ap.parse_args()
     which = a.cells.split(",")
     root = pathlib.Path(tempfile.mkdtemp(prefix="beam_compare-"))
+    # Beam's job server leaves an empty `beam-temp*` folder under the temp
+    # dir for every pipeline: keep them in this run's folder.
+    (root / "tmp").mkdir()
+    tempfile.tempdir = str(root / "tmp")
     try:
         cells = []
         if "startup" in which:

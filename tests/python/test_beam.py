@@ -12,8 +12,10 @@ import filecmp
 import os
 import pathlib
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 
 import numpy as np
 import pytest
@@ -30,6 +32,20 @@ from a2pack import beam as a2beam  # noqa: E402
 from a2pack.dataset_rows import write_dataset  # noqa: E402
 from beam_ddp_helpers import make_run, write_run_folder  # noqa: E402
 from cli_util import cli_of_loaded_library  # noqa: E402
+
+
+
+@pytest.fixture(autouse=True, scope="module")
+def beam_temp_folders(tmp_path_factory):
+    """Beam's DirectRunner hands each pipeline to a Prism job server, which
+    makes an empty `beam-temp*` folder under the temp dir and does not
+    remove it: they go under this module's own folder, removed after."""
+    root = tmp_path_factory.mktemp("beam-job-server")
+    before, tempfile.tempdir = tempfile.tempdir, str(root)
+    yield
+    tempfile.tempdir = before
+    shutil.rmtree(root, ignore_errors=True)
+
 
 # ---- the tests of bagz/beam/bagzio_test.py, with only the import changed ----
 from a2pack import beam as bagzio  # was: from bagz.beam import bagzio
