@@ -40,7 +40,9 @@ ranges read with plain pread (64 threads for the batches, 4 MiB reads for
 iteration), dropped as a2pack drops them, no format and no decoding; for
 the .bagz cache cells it is zstd's: the same frames decompressed by
 python-zstandard's C batch decoder on every core, no Python object per
-record; for the uncompressed writes, the page cache's ingest rate.
+record; for .bag iterate/cache, memory's: every record sliced out of a
+fresh mapping of the warm file into its own bytes; for the uncompressed
+writes, the page cache's ingest rate.
 
 Usage: python bench/bag_compare.py [--scale 0.1] [--repeat 3] [--sets small,large]
        [--exts bag,bagz] [--cold] [--no-array-record] [--out DIR] [--json FILE]
@@ -314,6 +316,12 @@ def run_set(name: str, n: int, pool: list, workdir: str, batches: int, rows: lis
             add("iterate/drop", "raw", raw_sequential(paths["a2pack"]))
             add("batch256/drop", "raw", raw_batches(paths["a2pack"], starts, lens, batch_idx))
 
+        if ext == "bag":
+            # ---- memory's bound for iterating from the cache: the records
+            # sliced out of a mapping of the warm file, one bytes object each
+            warm_cache(paths["a2pack"])
+            for rep in range(args.repeat):
+                add("iterate/cache", "raw", raw_slices(paths["a2pack"], starts, lens))
         if ext == "bagz" and zstandard is not None:
             # ---- zstd's bound for the cache cells: the same frames,
             # decompressed by zstd alone on every core, from the warm file
@@ -395,6 +403,22 @@ def raw_batches(path: str, starts, lens, batch_idx) -> float:
             return time.perf_counter() - t0
     finally:
         os.close(fd)
+
+
+def raw_slices(path: str, starts, lens) -> float:
+    """Seconds to copy every record out of a fresh mapping of the warm file
+    into a bytes object of its own, in order (the copy and the Python object
+    a reader must hand out for each record, nothing else)."""
+    with open(path, "rb") as fh:
+        mapped = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+    try:
+        ends = (starts + lens).tolist()
+        t0 = time.perf_counter()
+        for _ in map(mapped.__getitem__, map(slice, starts.tolist(), ends)):
+            pass
+        return time.perf_counter() - t0
+    finally:
+        mapped.close()
 
 
 def raw_zstd(path: str, starts, lens, batch_idx) -> float:
@@ -505,6 +529,7 @@ def emit_rows(rows):
     for row in rows:
         cell = f"{row['cell']} {row['op']}"
         raw_what = ("plain 4 MiB writes of as many bytes" if row["op"] == "write"
+                    else "slices of a mapping" if row["op"] == "iterate/cache" and row["cell"].endswith(" bag")
                     else "zstd alone on every core" if row["op"].endswith("/cache")
                     else "raw pread of the same bytes")
         for peer in ("bagz", "array_record", "raw"):
@@ -517,6 +542,7 @@ def emit_rows(rows):
                      bound=bound, bound_name=raw_what if bound else "",
                      note=("the page cache's ingest rate, a reference, not a peer"
                            if row["op"] == "write" else
+                           "memory's bound, not a peer" if raw_what == "slices of a mapping" else
                            "zstd's bound, not a peer" if row["op"].endswith("/cache") else
                            "the disk's bound, not a peer") if peer == "raw" else "")
 

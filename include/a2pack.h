@@ -1100,7 +1100,10 @@ typedef struct a2pack_bag_writer_options {
                         O_DIRECT, around the page cache (the last partial block through it),
                         where the filesystem allows it, else buffered as with 0. Large files
                         write faster and leave the page cache to readers; the file is then
-                        not cached after close. 0: every byte through the page cache */
+                        not cached after close. Without `durable`, the first blocks still go
+                        through the page cache, as many as it takes before the kernel starts
+                        writing back (half of that threshold, less what is dirty now).
+                        0: every byte through the page cache */
 } a2pack_bag_writer_options;
 
 A2PACK_API void a2pack_bag_writer_options_init(a2pack_bag_writer_options *opts);

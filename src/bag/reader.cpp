@@ -1,10 +1,16 @@
 #include "bag/reader.hpp"
 
 #include <algorithm>
+#include <atomic>
+#include <condition_variable>
 #include <cstring>
+#include <functional>
 #include <future>
+#include <mutex>
+#include <new>
 
 #include "bag/shard_spec.hpp"
+#include "base/batch_read.hpp"
 #include "base/error.hpp"
 #include "base/worker_pool.hpp"
 #include "storage/object_store.hpp"
@@ -16,6 +22,10 @@ constexpr uint64_t kMaxSpan = 4u << 20;       // largest single read: keeps big 
 constexpr uint64_t kSerialBytes = 256u << 10;  // below this a pread batch is not worth a thread hop
 constexpr uint64_t kSerialMappedBytes = 16u << 20;  // the same for copies out of a mapping
 constexpr uint64_t kFillGroupBytes = 256u << 10;  // decoded bytes a fill worker takes at a time
+// Most decoded bytes a batch holds twice (decoded while the rest of its
+// reads wait, then copied to the caller's buffers): a training batch fits
+// whole; a huge read decodes the rest in fill(), as it arrives.
+constexpr uint64_t kDecodeAheadBytes = 64u << 20;
 
 // Spans of shards in object storage go out as one batch per object
 // (storage::ReadObject::read_many: ranged requests in parallel, neighbours
@@ -53,18 +63,89 @@ std::vector<char> read_remote_spans(const std::vector<std::unique_ptr<Shard>>& s
 // The spans of a batch that lie in local files read with pread (not
 // mapped, not already read from object storage), read all at once
 // (RecordFile::read_many: io_uring, else up to `workers` threads).
+// `on_span_read`, when given, hears the index of each span as its bytes
+// arrive (see RecordFile::read_many). Returns how many spans it read.
 template <typename Spans, typename Dest>
-void read_pread_spans(const std::vector<std::unique_ptr<Shard>>& shards, const Spans& spans,
-                      const std::vector<char>& remote, Dest dest, uint32_t workers) {
+size_t read_pread_spans(const std::vector<std::unique_ptr<Shard>>& shards, const Spans& spans,
+                        const std::vector<char>& remote, Dest dest, uint32_t workers,
+                        const std::function<void(size_t)>* on_span_read = nullptr) {
   std::vector<RecordFile::Span> reads;
+  std::vector<size_t> span_of;
   reads.reserve(spans.size());
   for (size_t i = 0; i < spans.size(); ++i) {
     const RecordFile& f = shards[spans[i].shard]->records();
     if (remote[i] || f.is_mapped()) continue;
     reads.push_back({&f, spans[i].off, static_cast<size_t>(spans[i].len), dest(i)});
+    if (on_span_read) span_of.push_back(i);
   }
-  RecordFile::read_many(reads.data(), reads.size(), workers);
+  const std::function<void(size_t)> arrived = [&](size_t r) { (*on_span_read)(span_of[r]); };
+  RecordFile::read_many(reads.data(), reads.size(), workers, on_span_read ? &arrived : nullptr);
+  return reads.size();
 }
+
+// Decodes the records of a batch's spans as their reads complete, on pool
+// threads, while the calling thread is still waiting for the other reads:
+// a batch kept out of the page cache otherwise reads everything, then
+// decodes everything, and the disk and the cores take turns. Push span
+// indices with arrived(); finish() decodes what is left and reports the
+// first error. Records go into buffers of their own (decoded_ of the
+// PendingRead), as many as the budget allows; the rest are sized now and
+// decoded by fill() as before.
+template <typename Spans>
+class DecodeAhead {
+ public:
+  DecodeAhead(const Spans& spans, unsigned workers,
+              std::function<void(size_t k)> record)
+      : spans_(spans), record_(std::move(record)),
+        background_(workers, workers, [this](unsigned, size_t) { drain(); }) {}
+  ~DecodeAhead() { close(); }  // before background_ waits for the drains
+  DecodeAhead(const DecodeAhead&) = delete;
+  DecodeAhead& operator=(const DecodeAhead&) = delete;
+
+  void arrived(size_t span) {
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      ready_.push_back(span);
+    }
+    cv_.notify_one();
+  }
+
+  void finish() {
+    close();
+    background_.finish();
+  }
+
+ private:
+  void close() {
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      closed_ = true;
+    }
+    cv_.notify_all();
+  }
+
+  void drain() {
+    for (;;) {
+      size_t i;
+      {
+        std::unique_lock<std::mutex> lk(mu_);
+        cv_.wait(lk, [&] { return !ready_.empty() || closed_; });
+        if (ready_.empty()) return;
+        i = ready_.back();
+        ready_.pop_back();
+      }
+      for (size_t k = spans_[i].k0; k < spans_[i].k1; ++k) record_(k);
+    }
+  }
+
+  const Spans& spans_;
+  std::function<void(size_t)> record_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<size_t> ready_;
+  bool closed_ = false;
+  BackgroundFor background_;  // last: it starts draining as it is made
+};
 
 }  // namespace
 
@@ -315,54 +396,87 @@ PendingRead Reader::prepare_located(Located at, uint32_t workers) const {
   if (at.all_mapped) {
     for (size_t k = 0; k < n; ++k)
       p.src_[k] = shards_[locs[k].shard]->records().mapped() + locs[k].off;
-  } else {
+  }
+  p.sizes_.resize(n);
+  p.unsized_.resize(n);
+  p.decodes_ = at.any_compressed;
+  std::vector<char> sized(n, 0);  // set by decode-ahead for the records it took
+  if (!at.all_mapped) {
     std::vector<uint64_t> soff(n + 1, 0);
     for (size_t k = 0; k < n; ++k) soff[k + 1] = soff[k] + locs[k].len;
     p.scratch_ = batch_buffer(at.stored_bytes, "stored bytes", *shards_[locs[0].shard], n);
-    auto dest = [&](size_t i) { return p.scratch_.get() + soff[at.spans[i].k0]; };
-    const std::vector<char> remote = read_remote_spans(shards_, at.spans, dest);
-    // Disk-bound (see Reader::read): every span at once, whatever the size.
-    // Mixed shards: mapped ones are viewed below.
-    read_pread_spans(shards_, at.spans, remote, dest, workers);
     for (size_t k = 0; k < n; ++k) {
       const RecordFile& f = shards_[locs[k].shard]->records();
       p.src_[k] = f.is_mapped() ? f.mapped() + locs[k].off : p.scratch_.get() + soff[k];
+    }
+    auto dest = [&](size_t i) { return p.scratch_.get() + soff[at.spans[i].k0]; };
+    const std::vector<char> remote = read_remote_spans(shards_, at.spans, dest);
+    // Disk-bound (see Reader::read): every span at once, whatever the size.
+    // Mixed shards: mapped ones are viewed below. Frames are decoded as
+    // their spans arrive when there is more than one read to wait for and
+    // io_uring does the reading (without it, the reads already take a
+    // thread each and the cores: decoding alongside measured slower).
+    size_t local_reads = 0;
+    for (size_t i = 0; i < at.spans.size() && local_reads < 2; ++i)
+      local_reads += !remote[i] && !shards_[at.spans[i].shard]->records().is_mapped();
+    if (at.any_compressed && local_reads >= 2 && batch_read_available()) {
+      p.decoded_.resize(n);
+      std::atomic<uint64_t> budget{kDecodeAheadBytes};
+      DecodeAhead<decltype(at.spans)> ahead(at.spans, p.cpu_workers_, [&](size_t k) {
+        size_record(p, k, &budget);
+        sized[k] = 1;
+      });
+      const std::function<void(size_t)> arrived = [&](size_t i) { ahead.arrived(i); };
+      read_pread_spans(shards_, at.spans, remote, dest, workers, &arrived);
+      ahead.finish();
+    } else {
+      read_pread_spans(shards_, at.spans, remote, dest, workers);
     }
   }
 
   // Decoded sizes: stored records as they are; zstd frames from their
   // headers (frames without one are decoded now, once).
-  p.sizes_.resize(n);
-  p.unsized_.resize(n);
-  p.decodes_ = at.any_compressed;
   if (!at.any_compressed) {
     for (size_t k = 0; k < n; ++k) p.sizes_[k] = locs[k].len;
   } else {
     size_t grain = std::max<size_t>(1, n / (static_cast<size_t>(p.cpu_workers_) * 8));
     parallel_for(
-        n, p.cpu_workers_,
-        [&](size_t k) {
-          const RecordLoc& l = locs[k];
-          const Shard& sh = *shards_[l.shard];
-          if (!sh.compressed() || l.len == 0) {
-            p.sizes_[k] = l.len;
-            return;
-          }
-          const uint64_t limit = options_.max_record_bytes;
-          uint64_t s = ZstdCodec::content_size(p.src_[k], l.len, sh.path(), l.local);
-          if (s == ZstdCodec::kUnknown) {
-            p.unsized_[k] = std::make_unique<std::string>(
-                codec_->decompress_unknown(p.src_[k], l.len, sh.path(), l.local, limit));
-            s = p.unsized_[k]->size();
-          } else if (s > limit) {
-            too_large(sh, l.local, s, limit);  // before anything is allocated for it
-          }
-          p.sizes_[k] = s;
-        },
-        grain);
+        n, p.cpu_workers_, [&](size_t k) { if (!sized[k]) size_record(p, k, nullptr); }, grain);
   }
   for (uint64_t s : p.sizes_) p.bytes_ += s;
   return p;
+}
+
+void Reader::size_record(PendingRead& p, size_t k, std::atomic<uint64_t>* budget) const {
+  const RecordLoc& l = p.locs_[k];
+  const Shard& sh = *shards_[l.shard];
+  if (!sh.compressed() || l.len == 0) {
+    p.sizes_[k] = l.len;
+    return;
+  }
+  const uint64_t limit = options_.max_record_bytes;
+  uint64_t s = ZstdCodec::content_size(p.src_[k], l.len, sh.path(), l.local);
+  if (s == ZstdCodec::kUnknown) {
+    p.unsized_[k] = std::make_unique<std::string>(
+        codec_->decompress_unknown(p.src_[k], l.len, sh.path(), l.local, limit));
+    s = p.unsized_[k]->size();
+  } else if (s > limit) {
+    too_large(sh, l.local, s, limit);  // before anything is allocated for it
+  } else if (budget && s > 0) {
+    // Decoded now if the batch's budget still has room (and memory allows);
+    // otherwise fill() decodes it straight into its destination.
+    uint64_t left = budget->load(std::memory_order_relaxed);
+    while (left >= s && !budget->compare_exchange_weak(left, left - s, std::memory_order_relaxed)) {
+    }
+    if (left >= s) {
+      std::unique_ptr<uint8_t[]> out(new (std::nothrow) uint8_t[s]);
+      if (out) {
+        codec_->decompress_exact(p.src_[k], l.len, out.get(), s, sh.path(), l.local);
+        p.decoded_[k] = std::move(out);
+      }
+    }
+  }
+  p.sizes_[k] = s;
 }
 
 void PendingRead::fill(uint8_t* const* dests) const {
@@ -384,7 +498,9 @@ void PendingRead::fill(uint8_t* const* dests) const {
         const Shard& sh = *r.shards_[l.shard];
         if (sizes_[k] == 0) return;
         uint8_t* dst = dests[k];
-        if (unsized_[k]) {
+        if (!decoded_.empty() && decoded_[k]) {
+          std::memcpy(dst, decoded_[k].get(), sizes_[k]);
+        } else if (unsized_[k]) {
           std::memcpy(dst, unsized_[k]->data(), sizes_[k]);
         } else if (!sh.compressed()) {
           std::memcpy(dst, src_[k], l.len);

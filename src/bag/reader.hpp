@@ -12,6 +12,7 @@
 // threads may read from it at once.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -73,6 +74,7 @@ class PendingRead {
   std::vector<uint64_t> sizes_;
   uint64_t bytes_ = 0;
   std::vector<std::unique_ptr<std::string>> unsized_;  // frames without a content size, decoded
+  std::vector<std::unique_ptr<uint8_t[]>> decoded_;  // frames decoded while the batch was read
 };
 
 class Reader {
@@ -139,6 +141,10 @@ class Reader {
   // Resolve every index (bounds and limits checked).
   Located locate_all(const uint64_t* indices, size_t n) const;
   PendingRead prepare_located(Located at, uint32_t workers) const;
+  // Sets p's size of record k (its stored bytes in place): from the zstd
+  // frame header, decoding frames without one; with a budget, also decodes
+  // the frame into p.decoded_[k] while the budget lasts.
+  void size_record(PendingRead& p, size_t k, std::atomic<uint64_t>* budget) const;
 
   ReaderOptions options_;
   std::vector<std::unique_ptr<Shard>> shards_;

@@ -244,12 +244,14 @@ namespace {
 constexpr uint64_t kDirectWaveBytes = 64u << 20;
 }  // namespace
 
-void RecordFile::read_many(const Span* spans, size_t n, uint32_t threads) {
+void RecordFile::read_many(const Span* spans, size_t n, uint32_t threads,
+                           const std::function<void(size_t)>* on_read) {
   for (size_t i = 0; i < n; ++i) spans[i].file->check_bounds(spans[i].offset, spans[i].len);
   auto one_by_one = [&](size_t from) {
     parallel_for(n - from, threads, [&](size_t k) {
       const Span& s = spans[from + k];
       s.file->read(s.offset, s.len, s.dst);
+      if (on_read) (*on_read)(from + k);
     });
   };
   if (n <= 1) return one_by_one(0);
@@ -287,8 +289,13 @@ void RecordFile::read_many(const Span* spans, size_t n, uint32_t threads) {
     for (size_t k = 0; k < wave.size(); ++k)
       if (!wave[k].dst) wave[k].dst = base + scratch_at[k];
 
+    // Buffered reads land in place and are announced as they complete;
+    // direct ones once copied out of the scratch below.
+    const std::function<void(size_t)> arrived = [&](size_t k) {
+      if (!spans[from + k].file->align_) (*on_read)(from + k);
+    };
     BatchReadFailure why;
-    switch (read_batch(wave.data(), wave.size(), &why)) {
+    switch (read_batch(wave.data(), wave.size(), &why, on_read ? &arrived : nullptr)) {
       case BatchRead::unavailable: return one_by_one(from);
       case BatchRead::failed: {
         const Span& s = spans[from + why.index];
@@ -302,9 +309,10 @@ void RecordFile::read_many(const Span* spans, size_t n, uint32_t threads) {
     }
     for (size_t k = 0; k < wave.size(); ++k) {
       const Span& s = spans[from + k];
-      if (s.file->align_)
+      if (s.file->align_) {
         std::memcpy(s.dst, wave[k].dst + (s.offset - wave[k].offset), s.len);
-      else
+        if (on_read) (*on_read)(from + k);
+      } else
         s.file->drop_pages(s.offset, s.len);
     }
     from = to;

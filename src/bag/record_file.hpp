@@ -15,6 +15,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -51,7 +52,11 @@ class RecordFile {
   // DIRECT_IO; not mapped, not remote), as read() would one by one: all
   // queued at once through io_uring from the calling thread
   // (base/batch_read.hpp), else on up to `threads` threads, a pread each.
-  static void read_many(const Span* spans, size_t n, uint32_t threads);
+  // `on_read`, when given, is called with the index of each span as soon as
+  // its bytes are in place (from the calling thread, or from the reading
+  // threads without io_uring); it must not throw.
+  static void read_many(const Span* spans, size_t n, uint32_t threads,
+                        const std::function<void(size_t)>* on_read = nullptr);
   // What the file ended up using: "mmap", "pread+dontneed", "o_direct/<align>",
   // "buffered fallback (O_DIRECT refused)".
   const std::string& mode() const { return mode_; }

@@ -20,8 +20,8 @@ constexpr size_t kDirectAlign = 4096;
 static_assert(BackgroundWriter::kBufferBytes % kDirectAlign == 0);
 }  // namespace
 
-BackgroundWriter::BackgroundWriter(int fd, std::string path, bool direct)
-    : fd_(fd), path_(std::move(path)) {
+BackgroundWriter::BackgroundWriter(int fd, std::string path, bool direct, uint64_t direct_from)
+    : fd_(fd), direct_from_(direct_from), path_(std::move(path)) {
   for (size_t i = 0; i < kBuffers; ++i) {
     auto b = std::make_unique<Buffer>();
     b->data.reset(static_cast<uint8_t*>(std::aligned_alloc(kDirectAlign, kBufferBytes)));
@@ -142,7 +142,7 @@ void BackgroundWriter::put(const Buffer& b) {
   const uint8_t* p = b.data.get();
   size_t done = 0;
   const int d = direct_fd_.load();
-  if (d >= 0 && b.len == kBufferBytes) {
+  if (d >= 0 && b.len == kBufferBytes && b.offset >= direct_from_) {
     // One O_DIRECT write of the whole buffer; whatever it leaves (a short
     // write, an error) goes through the page cache below, where pwrite_all
     // retries and reports the error naming the file.

@@ -44,8 +44,9 @@ class BackgroundWriter {
 
   // Writes go to `fd` (not owned; it must outlive this object) at offsets
   // from 0 on; `path` names it in errors and, with `direct`, is opened again
-  // with O_DIRECT.
-  BackgroundWriter(int fd, std::string path, bool direct = false);
+  // with O_DIRECT, used for the whole buffers at `direct_from` and past it
+  // (the bytes before go through the page cache).
+  BackgroundWriter(int fd, std::string path, bool direct = false, uint64_t direct_from = 0);
   // Waits for queued writes; their errors are dropped (drain() reports them).
   ~BackgroundWriter();
   BackgroundWriter(const BackgroundWriter&) = delete;
@@ -81,6 +82,7 @@ class BackgroundWriter {
 
   int fd_;
   std::atomic<int> direct_fd_{-1};  // -1: everything through the page cache
+  uint64_t direct_from_ = 0;        // first file offset written with O_DIRECT
   std::string path_;
   std::mutex mu_;
   std::condition_variable work_cv_, done_cv_;

@@ -70,7 +70,8 @@ thread_local Ring t_ring;
 
 bool batch_read_available() { return t_ring.get() != nullptr; }
 
-BatchRead read_batch(const FileRead* reads, size_t n, BatchReadFailure* failure) {
+BatchRead read_batch(const FileRead* reads, size_t n, BatchReadFailure* failure,
+                     const std::function<void(size_t)>* on_read) {
   if (n == 0) return BatchRead::done;
   io_uring* ring = t_ring.get();
   if (!ring) return BatchRead::unavailable;
@@ -136,11 +137,13 @@ BatchRead read_batch(const FileRead* reads, size_t n, BatchReadFailure* failure)
         fail_at(i, -res);
       } else if (res == 0) {
         if (got[i] < reads[i].need) fail_at(i, 0);  // the file ended before the bytes needed
+        else if (on_read && !failed) (*on_read)(i);
       } else {
         got[i] += static_cast<size_t>(res);
         // Short of `need`: continue. Between `need` and `len` only an
         // O_DIRECT read of whole blocks that met the end of the file stops.
         if (got[i] < reads[i].need) again.push_back(i);
+        else if (on_read && !failed) (*on_read)(i);
       }
     }
     io_uring_cq_advance(ring, seen);
@@ -156,7 +159,7 @@ BatchRead read_batch(const FileRead* reads, size_t n, BatchReadFailure* failure)
 
 bool batch_read_available() { return false; }
 
-BatchRead read_batch(const FileRead*, size_t n, BatchReadFailure*) {
+BatchRead read_batch(const FileRead*, size_t n, BatchReadFailure*, const std::function<void(size_t)>*) {
   return n == 0 ? BatchRead::done : BatchRead::unavailable;
 }
 

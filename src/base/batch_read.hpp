@@ -18,6 +18,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 
 namespace a2pack {
 
@@ -44,7 +45,12 @@ struct BatchReadFailure {
 // kernel write lands in a buffer after), and *failure names the first
 // failed request. Safe from any number of threads (a ring per thread), and
 // in a forked child (which makes its own ring).
-BatchRead read_batch(const FileRead* reads, size_t n, BatchReadFailure* failure);
+// `on_read`, when given, is called on the calling thread with the index of
+// each request as soon as all of its needed bytes are in place (so the
+// caller can start on them while the rest are still on their way); it must
+// not throw.
+BatchRead read_batch(const FileRead* reads, size_t n, BatchReadFailure* failure,
+                     const std::function<void(size_t)>* on_read = nullptr);
 
 constexpr unsigned kBatchReadDepth = 128;
 

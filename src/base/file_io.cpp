@@ -8,6 +8,8 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "base/background_writer.hpp"
@@ -135,7 +137,50 @@ void MappedFile::advise(Advice advice, size_t offset, size_t len) const {
 }
 
 // ---------------------------------------------------------------- AtomicFile
-AtomicFile::AtomicFile(std::string path, bool background, bool direct) : path_(std::move(path)) {
+namespace {
+
+// The first number in a small /proc file, or -1.
+int64_t proc_number(const char* path) {
+  char buf[64];
+  int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  ssize_t n = ::read(fd, buf, sizeof buf - 1);
+  ::close(fd);
+  if (n <= 0) return -1;
+  buf[n] = '\0';
+  char* end = nullptr;
+  long long v = std::strtoll(buf, &end, 10);
+  return end == buf ? -1 : static_cast<int64_t>(v);
+}
+
+}  // namespace
+
+uint64_t page_cache_write_room() {
+  // /proc/meminfo lines: "Name:   <kB> kB".
+  int64_t available = -1, dirty = -1, writeback = -1;
+  if (FILE* f = std::fopen("/proc/meminfo", "re")) {
+    char name[64];
+    long long kb;
+    while (std::fscanf(f, "%63s %lld kB\n", name, &kb) == 2) {
+      if (std::strcmp(name, "MemAvailable:") == 0) available = kb << 10;
+      else if (std::strcmp(name, "Dirty:") == 0) dirty = kb << 10;
+      else if (std::strcmp(name, "Writeback:") == 0) writeback = kb << 10;
+    }
+    std::fclose(f);
+  }
+  if (available < 0 || dirty < 0 || writeback < 0) return 0;
+  int64_t threshold = proc_number("/proc/sys/vm/dirty_background_bytes");
+  if (threshold <= 0) {
+    const int64_t ratio = proc_number("/proc/sys/vm/dirty_background_ratio");
+    if (ratio <= 0) return 0;
+    threshold = available / 100 * ratio;
+  }
+  const int64_t room = threshold - dirty - writeback;
+  return room > 0 ? static_cast<uint64_t>(room / 2) : 0;
+}
+
+AtomicFile::AtomicFile(std::string path, bool background, bool direct, uint64_t direct_from)
+    : path_(std::move(path)) {
   tmp_ = fmt::format("{}.tmp-{}-{}", path_, ::getpid(), g_tmp_counter.fetch_add(1));
   fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd_ < 0) fail_errno("create", tmp_, errno);
@@ -144,7 +189,7 @@ AtomicFile::AtomicFile(std::string path, bool background, bool direct) : path_(s
   // A filesystem without flock just leaves the pid check.
   (void)::flock(fd_, LOCK_EX | LOCK_NB);
   try {
-    if (background) bg_ = std::make_unique<BackgroundWriter>(fd_, tmp_, direct);
+    if (background) bg_ = std::make_unique<BackgroundWriter>(fd_, tmp_, direct, direct_from);
     else buf_.reserve(kWriteBuffer);
   } catch (...) {
     ::close(fd_);

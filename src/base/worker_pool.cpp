@@ -2,6 +2,7 @@
 
 #include "base/spin.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -20,7 +21,9 @@ namespace {
 // sleeps: see base/spin.hpp.
 constexpr auto kSpinWindow = std::chrono::microseconds(100);
 
-struct Job {
+}  // namespace
+
+struct PoolJob {
   const std::function<void(unsigned, size_t)>* body;
   size_t n, grain;
   std::atomic<size_t> next{0};
@@ -46,7 +49,18 @@ struct Job {
       }
     }
   }
+
+  // Returns once every thread that claimed chunks is done (briefly polling
+  // first: the others usually finish within microseconds).
+  void wait_done() {
+    if (!spin_until([&] { return active.load(std::memory_order_acquire) == 0; }, kSpinWindow)) {
+      std::unique_lock<std::mutex> lk(mu);
+      done_cv.wait(lk, [&] { return active.load() == 0; });
+    }
+  }
 };
+
+namespace {
 
 class Pool;
 std::atomic<Pool*> g_pool{nullptr};
@@ -71,7 +85,7 @@ class Pool {
     return *p;
   }
 
-  void submit(const std::shared_ptr<Job>& job, unsigned tickets) {
+  void submit(const std::shared_ptr<PoolJob>& job, unsigned tickets) {
     {
       std::lock_guard<std::mutex> lk(mu_);
       while (threads_.size() < tickets && threads_.size() < kMaxThreads) {
@@ -89,7 +103,7 @@ class Pool {
 
   void loop() {
     for (;;) {
-      std::shared_ptr<Job> job;
+      std::shared_ptr<PoolJob> job;
       spin_until([this] { return queued_.load(std::memory_order_acquire) != 0; }, kSpinWindow);
       {
         std::unique_lock<std::mutex> lk(mu_);
@@ -111,7 +125,7 @@ class Pool {
 
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<std::shared_ptr<Job>> queue_;
+  std::deque<std::shared_ptr<PoolJob>> queue_;
   std::atomic<size_t> queued_{0};  // queue_.size(), readable without the lock
   std::vector<std::thread> threads_;
 };
@@ -138,20 +152,42 @@ void parallel_for_worker(size_t n, uint32_t workers,
     for (size_t i = 0; i < n; ++i) body(0, i);
     return;
   }
-  auto job = std::make_shared<Job>();
+  auto job = std::make_shared<PoolJob>();
   job->body = &body;
   job->n = n;
   job->grain = grain;
   Pool::instance().submit(job, w - 1);
   job->work(0);
-  // Every claimed chunk belongs to a thread counted in `active`; wait for them
-  // (briefly polling first: the others usually finish within microseconds).
-  if (!spin_until([&] { return job->active.load(std::memory_order_acquire) == 0; },
-                  kSpinWindow)) {
-    std::unique_lock<std::mutex> lk(job->mu);
-    job->done_cv.wait(lk, [&] { return job->active.load() == 0; });
-  }
+  // Every claimed chunk belongs to a thread counted in `active`.
+  job->wait_done();
   if (job->error) std::rethrow_exception(job->error);
+}
+
+BackgroundFor::BackgroundFor(size_t n, uint32_t workers, std::function<void(unsigned, size_t)> body)
+    : body_(std::move(body)) {
+  if (n == 0) return;
+  job_ = std::make_shared<PoolJob>();
+  job_->body = &body_;
+  job_->n = n;
+  job_->grain = 1;
+  unsigned w = resolve_workers(workers);
+  Pool::instance().submit(job_, static_cast<unsigned>(std::min<size_t>(w, n)));
+}
+
+void BackgroundFor::finish() {
+  if (!job_) return;
+  std::shared_ptr<PoolJob> job = std::move(job_);
+  job->work(0);
+  job->wait_done();
+  if (job->error) std::rethrow_exception(job->error);
+}
+
+BackgroundFor::~BackgroundFor() {
+  try {
+    finish();
+  } catch (...) {
+    // Reported by an explicit finish(); here only the waiting matters.
+  }
 }
 
 void parallel_for(size_t n, uint32_t workers, const std::function<void(size_t)>& body,

@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 
 namespace a2pack {
 
@@ -25,5 +26,26 @@ void parallel_for(size_t n, uint32_t workers, const std::function<void(size_t)>&
 // for per-worker scratch buffers.
 void parallel_for_worker(size_t n, uint32_t workers,
                          const std::function<void(unsigned, size_t)>& body, size_t grain = 1);
+
+// Work handed to the pool while the caller does something else: body(worker,
+// i) for every i in [0, n), started at once on up to `workers` pool threads
+// (0 = all cores). finish() has the caller take part in whatever no pool
+// thread has claimed yet (so it never waits on a busy pool), waits for the
+// rest, and rethrows the first exception of any body. The destructor
+// finishes too, swallowing errors, so no body outlives what it refers to.
+// Worker indices of bodies are below the resolved `workers` plus 1 (the
+// caller takes part as worker 0).
+class BackgroundFor {
+ public:
+  BackgroundFor(size_t n, uint32_t workers, std::function<void(unsigned, size_t)> body);
+  ~BackgroundFor();
+  BackgroundFor(const BackgroundFor&) = delete;
+  BackgroundFor& operator=(const BackgroundFor&) = delete;
+  void finish();
+
+ private:
+  std::function<void(unsigned, size_t)> body_;
+  std::shared_ptr<struct PoolJob> job_;
+};
 
 }  // namespace a2pack

@@ -5,8 +5,11 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <random>
+#include <thread>
 
 #include <fcntl.h>
 #include "base/background_writer.hpp"
@@ -150,6 +153,50 @@ TEST(WorkerPool, NestedCallsComplete) {
   EXPECT_EQ(total.load(), 64);
 }
 
+TEST(WorkerPool, BackgroundWorkRunsWhileTheCallerWorks) {
+  // Bodies wait for the caller (as decoders wait for reads): the pool runs
+  // them in the background, and finish() takes whatever no thread claimed.
+  for (uint32_t w : {1u, 2u, 5u}) {
+    std::atomic<bool> go{false};
+    std::atomic<int> ran{0};
+    BackgroundFor work(w, w, [&](unsigned worker, size_t) {
+      ASSERT_LE(worker, w);
+      while (!go.load()) std::this_thread::yield();
+      ran++;
+    });
+    go = true;
+    work.finish();
+    EXPECT_EQ(ran.load(), static_cast<int>(w)) << "workers " << w;
+  }
+  // The caller alone finishes what a busy pool never started.
+  std::atomic<int> ran{0};
+  {
+    BackgroundFor work(64, 1, [&](unsigned, size_t) { ran++; });
+    work.finish();
+  }
+  EXPECT_EQ(ran.load(), 64);
+}
+
+TEST(WorkerPool, BackgroundWorkReportsItsFirstErrorAndWaitsWhenDropped) {
+  BackgroundFor failing(10, 2, [](unsigned, size_t i) {
+    if (i == 3) fail(A2PACK_E_CORRUPT, "boom at {}", i);
+  });
+  std::string msg;
+  EXPECT_EQ(a2test::status_of([&] { failing.finish(); }, &msg), A2PACK_E_CORRUPT);
+  EXPECT_NE(msg.find("boom at 3"), std::string::npos) << msg;
+  failing.finish();  // once reported, done
+  // Dropped without finish() (an error on the caller's side): it still
+  // waits for its bodies, which may refer to the caller's frame.
+  std::atomic<int> ran{0};
+  {
+    BackgroundFor work(8, 2, [&](unsigned, size_t) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      ran++;
+    });
+  }
+  EXPECT_EQ(ran.load(), 8);
+}
+
 TEST(WorkerPool, WorksInAForkedChild) {
   parallel_for(64, 2, [](size_t) {});  // the parent's pool has threads now
   pid_t pid = ::fork();
@@ -192,20 +239,24 @@ bool takes_o_direct(const std::string& dir) {
   return fd >= 0;
 }
 
-class BackgroundModes : public ::testing::TestWithParam<bool> {};
-INSTANTIATE_TEST_SUITE_P(AtomicFile, BackgroundModes, ::testing::Values(false, true),
-                         [](const auto& info) { return info.param ? "Direct" : "Buffered"; });
+// Buffered; direct; direct past the first 5 MiB (the page cache takes the
+// rest, as a bag writer without fsync does).
+class BackgroundModes : public ::testing::TestWithParam<int> {};
+INSTANTIATE_TEST_SUITE_P(AtomicFile, BackgroundModes, ::testing::Values(0, 1, 2), [](const auto& info) {
+  return info.param == 0 ? "Buffered" : info.param == 1 ? "Direct" : "DirectPast5MiB";
+});
 
 TEST_P(BackgroundModes, WritesKeepOrderAcrossBufferSizes) {
   // Pieces from 1 byte to several buffers long, pwrite and flush between
   // them: the committed file holds exactly the bytes in order.
-  const bool direct = GetParam();
+  const bool direct = GetParam() != 0;
+  const uint64_t direct_from = GetParam() == 2 ? 5u << 20 : 0;
   a2test::TempDir dir;
   std::string path = dir / "bg.bin";
   std::mt19937_64 rng(5);
   std::vector<uint8_t> want;
   {
-    AtomicFile f(path, /*background=*/true, direct);
+    AtomicFile f(path, /*background=*/true, direct, direct_from);
     EXPECT_EQ(f.direct(), direct && takes_o_direct(dir.path()));
     for (int i = 0; i < 300; ++i) {
       size_t len = i % 50 == 0 ? BackgroundWriter::kBufferBytes * 2 + 17 : rng() % 70000;
@@ -273,6 +324,22 @@ TEST(AtomicFile, AForkedChildNeitherWritesNorDeletesTheParentsFile) {
     EXPECT_EQ(a2test::read_bytes(path).size(), 2 * part.size()) << "background " << background;
     std::filesystem::remove(path);
   }
+}
+
+TEST(AtomicFile, PageCacheWriteRoomIsWithinTheAvailableMemory) {
+  // What a bag writer without fsync hands the page cache before it goes
+  // around it: at most half the dirty background threshold, so never more
+  // than half the memory available (0 where /proc does not say).
+  const uint64_t room = page_cache_write_room();
+  std::ifstream meminfo("/proc/meminfo");
+  std::string name;
+  uint64_t kb = 0, available = 0;
+  while (meminfo >> name >> kb) {
+    if (name == "MemAvailable:") available = kb << 10;
+    meminfo.ignore(64, '\n');
+  }
+  if (available == 0) GTEST_SKIP() << "no MemAvailable in /proc/meminfo";
+  EXPECT_LE(room, available / 2);
 }
 
 TEST(BackgroundWriter, DirectModeFallsBackWhereTheFileCannotBeOpenedSo) {

@@ -6,6 +6,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <fstream>
+#include <iterator>
 #include <random>
 
 #include "bag/reader.hpp"
@@ -178,5 +180,86 @@ TEST(BatchRead, RecordFileThatShrankIsAnErrorNamingIt) {
   std::string msg;
   EXPECT_EQ(a2test::status_of([&] { r.read(idx.data(), idx.size(), 0); }, &msg), A2PACK_E_CORRUPT);
   EXPECT_NE(msg.find(d / "s.bag"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("shrank"), std::string::npos) << msg;
+}
+
+// Compressed batches kept out of the page cache decode their frames while
+// the rest of the batch is still being read (bag/reader.cpp DecodeAhead):
+// past its memory budget the rest decode into the caller's buffers, and a
+// bad frame or a file that shrank is an error naming it, never a hang.
+TEST(BatchRead, CompressedBatchesDecodedAsTheyArrive) {
+  a2test::TempDir d;
+  std::vector<std::string> recs;
+  for (int i = 0; i < 160; ++i)  // 1 MiB records that compress well: past the 64 MiB budget
+    recs.push_back(std::string(1 << 20, static_cast<char>('a' + i % 26)) + random_bytes(100, i));
+  for (int i = 0; i < 300; ++i) recs.push_back(random_bytes(i * 37 % 5000, 1000 + i));
+  {
+    bag::Writer w(d / "big.bagz", bag::WriterOptions{});
+    for (const auto& r : recs) w.write(reinterpret_cast<const uint8_t*>(r.data()), r.size());
+    w.commit();
+  }
+  std::vector<uint64_t> idx;  // every other record: a read each
+  for (uint64_t i = 0; i < recs.size(); i += 2) idx.push_back(i);
+  idx.push_back(459), idx.push_back(0);
+  for (auto cache : {bag::CachePolicy::drop_after_read, bag::CachePolicy::direct_io}) {
+    bag::ReaderOptions o;
+    o.cache_policy = cache;
+    bag::Reader r({d / "big.bagz"}, o);
+    for (uint32_t workers : {1u, 0u}) {
+      bag::Batch b = r.read(idx.data(), idx.size(), workers);
+      for (size_t k = 0; k < idx.size(); ++k) ASSERT_EQ(b.record(k), recs[idx[k]]) << "record " << idx[k];
+    }
+  }
+}
+
+TEST(BatchRead, CompressedBatchWithABadFrameOrAShrunkFileIsAnError) {
+  a2test::TempDir d;
+  std::vector<std::string> recs;
+  for (int i = 0; i < 400; ++i) recs.push_back(std::string(3000, static_cast<char>(i)) + random_bytes(50, i));
+  bag::WriterOptions wo;
+  wo.limits_placement = bag::LimitsPlacement::separate;  // the limits stay whole
+  {
+    bag::Writer w(d / "z.bagz", wo);
+    for (const auto& r : recs) w.write(reinterpret_cast<const uint8_t*>(r.data()), r.size());
+    w.commit();
+  }
+  std::string file;
+  {
+    std::ifstream in(d / "z.bagz", std::ios::binary);
+    file.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  std::vector<uint64_t> limits(recs.size());
+  {
+    std::ifstream in(d / "limits.z.bagz", std::ios::binary);
+    in.read(reinterpret_cast<char*>(limits.data()), static_cast<std::streamsize>(limits.size() * 8));
+  }
+  // Record 201's block damaged after its header: its size reads fine, its
+  // decoding fails, on a decoding thread.
+  std::string bad = file;
+  for (uint64_t k = limits[200] + 12; k < limits[201]; ++k) bad[k] = static_cast<char>(0xA5 ^ k);
+  a2test::write_bytes(d / "z.bagz", bad.data(), bad.size());
+  bag::ReaderOptions o;
+  o.cache_policy = bag::CachePolicy::drop_after_read;
+  o.limits_placement = bag::LimitsPlacement::separate;
+  std::vector<uint64_t> idx;
+  for (uint64_t i = 1; i < recs.size(); i += 4) idx.push_back(i);  // 201 among them
+  {
+    bag::Reader r({d / "z.bagz"}, o);
+    std::string msg;
+    for (int round = 0; round < 3; ++round) {
+      EXPECT_EQ(a2test::status_of([&] { r.read(idx.data(), idx.size(), 0); }, &msg), A2PACK_E_CORRUPT);
+      EXPECT_NE(msg.find("z.bagz: record 201"), std::string::npos) << msg;
+    }
+    uint64_t fine[] = {1, 5, 9, 399};
+    bag::Batch b = r.read(fine, 4, 0);
+    EXPECT_EQ(b.record(3), recs[399]);
+  }
+  // The file cut short under an open reader: the reads past its end fail
+  // while decoders wait for them.
+  a2test::write_bytes(d / "z.bagz", file.data(), file.size());
+  bag::Reader r({d / "z.bagz"}, o);
+  ASSERT_EQ(::truncate((d / "z.bagz").c_str(), static_cast<off_t>(limits[300])), 0);
+  std::string msg;
+  EXPECT_EQ(a2test::status_of([&] { r.read(idx.data(), idx.size(), 0); }, &msg), A2PACK_E_CORRUPT);
   EXPECT_NE(msg.find("shrank"), std::string::npos) << msg;
 }

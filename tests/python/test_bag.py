@@ -1,5 +1,6 @@
 """a2pack.bag: the sackli-compatible Python API (semantics, errors, pickling)."""
 
+import gc
 import os
 import pickle
 import random
@@ -442,3 +443,34 @@ def test_large_record_reads_report_damage(tmp_path):
         r.read_indices([0, 6])
     with pytest.raises(errors.CorruptError, match="record 2"):
         list(r)
+
+
+@pytest.mark.parametrize("shards", [1, 3])
+def test_iterators_of_a_mapped_reader_outlive_the_reader(tmp_path, shards):
+    # Stored records are copied out of the mapping one at a time, as the
+    # iterator reaches them: the mapping must live as long as the iterator,
+    # however the Reader object went.
+    records = [bytes([i % 251]) * (3000 + i) for i in range(400)]
+    if shards == 1:
+        spec = str(tmp_path / "one.bag")
+        with bag.Writer(spec) as w:
+            for x in records:
+                w.write(x)
+    else:
+        spec = [str(tmp_path / f"part{k}.bag") for k in range(shards)]
+        for k, path in enumerate(spec):
+            with bag.Writer(path) as w:
+                for x in records[k * 150:(k + 1) * 150]:
+                    w.write(x)
+    r = bag.Reader(spec)
+    whole, strided, backwards = iter(r), iter(r[1::3]), iter(reversed(r))
+    first = next(whole)
+    half = iter(r[100:300])
+    del r
+    gc.collect()
+    assert [first, *whole] == records
+    assert list(strided) == records[1::3]
+    assert list(backwards) == records[::-1]
+    assert next(half) == records[100]
+    del half
+    gc.collect()

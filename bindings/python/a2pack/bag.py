@@ -244,7 +244,9 @@ class _WriterOptions:
         loss soon after close may lose its contents. (a2pack extension.)
       direct_io: write whole 1 MiB blocks of the file with O_DIRECT, around
         the page cache (the default, where the filesystem allows it): large
-        files write faster, and the page cache stays with readers. False
+        files write faster, and the page cache stays with readers. With
+        durable=False the first blocks still go through the page cache, as
+        many as it takes before the kernel starts writing back. False
         writes every byte through the page cache. (a2pack extension.)
     """
 
@@ -390,27 +392,53 @@ class _Handle:
             lib.a2pack_bag_reader_close(ptr)
             self.ptr = None
 
-    def _copy_spans(self, shards, begins, ends) -> List[bytes]:
-        """One copy per record, straight from the shard mappings."""
+    def _slices(self, shards, begins, ends) -> Iterator[bytes]:
+        """The records at these spans of the shard mappings, each copied into
+        its own bytes object only when the iterator reaches it (C-level
+        steps: no Python frame per record). The caller keeps this handle
+        alive while it is consumed: the mappings go with the handle."""
         maps = self.maps
-        b = begins.tolist()
-        e = ends.tolist()
+        cuts = map(slice, begins.tolist(), ends.tolist())
         if len(maps) == 1:
-            return list(map(maps[0].__getitem__, map(slice, b, e)))
-        return [maps[s][x:y] for s, x, y in zip(shards.tolist(), b, e)]
+            return map(maps[0].__getitem__, cuts)
+        return map(operator.getitem, map(maps.__getitem__, shards.tolist()), cuts)
+
+    def _spans_range(self, start: int, n: int) -> tuple:
+        shards = np.empty(n, dtype=np.uint32)
+        begins = np.empty(n, dtype=np.uint64)
+        ends = np.empty(n, dtype=np.uint64)
+        check(lib.a2pack_bag_reader_spans_range(
+            self.ptr, start, n, ffi.from_buffer("uint32_t[]", shards),
+            ffi.from_buffer("uint64_t[]", begins), ffi.from_buffer("uint64_t[]", ends)))
+        return shards, begins, ends
+
+    def _spans(self, idx: np.ndarray) -> tuple:
+        n = len(idx)
+        shards = np.empty(n, dtype=np.uint32)
+        begins = np.empty(n, dtype=np.uint64)
+        ends = np.empty(n, dtype=np.uint64)
+        check(lib.a2pack_bag_reader_spans(
+            self.ptr, ffi.from_buffer("uint64_t[]", idx), n,
+            ffi.from_buffer("uint32_t[]", shards), ffi.from_buffer("uint64_t[]", begins),
+            ffi.from_buffer("uint64_t[]", ends)))
+        return shards, begins, ends
+
+    def iter_range(self, start: int, n: int) -> Iterator[bytes]:
+        """Records start..start+n of a mapped handle, copied one by one as
+        they are taken: a consumer that drops each record before the next
+        gets every copy into the same warm block of memory."""
+        return self._slices(*self._spans_range(start, n))
+
+    def iter_global(self, indices: np.ndarray) -> Iterator[bytes]:
+        """iter_range for any positions."""
+        return self._slices(*self._spans(np.ascontiguousarray(indices, dtype=np.uint64)))
 
     def read_range(self, start: int, n: int, workers: int) -> List[bytes]:
         if self.fill_direct and n >= self.fill_min:
             return _records_filled(self.ptr, np.arange(start, start + n, dtype=np.uint64), workers,
                                    self.spec)
         if self.maps is not None:
-            shards = np.empty(n, dtype=np.uint32)
-            begins = np.empty(n, dtype=np.uint64)
-            ends = np.empty(n, dtype=np.uint64)
-            check(lib.a2pack_bag_reader_spans_range(
-                self.ptr, start, n, ffi.from_buffer("uint32_t[]", shards),
-                ffi.from_buffer("uint64_t[]", begins), ffi.from_buffer("uint64_t[]", ends)))
-            return self._copy_spans(shards, begins, ends)
+            return list(self.iter_range(start, n))
         out = ffi.new("a2pack_bag_batch **")
         check(lib.a2pack_bag_reader_read_range(self.ptr, start, n, workers, out))
         return _records_of(out[0])
@@ -439,14 +467,7 @@ class _Handle:
         if self.fill_direct and n >= self.fill_min:
             return _records_filled(self.ptr, idx, workers, self.spec)
         if self.maps is not None:
-            shards = np.empty(n, dtype=np.uint32)
-            begins = np.empty(n, dtype=np.uint64)
-            ends = np.empty(n, dtype=np.uint64)
-            check(lib.a2pack_bag_reader_spans(
-                self.ptr, ffi.from_buffer("uint64_t[]", idx), n,
-                ffi.from_buffer("uint32_t[]", shards), ffi.from_buffer("uint64_t[]", begins),
-                ffi.from_buffer("uint64_t[]", ends)))
-            return self._copy_spans(shards, begins, ends)
+            return list(self.iter_global(idx))
         out = ffi.new("a2pack_bag_batch **")
         check(lib.a2pack_bag_reader_read(
             self.ptr, ffi.from_buffer("uint64_t[]", idx), n, workers, out))
@@ -471,18 +492,22 @@ def _pool() -> concurrent.futures.ThreadPoolExecutor:
         return _POOL[1]
 
 
-def _read_now(jobs: Iterator, handle: "_Handle", workers: int) -> Iterator[List[bytes]]:
+def _read_now(jobs: Iterator, handle: "_Handle", workers: int) -> Iterator[Iterable[bytes]]:
     """Batches read in the consumer's thread: for records copied straight
-    from the mapping there is nothing to overlap."""
+    from the mapping there is nothing to overlap. Ranges and strided
+    positions are copied lazily, record by record (this generator, suspended
+    at its yield, keeps the handle and so the mapping alive meanwhile);
+    picks are read whole, as a repeated position must give the same
+    object."""
     for job in jobs:
         if job[0] == "range":
-            yield handle.read_range(job[1], job[2], workers)
+            yield handle.iter_range(job[1], job[2])
         elif job[0] == "raise":
             raise job[1]
         elif job[0] == "picks":
             yield handle.read_picks(job[1], workers)
         else:
-            yield handle.read_global(job[1], workers)
+            yield handle.iter_global(job[1])
 
 
 def _read_ahead(jobs: Iterator, handle: "_Handle", workers: int) -> Iterator[List[bytes]]:
@@ -649,17 +674,15 @@ class Reader(Sequence):
             return indices.astype(np.uint64)
         return (self._start + indices * self._step).astype(np.uint64)
 
-    _MAPPED_CHUNK_BYTES = 256 << 10
     _BATCH_CHUNK_BYTES = 4 << 20
 
     def _chunk_records(self) -> int:
-        """Records per batch while iterating: about 4 MiB stored when reading
-        ahead (big enough to decompress in parallel), 256 KiB when copying
-        straight from the mapping (small enough that freed records' memory
-        is reused while iterating)."""
+        """Records per batch while iterating: about 4 MiB stored. Read ahead,
+        that is big enough to decompress in parallel; from a mapping, where
+        records are copied one by one as they are taken, it only sets how
+        many positions are looked up at once."""
         per = self.approximate_bytes_per_record() or 1.0
-        target = self._MAPPED_CHUNK_BYTES if self._h.maps is not None else self._BATCH_CHUNK_BYTES
-        return int(min(65536, max(16, target / per)))
+        return int(min(65536, max(16, self._BATCH_CHUNK_BYTES / per)))
 
     def _jobs(self, start: int, stop: int) -> Iterator:
         """Batch jobs covering local positions [start, stop)."""

@@ -169,7 +169,9 @@ impl WriterOptions {
         self
     }
 
-    /// Write whole blocks with O_DIRECT where allowed (default `true`).
+    /// Write whole blocks with O_DIRECT where allowed (default `true`);
+    /// without `durable`, the first blocks, as many as the page cache takes
+    /// before the kernel starts writing back, still go through it.
     pub fn direct_io(mut self, on: bool) -> Self {
         self.raw.direct_io = i32::from(on);
         self
