@@ -75,6 +75,16 @@ bool batch_matches(int fd, const std::string& data, const std::vector<std::pair<
   return true;
 }
 
+// A bag file of `recs`; with separate limits when asked (they stay whole
+// when the records file is cut).
+void write_records(const std::string& path, const std::vector<std::string>& recs, bool separate = false) {
+  bag::WriterOptions wo;
+  if (separate) wo.limits_placement = bag::LimitsPlacement::separate;
+  bag::Writer w(path, wo);
+  for (const auto& r : recs) w.write(reinterpret_cast<const uint8_t*>(r.data()), r.size());
+  w.commit();
+}
+
 }  // namespace
 
 TEST(BatchRead, SameBytesAsTheFile) {
@@ -138,11 +148,7 @@ TEST(BatchRead, RecordBatchesEqualMappedReadsForEveryPolicy) {
   std::vector<std::string> recs;
   for (int i = 0; i < 3000; ++i) recs.push_back(random_bytes(rng() % 9000, static_cast<uint32_t>(i)));
   for (const char* name : {"r.bag", "r.bagz"}) {
-    {
-      bag::Writer w(d / name, bag::WriterOptions{});
-      for (const auto& r : recs) w.write(reinterpret_cast<const uint8_t*>(r.data()), r.size());
-      w.commit();
-    }
+    write_records(d / name, recs);
     std::vector<uint64_t> idx;
     for (int i = 0; i < 700; ++i) idx.push_back(rng() % recs.size());
     idx.push_back(5), idx.push_back(6), idx.push_back(7);  // neighbours: one span
@@ -164,13 +170,7 @@ TEST(BatchRead, RecordFileThatShrankIsAnErrorNamingIt) {
   a2test::TempDir d;
   std::vector<std::string> recs;
   for (int i = 0; i < 400; ++i) recs.push_back(random_bytes(3000, static_cast<uint32_t>(i)));
-  bag::WriterOptions wo;
-  wo.limits_placement = bag::LimitsPlacement::separate;  // the limits stay whole
-  {
-    bag::Writer w(d / "s.bag", wo);
-    for (const auto& r : recs) w.write(reinterpret_cast<const uint8_t*>(r.data()), r.size());
-    w.commit();
-  }
+  write_records(d / "s.bag", recs, /*separate=*/true);
   bag::ReaderOptions o;
   o.cache_policy = bag::CachePolicy::drop_after_read;
   o.limits_placement = bag::LimitsPlacement::separate;
@@ -193,11 +193,7 @@ TEST(BatchRead, CompressedBatchesDecodedAsTheyArrive) {
   for (int i = 0; i < 160; ++i)  // 1 MiB records that compress well: past the 64 MiB budget
     recs.push_back(std::string(1 << 20, static_cast<char>('a' + i % 26)) + random_bytes(100, i));
   for (int i = 0; i < 300; ++i) recs.push_back(random_bytes(i * 37 % 5000, 1000 + i));
-  {
-    bag::Writer w(d / "big.bagz", bag::WriterOptions{});
-    for (const auto& r : recs) w.write(reinterpret_cast<const uint8_t*>(r.data()), r.size());
-    w.commit();
-  }
+  write_records(d / "big.bagz", recs);
   std::vector<uint64_t> idx;  // every other record: a read each
   for (uint64_t i = 0; i < recs.size(); i += 2) idx.push_back(i);
   idx.push_back(459), idx.push_back(0);
@@ -216,13 +212,7 @@ TEST(BatchRead, CompressedBatchWithABadFrameOrAShrunkFileIsAnError) {
   a2test::TempDir d;
   std::vector<std::string> recs;
   for (int i = 0; i < 400; ++i) recs.push_back(std::string(3000, static_cast<char>(i)) + random_bytes(50, i));
-  bag::WriterOptions wo;
-  wo.limits_placement = bag::LimitsPlacement::separate;  // the limits stay whole
-  {
-    bag::Writer w(d / "z.bagz", wo);
-    for (const auto& r : recs) w.write(reinterpret_cast<const uint8_t*>(r.data()), r.size());
-    w.commit();
-  }
+  write_records(d / "z.bagz", recs, /*separate=*/true);
   std::string file;
   {
     std::ifstream in(d / "z.bagz", std::ios::binary);
