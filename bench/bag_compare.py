@@ -520,6 +520,17 @@ def main():
     emit_rows(rows)
 
 
+def raw_kind(row) -> tuple:
+    """What a row's last column measured, and its note in the summary."""
+    if row["op"] == "write":
+        return "plain 4 MiB writes of as many bytes", "the page cache's ingest rate, a reference, not a peer"
+    if row["op"] == "iterate/cache" and row["cell"].endswith(" bag"):
+        return "slices of a mapping", "memory's bound, not a peer"
+    if row["op"].endswith("/cache"):
+        return "zstd alone on every core", "zstd's bound, not a peer"
+    return "raw pread of the same bytes", "the disk's bound, not a peer"
+
+
 def emit_rows(rows):
     """Each cell against bagz and against array_record (where it ran), for
     `make bench`'s summary table. Goal: at least the best peer everywhere,
@@ -528,10 +539,7 @@ def emit_rows(rows):
 
     for row in rows:
         cell = f"{row['cell']} {row['op']}"
-        raw_what = ("plain 4 MiB writes of as many bytes" if row["op"] == "write"
-                    else "slices of a mapping" if row["op"] == "iterate/cache" and row["cell"].endswith(" bag")
-                    else "zstd alone on every core" if row["op"].endswith("/cache")
-                    else "raw pread of the same bytes")
+        raw_what, raw_note = raw_kind(row)
         for peer in ("bagz", "array_record", "raw"):
             if row.get(peer):
                 # The bagz cell carries the bound: its 1.5x target stands
@@ -540,11 +548,7 @@ def emit_rows(rows):
                 emit("bag_compare", cell, row["a2pack"], raw_what if peer == "raw" else peer,
                      row[peer], "records/s", target={"bagz": 1.5, "array_record": 1.0}.get(peer),
                      bound=bound, bound_name=raw_what if bound else "",
-                     note=("the page cache's ingest rate, a reference, not a peer"
-                           if row["op"] == "write" else
-                           "memory's bound, not a peer" if raw_what == "slices of a mapping" else
-                           "zstd's bound, not a peer" if row["op"].endswith("/cache") else
-                           "the disk's bound, not a peer") if peer == "raw" else "")
+                     note=raw_note if peer == "raw" else "")
 
 
 if __name__ == "__main__":

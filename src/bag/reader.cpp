@@ -60,27 +60,32 @@ std::vector<char> read_remote_spans(const std::vector<std::unique_ptr<Shard>>& s
   return done;
 }
 
-// The spans of a batch that lie in local files read with pread (not
-// mapped, not already read from object storage), read all at once
+// Whether span i of a batch is read with pread from a local file (not
+// mapped, not already read from object storage).
+template <typename Spans>
+bool read_locally(const std::vector<std::unique_ptr<Shard>>& shards, const Spans& spans,
+                  const std::vector<char>& remote, size_t i) {
+  return !remote[i] && !shards[spans[i].shard]->records().is_mapped();
+}
+
+// The spans of a batch read locally, read all at once
 // (RecordFile::read_many: io_uring, else up to `workers` threads).
 // `on_span_read`, when given, hears the index of each span as its bytes
-// arrive (see RecordFile::read_many). Returns how many spans it read.
+// arrive (see RecordFile::read_many).
 template <typename Spans, typename Dest>
-size_t read_pread_spans(const std::vector<std::unique_ptr<Shard>>& shards, const Spans& spans,
-                        const std::vector<char>& remote, Dest dest, uint32_t workers,
-                        const std::function<void(size_t)>* on_span_read = nullptr) {
+void read_pread_spans(const std::vector<std::unique_ptr<Shard>>& shards, const Spans& spans,
+                      const std::vector<char>& remote, Dest dest, uint32_t workers,
+                      const std::function<void(size_t)>* on_span_read = nullptr) {
   std::vector<RecordFile::Span> reads;
   std::vector<size_t> span_of;
   reads.reserve(spans.size());
   for (size_t i = 0; i < spans.size(); ++i) {
-    const RecordFile& f = shards[spans[i].shard]->records();
-    if (remote[i] || f.is_mapped()) continue;
-    reads.push_back({&f, spans[i].off, static_cast<size_t>(spans[i].len), dest(i)});
+    if (!read_locally(shards, spans, remote, i)) continue;
+    reads.push_back({&shards[spans[i].shard]->records(), spans[i].off, static_cast<size_t>(spans[i].len), dest(i)});
     if (on_span_read) span_of.push_back(i);
   }
   const std::function<void(size_t)> arrived = [&](size_t r) { (*on_span_read)(span_of[r]); };
   RecordFile::read_many(reads.data(), reads.size(), workers, on_span_read ? &arrived : nullptr);
-  return reads.size();
 }
 
 // Decodes the records of a batch's spans as their reads complete, on pool
@@ -418,7 +423,7 @@ PendingRead Reader::prepare_located(Located at, uint32_t workers) const {
     // thread each and the cores: decoding alongside measured slower).
     size_t local_reads = 0;
     for (size_t i = 0; i < at.spans.size() && local_reads < 2; ++i)
-      local_reads += !remote[i] && !shards_[at.spans[i].shard]->records().is_mapped();
+      local_reads += read_locally(shards_, at.spans, remote, i);
     if (at.any_compressed && local_reads >= 2 && batch_read_available()) {
       p.decoded_.resize(n);
       std::atomic<uint64_t> budget{kDecodeAheadBytes};

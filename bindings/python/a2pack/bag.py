@@ -403,35 +403,27 @@ class _Handle:
             return map(maps[0].__getitem__, cuts)
         return map(operator.getitem, map(maps.__getitem__, shards.tolist()), cuts)
 
-    def _spans_range(self, start: int, n: int) -> tuple:
+    def _spans(self, n: int, c_call, *positions) -> tuple:
+        """Shard, begin and end of n records, from a2pack_bag_reader_spans
+        (positions: the index array and n) or _spans_range (start and n)."""
         shards = np.empty(n, dtype=np.uint32)
         begins = np.empty(n, dtype=np.uint64)
         ends = np.empty(n, dtype=np.uint64)
-        check(lib.a2pack_bag_reader_spans_range(
-            self.ptr, start, n, ffi.from_buffer("uint32_t[]", shards),
-            ffi.from_buffer("uint64_t[]", begins), ffi.from_buffer("uint64_t[]", ends)))
-        return shards, begins, ends
-
-    def _spans(self, idx: np.ndarray) -> tuple:
-        n = len(idx)
-        shards = np.empty(n, dtype=np.uint32)
-        begins = np.empty(n, dtype=np.uint64)
-        ends = np.empty(n, dtype=np.uint64)
-        check(lib.a2pack_bag_reader_spans(
-            self.ptr, ffi.from_buffer("uint64_t[]", idx), n,
-            ffi.from_buffer("uint32_t[]", shards), ffi.from_buffer("uint64_t[]", begins),
-            ffi.from_buffer("uint64_t[]", ends)))
+        check(c_call(self.ptr, *positions, ffi.from_buffer("uint32_t[]", shards),
+                     ffi.from_buffer("uint64_t[]", begins), ffi.from_buffer("uint64_t[]", ends)))
         return shards, begins, ends
 
     def iter_range(self, start: int, n: int) -> Iterator[bytes]:
         """Records start..start+n of a mapped handle, copied one by one as
         they are taken: a consumer that drops each record before the next
         gets every copy into the same warm block of memory."""
-        return self._slices(*self._spans_range(start, n))
+        return self._slices(*self._spans(n, lib.a2pack_bag_reader_spans_range, start, n))
 
     def iter_global(self, indices: np.ndarray) -> Iterator[bytes]:
         """iter_range for any positions."""
-        return self._slices(*self._spans(np.ascontiguousarray(indices, dtype=np.uint64)))
+        idx = np.ascontiguousarray(indices, dtype=np.uint64)
+        return self._slices(*self._spans(
+            len(idx), lib.a2pack_bag_reader_spans, ffi.from_buffer("uint64_t[]", idx), len(idx)))
 
     def read_range(self, start: int, n: int, workers: int) -> List[bytes]:
         if self.fill_direct and n >= self.fill_min:
