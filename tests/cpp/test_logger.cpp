@@ -545,11 +545,15 @@ TEST(Logger, FullModeFailsThenAcceptsAfterRetry) {
   o.fail_when_full = true;
   const int kN = 6000;
   uint64_t fulls = 0;
+  // Made before the logger opens: the producer must outrun the compressor
+  // (making them in the loop, under a sanitizer, let it keep up).
+  std::vector<Rec> recs_in;
+  for (int i = 0; i < kN; ++i) recs_in.push_back(make_rec(0, i, 30));
   {
     Logger lg(tmp.path(), o);
     uint32_t s = lg.register_stream("{}", 1.0, 1e-6, 0);
-    for (int i = 0; i < kN; ++i) {
-      Rec r = make_rec(s, i, 30);
+    ASSERT_EQ(s, 0u);
+    for (const Rec& r : recs_in) {
       for (;;) {
         a2pack_status st = status_of([&] { record(lg, r); });
         if (st == A2PACK_OK) break;
