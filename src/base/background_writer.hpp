@@ -10,11 +10,13 @@
 // drain() once the thread has met it, naming the file, so nothing is lost
 // silently; the caller's commit drains
 // first, so a file never becomes visible with bytes missing.
-// With `direct`, whole buffers bypass the page cache (O_DIRECT on a second
-// descriptor of the same file): on this project's VMs a buffered write of a
-// multi-GB file ran at 430-500 MB/s once dirty pages were throttled, where
-// O_DIRECT wrote 1.6-1.7 GB/s, and a durable commit's fsync then has
-// almost nothing left to write. Buffers are 4 KiB-aligned in memory and in
+// With `direct`, whole buffers may bypass the page cache (O_DIRECT on a
+// second descriptor of the same file): on this project's VMs a buffered
+// write of a multi-GB file ran at 430-500 MB/s once dirty pages were
+// throttled, where O_DIRECT wrote 1.6-1.7 GB/s, and a durable commit's
+// fsync then has almost nothing left to write. Past `direct_from` every
+// whole buffer goes direct; before it each goes the way measured faster
+// (base/write_path.hpp). Buffers are 4 KiB-aligned in memory and in
 // the file (every one starts at a multiple of kBufferBytes); a partial
 // buffer (drain) goes through the page cache and stays in place, to be
 // written again, whole, by O_DIRECT once it fills. Where the filesystem
@@ -35,6 +37,8 @@
 #include <thread>
 #include <vector>
 
+#include "base/write_path.hpp"
+
 namespace a2pack {
 
 class BackgroundWriter {
@@ -45,7 +49,8 @@ class BackgroundWriter {
   // Writes go to `fd` (not owned; it must outlive this object) at offsets
   // from 0 on; `path` names it in errors and, with `direct`, is opened again
   // with O_DIRECT, used for the whole buffers at `direct_from` and past it
-  // (the bytes before go through the page cache).
+  // (before it, for those where O_DIRECT measured faster than the page
+  // cache).
   BackgroundWriter(int fd, std::string path, bool direct = false, uint64_t direct_from = 0);
   // Waits for queued writes; their errors are dropped (drain() reports them).
   ~BackgroundWriter();
@@ -82,7 +87,7 @@ class BackgroundWriter {
 
   int fd_;
   std::atomic<int> direct_fd_{-1};  // -1: everything through the page cache
-  uint64_t direct_from_ = 0;        // first file offset written with O_DIRECT
+  WritePathChooser path_choice_;    // which way each whole buffer goes (the thread's)
   std::string path_;
   std::mutex mu_;
   std::condition_variable work_cv_, done_cv_;

@@ -169,14 +169,20 @@ uint64_t page_cache_write_room() {
     std::fclose(f);
   }
   if (available < 0 || dirty < 0 || writeback < 0) return 0;
-  int64_t threshold = proc_number("/proc/sys/vm/dirty_background_bytes");
-  if (threshold <= 0) {
-    const int64_t ratio = proc_number("/proc/sys/vm/dirty_background_ratio");
-    if (ratio <= 0) return 0;
-    threshold = available / 100 * ratio;
-  }
-  const int64_t room = threshold - dirty - writeback;
-  return room > 0 ? static_cast<uint64_t>(room / 2) : 0;
+  // A threshold in bytes, or else as a ratio of the available memory.
+  auto threshold = [&](const char* bytes, const char* ratio) -> int64_t {
+    if (int64_t b = proc_number(bytes); b > 0) return b;
+    const int64_t r = proc_number(ratio);
+    return r > 0 ? available / 100 * r : -1;
+  };
+  const int64_t background = threshold("/proc/sys/vm/dirty_background_bytes",
+                                       "/proc/sys/vm/dirty_background_ratio");
+  const int64_t limit = threshold("/proc/sys/vm/dirty_bytes", "/proc/sys/vm/dirty_ratio");
+  if (background < 0 || limit < 0) return 0;
+  // The kernel lets writers dirty pages unthrottled up to halfway between
+  // the two thresholds (its "freerun" point).
+  const int64_t room = (background + limit) / 2 - dirty - writeback;
+  return room > 0 ? static_cast<uint64_t>(room) : 0;
 }
 
 AtomicFile::AtomicFile(std::string path, bool background, bool direct, uint64_t direct_from)

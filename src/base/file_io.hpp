@@ -70,12 +70,11 @@ class ReadFd {
 // interrupted write never leaves a file under the final name.
 class BackgroundWriter;
 
-// Bytes a new file can hand the page cache before the kernel starts writing
-// dirty pages back (vm.dirty_background_bytes, or _ratio of the available
-// memory), less what is dirty or under writeback now, halved to leave the
-// rest of the system room: below it a buffered write runs at memory speed;
-// past the kernel's limits it is throttled to the disk. 0 when /proc does
-// not say.
+// Bytes a new file can hand the page cache before the kernel starts to
+// throttle writers to its writeback: halfway between the dirty background
+// threshold and the dirty limit (vm.dirty_background_bytes / _ratio,
+// vm.dirty_bytes / _ratio of the available memory), less what is dirty or
+// under writeback now. 0 when /proc does not say.
 uint64_t page_cache_write_room();
 
 class AtomicFile {
@@ -86,7 +85,8 @@ class AtomicFile {
   // background writes surface in a later write(), flush() or commit().
   // With `direct` too, whole buffers bypass the page cache (O_DIRECT, where
   // the filesystem allows it): for large files written once.
-  // `direct_from`: whole buffers at and past this offset only.
+  // `direct_from`: whole buffers at and past this offset always; before it,
+  // those for which O_DIRECT measures faster (base/write_path.hpp).
   explicit AtomicFile(std::string path, bool background = false, bool direct = false,
                       uint64_t direct_from = 0);
   // Whether background writes still bypass the page cache.
