@@ -45,7 +45,8 @@ fresh mapping of the warm file into its own bytes; for the uncompressed
 writes, the page cache's ingest rate.
 
 Usage: python bench/bag_compare.py [--scale 0.1] [--repeat 3] [--sets small,large]
-       [--exts bag,bagz] [--cold] [--no-array-record] [--out DIR] [--json FILE]
+       [--exts bag,bagz] [--cold] [--writes-only] [--no-array-record] [--out DIR]
+       [--json FILE]
 Files are deleted as soon as each data set × extension is done.
 """
 
@@ -225,6 +226,25 @@ def run_set(name: str, n: int, pool: list, workdir: str, batches: int, rows: lis
                 os.remove(raw_path)
         os.sync()
 
+        def finish_cell(ops):
+            """The cell's rows (medians and samples), and its files deleted."""
+            for op in ops:
+                count = batches * 256 if op.startswith("batch") else n
+                row = {"cell": cell, "op": op, "records": count, "mean_bytes": mean}
+                for lib in LIBS + ("raw",):
+                    ts = samples.get((op, lib))
+                    row[lib] = count / statistics.median(ts) if ts else None
+                    row[lib + "_samples"] = [count / t for t in ts] if ts else []
+                rows.append(row)
+                print_row(row, file=sys.stderr)
+            for p in paths.values():
+                for f in files_of(p):
+                    os.remove(f)
+
+        if args.writes_only:
+            finish_cell(("write", "write+fsync"))
+            continue
+
         # ---- reads
         limits = {lib: tail_limits(paths[lib]) for lib in libs if lib != "array_record"}
         modes = ["cache", "drop"] + (["cold"] if args.cold else [])
@@ -330,29 +350,20 @@ def run_set(name: str, n: int, pool: list, workdir: str, batches: int, rows: lis
                 add("iterate/cache", "raw", raw_zstd(paths["a2pack"], starts, lens, None))
                 add("batch256/cache", "raw", raw_zstd(paths["a2pack"], starts, lens, batch_idx))
 
-        ops = OPS + (COLD_OPS if args.cold else ())
-        for op in ops:
-            count = batches * 256 if op.startswith("batch") else n
-            row = {"cell": cell, "op": op, "records": count, "mean_bytes": mean}
-            for lib in LIBS + ("raw",):
-                ts = samples.get((op, lib))
-                row[lib] = count / statistics.median(ts) if ts else None
-                row[lib + "_samples"] = [count / t for t in ts] if ts else []
-            rows.append(row)
-            print_row(row, file=sys.stderr)
-        for p in paths.values():
-            for f in files_of(p):
-                os.remove(f)
+        finish_cell(OPS + (COLD_OPS if args.cold else ()))
 
 
 def raw_write(path: str, records) -> float:
     """Seconds for the kernel to take as many bytes as the records hold, in
-    4 MiB writes of one ready buffer from one thread: the page cache's
-    ingest rate with no format and no per-record work. A reference, not a
-    bound: a writer that overlaps its own work with the kernel's copy (as
-    a2pack's background writer does) can pass it."""
+    48 KiB writes of one ready buffer from one thread: the page cache's
+    ingest rate with no format and no per-record work. (48 KiB: on this
+    project's VMs large power-of-two calls, 1-4 MiB, ran 2-3x slower, the
+    kernel allocating large folios whose memory faulted in from the host.)
+    A reference, not a bound: a writer that overlaps the kernel's copy with
+    O_DIRECT writes to the disk (as a2pack's does) can pass it."""
     total = sum(map(len, records))
-    block = b"".join(records[:max(1, (4 << 20) // max(1, len(records[0])) + 1)])[:4 << 20]
+    piece = 48 << 10
+    block = b"".join(records[:max(1, piece // max(1, len(records[0])) + 1)])[:piece]
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         t0 = time.perf_counter()
@@ -470,6 +481,7 @@ def main():
     ap.add_argument("--sets", default="small,large")
     ap.add_argument("--exts", default="bag,bagz")
     ap.add_argument("--cold", action="store_true", help="also measure cold reads with the default cache policy")
+    ap.add_argument("--writes-only", action="store_true", help="only the write and write+fsync cells")
     ap.add_argument("--no-array-record", action="store_true")
     ap.add_argument("--out", default=None, help="folder for the bench files (default: a temp dir)")
     ap.add_argument("--pool-dir", default=None, help="keep the generated payload pools here between runs")
@@ -523,7 +535,7 @@ def main():
 def raw_kind(row) -> tuple:
     """What a row's last column measured, and its note in the summary."""
     if row["op"] == "write":
-        return "plain 4 MiB writes of as many bytes", "the page cache's ingest rate, a reference, not a peer"
+        return "plain 48 KiB writes of as many bytes", "the page cache's ingest rate, a reference, not a peer"
     if row["op"] == "iterate/cache" and row["cell"].endswith(" bag"):
         return "slices of a mapping", "memory's bound, not a peer"
     if row["op"].endswith("/cache"):

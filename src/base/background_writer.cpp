@@ -33,7 +33,7 @@ constexpr size_t kPageCachePiece = 48 << 10;
 }  // namespace
 
 BackgroundWriter::BackgroundWriter(int fd, std::string path, bool direct, uint64_t direct_from)
-    : fd_(fd), path_choice_(direct_from), path_(std::move(path)) {
+    : fd_(fd), direct_from_(direct_from), path_choice_(direct_from), path_(std::move(path)) {
   for (size_t i = 0; i < kBuffers; ++i) {
     auto b = std::make_unique<Buffer>();
     b->data.reset(static_cast<uint8_t*>(std::aligned_alloc(kDirectAlign, kBufferBytes)));
@@ -43,8 +43,22 @@ BackgroundWriter::BackgroundWriter(int fd, std::string path, bool direct, uint64
   fill_ = std::move(free_.back());
   free_.pop_back();
   // A filesystem without O_DIRECT (EINVAL) keeps everything buffered.
-  if (direct) direct_fd_ = ::open(path_.c_str(), O_WRONLY | O_DIRECT | O_CLOEXEC);
+  if (direct) {
+    direct_fd_owned_ = ::open(path_.c_str(), O_WRONLY | O_DIRECT | O_CLOEXEC);
+    direct_fd_ = direct_fd_owned_;
+  }
+  if (direct_fd_owned_ >= 0) {
+    ring_ = DirectRing::open(kDirectDepth);
+    two_lanes_ = ring_ != nullptr;
+  }
   thread_ = std::thread([this] { run(); });
+  if (two_lanes_) {
+    try {
+      direct_thread_ = std::thread([this] { run_direct(); });
+    } catch (...) {
+      two_lanes_ = false;  // no second thread: one lane does it all
+    }
+  }
 }
 
 BackgroundWriter::~BackgroundWriter() {
@@ -57,9 +71,11 @@ BackgroundWriter::~BackgroundWriter() {
     std::lock_guard<std::mutex> lk(mu_);
     stop_ = true;
   }
-  work_cv_.notify_one();
+  work_cv_.notify_all();
   thread_.join();
-  if (int d = direct_fd_.load(); d >= 0) ::close(d);
+  if (direct_thread_.joinable()) direct_thread_.join();
+  ring_.reset();
+  if (direct_fd_owned_ >= 0) ::close(direct_fd_owned_);
 }
 
 void BackgroundWriter::rethrow_locked() { std::rethrow_exception(error_); }
@@ -76,7 +92,7 @@ void BackgroundWriter::hand_off() {
   if (failed_) rethrow_locked();
   const uint64_t next = fill_->offset + fill_->len;
   queue_.push_back(std::move(fill_));
-  work_cv_.notify_one();
+  work_cv_.notify_all();
   // The thread returns every buffer, written or not (after an error it
   // skips them), so this wait ends and fill_ is always valid afterwards.
   done_cv_.wait(lk, [&] { return !free_.empty(); });
@@ -111,19 +127,32 @@ void BackgroundWriter::drain() {
   const bool keep_fill = direct();
   if (!keep_fill && fill_->len) hand_off();
   std::unique_lock<std::mutex> lk(mu_);
-  done_cv_.wait(lk, [&] { return (queue_.empty() && !writing_) || failed_; });
+  done_cv_.wait(lk, [&] { return (queue_.empty() && in_flight_ == 0) || failed_; });
   if (failed_) rethrow_locked();
-  if (!keep_fill || fill_->len == fill_on_disk_) return;
   lk.unlock();
   try {
-    pwrite_all(fd_, fill_->data.get() + fill_on_disk_, fill_->len - fill_on_disk_,
-               fill_->offset + fill_on_disk_, path_);
+    if (keep_fill && fill_->len > fill_on_disk_) {
+      pwrite_all(fd_, fill_->data.get() + fill_on_disk_, fill_->len - fill_on_disk_,
+                 fill_->offset + fill_on_disk_, path_);
+      fill_on_disk_ = fill_->len;
+    }
+    trim_extension();
   } catch (...) {
     lk.lock();
     keep_error_locked(std::current_exception());
     throw;
   }
-  fill_on_disk_ = fill_->len;
+}
+
+void BackgroundWriter::trim_extension() {
+  // Both lanes are idle: the file ends where the bytes written end.
+  const uint64_t end = fill_->offset + fill_->len;
+  if (extended_to_ <= end) return;
+  int rc;
+  do rc = ::ftruncate(fd_, static_cast<off_t>(end));
+  while (rc < 0 && errno == EINTR);
+  if (rc < 0) fail_errno("truncate", path_, errno);
+  extended_to_ = end;
 }
 
 void BackgroundWriter::patch(const void* data, size_t len, uint64_t offset) {
@@ -155,7 +184,8 @@ void BackgroundWriter::put(const Buffer& b) {
   size_t done = 0;
   const int d = direct_fd_.load();
   const bool whole = b.len == kBufferBytes;
-  const bool direct = d >= 0 && whole && path_choice_.direct_for(b.offset);
+  // With two lanes this one only goes through the page cache.
+  const bool direct = d >= 0 && whole && !two_lanes_.load() && path_choice_.direct_for(b.offset);
   const auto t0 = std::chrono::steady_clock::now();
   if (direct) {
     // One O_DIRECT write of the whole buffer; whatever it leaves (a short
@@ -185,14 +215,38 @@ void BackgroundWriter::put(const Buffer& b) {
   }
 }
 
+bool BackgroundWriter::takes_locked(Lane lane, const Buffer& b) const {
+  // The direct lane takes whole buffers while O_DIRECT works; the
+  // page-cache lane everything else, and whole buffers only before
+  // direct_from_ (past it the page cache would throttle to the disk).
+  const bool direct_ok = two_lanes_.load() && direct_fd_.load() >= 0 && b.len == kBufferBytes;
+  return lane == Lane::direct ? direct_ok : !direct_ok || b.offset < direct_from_;
+}
+
+std::unique_ptr<BackgroundWriter::Buffer> BackgroundWriter::take_locked() {
+  std::unique_ptr<Buffer> b = std::move(queue_.front());
+  queue_.pop_front();
+  ++in_flight_;
+  work_cv_.notify_all();  // the next buffer may be the other lane's
+  return b;
+}
+
+void BackgroundWriter::give_back_locked(std::unique_ptr<Buffer> b, std::exception_ptr err) {
+  if (err) keep_error_locked(err);
+  b->len = 0;
+  free_.push_back(std::move(b));
+  --in_flight_;
+  done_cv_.notify_all();
+}
+
 void BackgroundWriter::run() {
   std::unique_lock<std::mutex> lk(mu_);
   for (;;) {
-    work_cv_.wait(lk, [&] { return stop_ || !queue_.empty(); });
+    work_cv_.wait(lk, [&] {
+      return (stop_ && queue_.empty()) || (!queue_.empty() && takes_locked(Lane::cached, *queue_.front()));
+    });
     if (queue_.empty()) return;  // stop_ and nothing left
-    std::unique_ptr<Buffer> b = std::move(queue_.front());
-    queue_.pop_front();
-    writing_ = true;
+    std::unique_ptr<Buffer> b = take_locked();
     // After an error nothing more is written: later bytes would leave a
     // hole. The buffers still cycle so callers wake and see the error.
     const bool skip = discard_ || failed_;
@@ -206,11 +260,116 @@ void BackgroundWriter::run() {
       }
     }
     lk.lock();
-    if (err) keep_error_locked(err);
-    b->len = 0;
-    free_.push_back(std::move(b));
-    writing_ = false;
-    done_cv_.notify_all();
+    give_back_locked(std::move(b), err);
+  }
+}
+
+bool BackgroundWriter::submit_direct(const Buffer& b, uint64_t tag) {
+  // Within the file's size, so the write does not hold the inode's lock
+  // until the disk has it (base/direct_ring.hpp). fallocate never shrinks
+  // the file, whatever the other lane has written past it meanwhile.
+  const uint64_t end = b.offset + b.len;
+  if (end > extended_to_) {
+    const uint64_t to = end + kExtendAhead;
+    int rc;
+    do rc = ::fallocate(fd_, 0, static_cast<off_t>(extended_to_), static_cast<off_t>(to - extended_to_));
+    while (rc < 0 && errno == EINTR);
+    if (rc < 0) {
+      // Not supported here (or no space: the write below says so): one
+      // lane from now on, this buffer written as that lane would.
+      two_lanes_ = false;
+      work_cv_.notify_all();
+      put(b);
+      return false;
+    }
+    extended_to_ = to;
+  }
+  if (ring_->write(direct_fd_.load(), b.data.get(), b.len, b.offset, tag)) return true;
+  pwrite_all(fd_, b.data.get(), b.len, b.offset, path_);
+  return false;
+}
+
+void BackgroundWriter::finish_direct(const Buffer& b, int64_t result) {
+  if (result == static_cast<int64_t>(b.len)) return;
+  if (result == -EINVAL) {
+    // O_DIRECT refused at write time: the page cache takes everything now.
+    direct_fd_.store(-1);
+    work_cv_.notify_all();
+  }
+  // A short write or an error: the rest through the page cache, where
+  // pwrite_all retries and reports the error naming the file.
+  const size_t done = result > 0 ? static_cast<size_t>(result) : 0;
+  pwrite_all(fd_, b.data.get() + done, b.len - done, b.offset + done, path_);
+}
+
+void BackgroundWriter::run_direct() {
+  std::unique_ptr<Buffer> slots[kDirectDepth];
+  unsigned busy = 0;
+  std::unique_lock<std::mutex> lk(mu_);
+  for (;;) {
+    // Queue writes while there is room for them.
+    while (busy < kDirectDepth && !queue_.empty() && takes_locked(Lane::direct, *queue_.front())) {
+      std::unique_ptr<Buffer> b = take_locked();
+      if (discard_ || failed_) {
+        give_back_locked(std::move(b), nullptr);
+        continue;
+      }
+      unsigned slot = 0;
+      while (slots[slot]) ++slot;
+      lk.unlock();
+      std::exception_ptr err;
+      bool queued = false;
+      try {
+        queued = submit_direct(*b, slot);
+      } catch (...) {
+        err = std::current_exception();
+      }
+      lk.lock();
+      if (queued) {
+        slots[slot] = std::move(b);
+        ++busy;
+      } else {
+        give_back_locked(std::move(b), err);
+      }
+    }
+    if (busy == 0) {
+      if (stop_ && queue_.empty()) return;
+      work_cv_.wait(lk, [&] {
+        return (stop_ && queue_.empty()) || (!queue_.empty() && takes_locked(Lane::direct, *queue_.front()));
+      });
+      continue;
+    }
+    // Wait for a write in flight; new buffers wait for its slot.
+    lk.unlock();
+    std::exception_ptr err;
+    DirectRing::Done done{};
+    bool ring_failed = false;
+    try {
+      done = ring_->wait();
+    } catch (...) {
+      err = std::current_exception();
+      ring_failed = true;
+    }
+    const unsigned slot = static_cast<unsigned>(done.tag);
+    if (!ring_failed) {
+      try {
+        finish_direct(*slots[slot], done.result);
+      } catch (...) {
+        err = std::current_exception();
+      }
+    }
+    lk.lock();
+    if (ring_failed) {
+      // Nothing says which write ended: keep the error (the file is never
+      // committed now) and leave the rest to the page-cache lane.
+      keep_error_locked(err);
+      two_lanes_ = false;
+      work_cv_.notify_all();
+      done_cv_.notify_all();
+      return;
+    }
+    --busy;
+    give_back_locked(std::move(slots[slot]), err);
   }
 }
 

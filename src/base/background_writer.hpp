@@ -15,8 +15,13 @@
 // write of a multi-GB file ran at 430-500 MB/s once dirty pages were
 // throttled, where O_DIRECT wrote 1.6-1.7 GB/s, and a durable commit's
 // fsync then has almost nothing left to write. Past `direct_from` every
-// whole buffer goes direct; before it each goes the way measured faster
-// (base/write_path.hpp). Buffers are 4 KiB-aligned in memory and in
+// whole buffer goes direct. Before it, where io_uring is available, two
+// lanes take buffers from one queue as they free up: this thread through
+// the page cache, a second one queuing O_DIRECT writes (two in flight,
+// base/direct_ring.hpp) into space the file is extended to ahead of them
+// (fallocate) and trimmed back from when drained; the page cache and the
+// disk then take data at the same time. Without io_uring each buffer goes
+// the way measured faster (base/write_path.hpp). Buffers are 4 KiB-aligned in memory and in
 // the file (every one starts at a multiple of kBufferBytes); a partial
 // buffer (drain) goes through the page cache and stays in place, to be
 // written again, whole, by O_DIRECT once it fills. Where the filesystem
@@ -37,6 +42,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/direct_ring.hpp"
 #include "base/write_path.hpp"
 
 namespace a2pack {
@@ -44,7 +50,9 @@ namespace a2pack {
 class BackgroundWriter {
  public:
   static constexpr size_t kBufferBytes = size_t{1} << 20;
-  static constexpr size_t kBuffers = 4;
+  static constexpr size_t kBuffers = 8;
+  static constexpr unsigned kDirectDepth = 2;          // O_DIRECT writes in flight
+  static constexpr uint64_t kExtendAhead = 256u << 20;  // fallocate this far past a direct write
 
   // Writes go to `fd` (not owned; it must outlive this object) at offsets
   // from 0 on; `path` names it in errors and, with `direct`, is opened again
@@ -79,28 +87,43 @@ class BackgroundWriter {
     size_t len = 0;
     uint64_t offset = 0;  // where it goes in the file
   };
+  enum class Lane { cached, direct };
   void hand_off();  // queue the fill buffer (lock not held)
-  void run();
-  void put(const Buffer& b);  // one buffer into the file (the thread)
+  void run();         // the page-cache lane (or the only one)
+  void run_direct();  // the io_uring O_DIRECT lane
+  bool takes_locked(Lane lane, const Buffer& b) const;  // whether `lane` writes `b` (mu_ held)
+  std::unique_ptr<Buffer> take_locked();  // pop the front for a lane, counting it in flight
+  void give_back_locked(std::unique_ptr<Buffer> b, std::exception_ptr err);  // (mu_ held)
+  void put(const Buffer& b);  // one buffer into the file (the page-cache lane)
+  // Submit `b` on the ring (or write it another way); false: written already.
+  bool submit_direct(const Buffer& b, uint64_t tag);
+  // What an O_DIRECT write left: the rest through the page cache.
+  void finish_direct(const Buffer& b, int64_t result);
+  void trim_extension();  // back to the bytes written (both lanes idle)
   [[noreturn]] void rethrow_locked();  // the kept error (mu_ held)
   void keep_error_locked(std::exception_ptr err);  // keep the first error only (mu_ held)
 
   int fd_;
   std::atomic<int> direct_fd_{-1};  // -1: everything through the page cache
-  WritePathChooser path_choice_;    // which way each whole buffer goes (the thread's)
+  int direct_fd_owned_ = -1;        // closed at destruction (the ring may still use it)
+  uint64_t direct_from_;
+  WritePathChooser path_choice_;    // which way each whole buffer goes (single lane)
+  std::unique_ptr<DirectRing> ring_;  // the direct lane's, when there are two lanes
+  std::atomic<bool> two_lanes_{false};
+  uint64_t extended_to_ = 0;  // fallocated up to here (by a lane holding a buffer, or a drain)
   std::string path_;
   std::mutex mu_;
   std::condition_variable work_cv_, done_cv_;
   std::vector<std::unique_ptr<Buffer>> free_;  // guarded by mu_
   std::deque<std::unique_ptr<Buffer>> queue_;  // guarded by mu_, in file order
-  bool writing_ = false;                       // the thread holds a buffer
+  int in_flight_ = 0;                          // buffers the lanes hold (guarded by mu_)
   bool stop_ = false;
   bool discard_ = false;  // guarded by mu_
   std::atomic<bool> failed_{false};  // error_ is set (a lock-free check for write())
   std::exception_ptr error_;         // the first failed write's error (guarded by mu_)
   std::unique_ptr<Buffer> fill_;  // the caller's (no lock needed)
   size_t fill_on_disk_ = 0;       // bytes of fill_ a drain already wrote (direct mode)
-  std::thread thread_;
+  std::thread thread_, direct_thread_;
 };
 
 }  // namespace a2pack

@@ -14,13 +14,13 @@
 
 namespace a2pack {
 
-#ifdef A2PACK_HAVE_URING
-namespace {
-
-bool disabled_by_env() {
+bool io_uring_disabled_by_env() {
   const char* v = std::getenv("A2PACK_IO_URING");
   return v && (std::strcmp(v, "0") == 0 || std::strcmp(v, "off") == 0 || std::strcmp(v, "false") == 0);
 }
+
+#ifdef A2PACK_HAVE_URING
+namespace {
 
 // Set once io_uring has been refused (by the kernel, a filter or the
 // environment): the refusal holds for the whole process; a ring per thread.
@@ -46,7 +46,7 @@ struct Ring {
     }
     if (ready) return &ring;
     if (g_refused.load(std::memory_order_relaxed)) return nullptr;
-    if (disabled_by_env()) {
+    if (io_uring_disabled_by_env()) {
       g_refused.store(true, std::memory_order_relaxed);
       return nullptr;
     }

@@ -57,4 +57,8 @@ constexpr unsigned kBatchReadDepth = 128;
 // Whether read_batch can use io_uring in this process (it tries once).
 bool batch_read_available();
 
+// A2PACK_IO_URING=0 (or off, false) in the environment: nothing in the
+// library uses io_uring.
+bool io_uring_disabled_by_env();
+
 }  // namespace a2pack
