@@ -1096,14 +1096,15 @@ typedef struct a2pack_bag_writer_options {
                       starts as records are written); 0: rename only, as bagz, which never
                       fsyncs — the file still appears only when complete, but a power loss
                       may leave it with missing data */
-  int32_t direct_io; /* default 1: whole 1 MiB blocks of the records file are written with
+  int32_t direct_io; /* default 1: whole 1 MiB blocks of the records file may be written with
                         O_DIRECT, around the page cache (the last partial block through it),
-                        where the filesystem allows it, else buffered as with 0. Large files
-                        write faster and leave the page cache to readers; the file is then
-                        not cached after close. Without `durable`, the first blocks still go
-                        through the page cache, as many as it takes before the kernel starts
-                        writing back (half of that threshold, less what is dirty now).
-                        0: every byte through the page cache */
+                        where the filesystem allows it, else buffered as with 0. With
+                        `durable`, every whole block goes direct: the fsync then has little
+                        left. Without it, blocks go through the page cache and with O_DIRECT
+                        at the same time (io_uring), the page cache taking them only until
+                        the kernel would start throttling writers. Large files write faster
+                        and leave the page cache to readers; the direct part is then not
+                        cached after close. 0: every byte through the page cache */
 } a2pack_bag_writer_options;
 
 A2PACK_API void a2pack_bag_writer_options_init(a2pack_bag_writer_options *opts);

@@ -49,18 +49,15 @@ Writer::Writer(const std::string& spec, const WriterOptions& o)
   // Temporaries of earlier writers of this output that were killed.
   remove_stale_temps(path);
   if (o.limits_placement == LimitsPlacement::separate) remove_stale_temps(limits_path(path));
-  // Without fsync, the bytes the page cache takes before the kernel starts
-  // writing back go through it, at memory speed; the rest go around it, at
-  // the disk's speed, before buffered writes would be throttled to it (and
-  // then the two would share the disk). Measured on this project's Xeon VM,
-  // 48 KiB records against bagz: a 1.4 GB file 60 k records/s buffered
-  // first, 35 k all direct, bagz 57 k; a 4.8 GB file 50 k, 36 k and 31 k;
-  // 1.3 KiB records (1.3 GB) 1.93 M, 0.92 M and 0.71 M. A durable writer
-  // waits for the disk at commit anyway: direct from the start, as its
-  // fsync then has nothing left to write. Within the page cache's room a
-  // buffer still goes direct where that measures faster: on a VM whose
-  // host reclaims free memory the page cache can take writes slower than
-  // the disk does (base/write_path.hpp).
+  // Without fsync, whole blocks may go through the page cache until the
+  // kernel would start throttling writers (page_cache_write_room), beside
+  // O_DIRECT ones (base/background_writer.hpp); past that point only
+  // O_DIRECT, at the disk's speed, before buffered writes would be throttled
+  // to it and share the disk with it. Measured on this project's Xeon VM
+  // against bagz: 48 KiB records, a 4.8 GB file, 59-66 k records/s (bagz
+  // 40-45 k); 1.3 KiB records, 1.3 GB, 1.29-1.64 M (bagz 0.68-0.94 M). A
+  // durable writer waits for the disk at commit anyway: direct from the
+  // start, as its fsync then has nothing left to write.
   const uint64_t direct_from = o.direct_io && !o.durable ? page_cache_write_room() : 0;
   records_ = std::make_unique<AtomicFile>(path, /*background=*/true, o.direct_io, direct_from);
   if (o.limits_placement == LimitsPlacement::separate)

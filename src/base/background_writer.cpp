@@ -179,6 +179,15 @@ void BackgroundWriter::discard() {
   done_cv_.notify_all();
 }
 
+void BackgroundWriter::write_cached(const Buffer& b, size_t from) const {
+  // In pieces: kPageCachePiece says why.
+  for (size_t done = from; done < b.len;) {
+    const size_t n = std::min(kPageCachePiece, b.len - done);
+    pwrite_all(fd_, b.data.get() + done, n, b.offset + done, path_);
+    done += n;
+  }
+}
+
 void BackgroundWriter::put(const Buffer& b) {
   const uint8_t* p = b.data.get();
   size_t done = 0;
@@ -197,18 +206,13 @@ void BackgroundWriter::put(const Buffer& b) {
     if (n > 0) done = static_cast<size_t>(n);
     else if (n < 0 && errno == EINVAL) {
       // Refused at write time (an unaligned device, a filesystem that
-      // accepts the flag only at open): buffered from here on.
+      // accepts the flag only at open): buffered from here on (the
+      // descriptor is closed with the writer).
       direct_fd_.store(-1);
-      ::close(d);
     }
   }
   const bool went_direct = done == b.len;
-  // Through the page cache in pieces (kPageCachePiece says why).
-  while (done < b.len) {
-    const size_t n = std::min(kPageCachePiece, b.len - done);
-    pwrite_all(fd_, p + done, n, b.offset + done, path_);
-    done += n;
-  }
+  write_cached(b, done);
   if (d >= 0 && whole && (went_direct || !direct)) {
     const double ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
     path_choice_.took(direct, ns);
@@ -279,13 +283,13 @@ bool BackgroundWriter::submit_direct(const Buffer& b, uint64_t tag) {
       // lane from now on, this buffer written as that lane would.
       two_lanes_ = false;
       work_cv_.notify_all();
-      put(b);
+      write_cached(b, 0);
       return false;
     }
     extended_to_ = to;
   }
   if (ring_->write(direct_fd_.load(), b.data.get(), b.len, b.offset, tag)) return true;
-  pwrite_all(fd_, b.data.get(), b.len, b.offset, path_);
+  write_cached(b, 0);
   return false;
 }
 
@@ -298,8 +302,7 @@ void BackgroundWriter::finish_direct(const Buffer& b, int64_t result) {
   }
   // A short write or an error: the rest through the page cache, where
   // pwrite_all retries and reports the error naming the file.
-  const size_t done = result > 0 ? static_cast<size_t>(result) : 0;
-  pwrite_all(fd_, b.data.get() + done, b.len - done, b.offset + done, path_);
+  write_cached(b, result > 0 ? static_cast<size_t>(result) : 0);
 }
 
 void BackgroundWriter::run_direct() {

@@ -95,6 +95,7 @@ class BackgroundWriter {
   std::unique_ptr<Buffer> take_locked();  // pop the front for a lane, counting it in flight
   void give_back_locked(std::unique_ptr<Buffer> b, std::exception_ptr err);  // (mu_ held)
   void put(const Buffer& b);  // one buffer into the file (the page-cache lane)
+  void write_cached(const Buffer& b, size_t from) const;  // [from, len) through the page cache
   // Submit `b` on the ring (or write it another way); false: written already.
   bool submit_direct(const Buffer& b, uint64_t tag);
   // What an O_DIRECT write left: the rest through the page cache.

@@ -245,9 +245,10 @@ class _WriterOptions:
       direct_io: write whole 1 MiB blocks of the file with O_DIRECT, around
         the page cache (the default, where the filesystem allows it): large
         files write faster, and the page cache stays with readers. With
-        durable=False the first blocks still go through the page cache, as
-        many as it takes before the kernel starts writing back. False
-        writes every byte through the page cache. (a2pack extension.)
+        durable=False blocks go through the page cache and with O_DIRECT at
+        the same time, the page cache taking them until the kernel would
+        start throttling writers. False writes every byte through the page
+        cache. (a2pack extension.)
     """
 
     def __init__(
@@ -885,6 +886,12 @@ def _index_array(indices) -> np.ndarray:
 
 # ---------------------------------------------------------------- writer
 
+# A record this large goes to the library at once, not joined with others.
+# A module constant: write() runs once per record, and a global is read
+# faster than a class attribute through the instance (~20 ns of ~800 ns).
+_LARGE_RECORD = 1 << 20
+
+
 class Writer:
     """Writes one Bagz file.
 
@@ -921,7 +928,6 @@ class Writer:
     _CHUNK_BYTES_STORED = 64 << 10
     _CHUNK_BYTES_ZSTD = 4 << 20
     _BUFFER_RECORDS = 16384
-    _LARGE_RECORD = 1 << 20
 
     def __init__(self, filename: Union[str, os.PathLike], options: Optional[_WriterOptions] = None):
         self._options = options if options is not None else _WriterOptions()
@@ -1008,7 +1014,7 @@ class Writer:
             raise errors.ClosedError("Writer is closed", lib.A2PACK_E_CLOSED)
         buf.append(record)
         # The count adapts to record sizes; a large record goes out at once.
-        if len(buf) >= self._batch_records or len(record) >= self._LARGE_RECORD:
+        if len(buf) >= self._batch_records or len(record) >= _LARGE_RECORD:
             self._drain()
 
     def flush(self) -> None:

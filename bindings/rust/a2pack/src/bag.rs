@@ -170,8 +170,8 @@ impl WriterOptions {
     }
 
     /// Write whole blocks with O_DIRECT where allowed (default `true`);
-    /// without `durable`, the first blocks, as many as the page cache takes
-    /// before the kernel starts writing back, still go through it.
+    /// without `durable`, blocks also go through the page cache at the same
+    /// time, until the kernel would start throttling writers.
     pub fn direct_io(mut self, on: bool) -> Self {
         self.raw.direct_io = i32::from(on);
         self
