@@ -268,6 +268,13 @@ void BackgroundWriter::run() {
   }
 }
 
+void BackgroundWriter::wake_lanes() {
+  // Taking the lock orders the change before any lane's next look at it:
+  // a lane that found nothing to take is then already waiting for this.
+  { std::lock_guard<std::mutex> lk(mu_); }
+  work_cv_.notify_all();
+}
+
 bool BackgroundWriter::submit_direct(const Buffer& b, uint64_t tag) {
   // Within the file's size, so the write does not hold the inode's lock
   // until the disk has it (base/direct_ring.hpp). fallocate never shrinks
@@ -282,7 +289,7 @@ bool BackgroundWriter::submit_direct(const Buffer& b, uint64_t tag) {
       // Not supported here (or no space: the write below says so): one
       // lane from now on, this buffer written as that lane would.
       two_lanes_ = false;
-      work_cv_.notify_all();
+      wake_lanes();
       write_cached(b, 0);
       return false;
     }
@@ -298,7 +305,7 @@ void BackgroundWriter::finish_direct(const Buffer& b, int64_t result) {
   if (result == -EINVAL) {
     // O_DIRECT refused at write time: the page cache takes everything now.
     direct_fd_.store(-1);
-    work_cv_.notify_all();
+    wake_lanes();
   }
   // A short write or an error: the rest through the page cache, where
   // pwrite_all retries and reports the error naming the file.

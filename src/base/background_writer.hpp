@@ -101,6 +101,7 @@ class BackgroundWriter {
   // What an O_DIRECT write left: the rest through the page cache.
   void finish_direct(const Buffer& b, int64_t result);
   void trim_extension();  // back to the bytes written (both lanes idle)
+  void wake_lanes();      // after which lane takes what changed (mu_ not held)
   [[noreturn]] void rethrow_locked();  // the kept error (mu_ held)
   void keep_error_locked(std::exception_ptr err);  // keep the first error only (mu_ held)
 
