@@ -20,20 +20,10 @@ namespace {
 constexpr size_t kDirectAlign = 4096;
 static_assert(BackgroundWriter::kBufferBytes % kDirectAlign == 0);
 
-// Buffered writes go to the kernel 48 KiB at a time, not a whole buffer
-// per call. On this project's VMs (Linux 6.18, ext4), writing 4.8 GB into
-// the page cache in 1 MiB calls ran at 0.7-1.2 GB/s, 78 % of it in the
-// kernel's copy into the cache's new pages (large folios, whose memory the
-// host had to fault back in), where 48 KiB calls ran at 1.8-3.0 GB/s in the
-// same minutes. Sizes that are not a power of two keep the folios small:
-// 24, 40, 56 and 112 KiB calls ran at 2.3-3.9 GB/s, 8, 16, 32 and 64 KiB
-// ones at 1.0-1.9. bagz's writes (4 KiB, then the rest of each 48 KiB
-// record) fall in the fast group too. The extra calls cost ~1 us per piece.
-constexpr size_t kPageCachePiece = 48 << 10;
 }  // namespace
 
 BackgroundWriter::BackgroundWriter(int fd, std::string path, bool direct, uint64_t direct_from)
-    : fd_(fd), direct_from_(direct_from), path_choice_(direct_from), path_(std::move(path)) {
+    : fd_(fd), path_choice_(direct_from), path_(std::move(path)) {
   for (size_t i = 0; i < kBuffers; ++i) {
     auto b = std::make_unique<Buffer>();
     b->data.reset(static_cast<uint8_t*>(std::aligned_alloc(kDirectAlign, kBufferBytes)));
@@ -180,22 +170,18 @@ void BackgroundWriter::discard() {
 }
 
 void BackgroundWriter::write_cached(const Buffer& b, size_t from) const {
-  // In pieces: kPageCachePiece says why.
-  for (size_t done = from; done < b.len;) {
-    const size_t n = std::min(kPageCachePiece, b.len - done);
-    pwrite_all(fd_, b.data.get() + done, n, b.offset + done, path_);
-    done += n;
-  }
+  pwrite_all(fd_, b.data.get() + from, b.len - from, b.offset + from, path_);
 }
 
 void BackgroundWriter::put(const Buffer& b) {
   const uint8_t* p = b.data.get();
   size_t done = 0;
   const int d = direct_fd_.load();
-  const bool whole = b.len == kBufferBytes;
-  // With two lanes this one only goes through the page cache.
-  const bool direct = d >= 0 && whole && !two_lanes_.load() && path_choice_.direct_for(b.offset);
-  const auto t0 = std::chrono::steady_clock::now();
+  // With two lanes this one only goes through the page cache; alone, it
+  // times whole buffers for the chooser.
+  const bool chosen = d >= 0 && b.len == kBufferBytes && !two_lanes_.load();
+  const bool direct = chosen && path_choice_.direct_for(b.offset);
+  const auto t0 = chosen ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
   if (direct) {
     // One O_DIRECT write of the whole buffer; whatever it leaves (a short
     // write, an error) goes through the page cache below, where pwrite_all
@@ -213,7 +199,7 @@ void BackgroundWriter::put(const Buffer& b) {
   }
   const bool went_direct = done == b.len;
   write_cached(b, done);
-  if (d >= 0 && whole && (went_direct || !direct)) {
+  if (chosen && (went_direct || !direct)) {
     const double ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
     path_choice_.took(direct, ns);
   }
@@ -224,7 +210,7 @@ bool BackgroundWriter::takes_locked(Lane lane, const Buffer& b) const {
   // page-cache lane everything else, and whole buffers only before
   // direct_from_ (past it the page cache would throttle to the disk).
   const bool direct_ok = two_lanes_.load() && direct_fd_.load() >= 0 && b.len == kBufferBytes;
-  return lane == Lane::direct ? direct_ok : !direct_ok || b.offset < direct_from_;
+  return lane == Lane::direct ? direct_ok : !direct_ok || b.offset < path_choice_.direct_from();
 }
 
 std::unique_ptr<BackgroundWriter::Buffer> BackgroundWriter::take_locked() {

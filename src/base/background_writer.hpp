@@ -108,8 +108,7 @@ class BackgroundWriter {
   int fd_;
   std::atomic<int> direct_fd_{-1};  // -1: everything through the page cache
   int direct_fd_owned_ = -1;        // closed at destruction (the ring may still use it)
-  uint64_t direct_from_;
-  WritePathChooser path_choice_;    // which way each whole buffer goes (single lane)
+  WritePathChooser path_choice_;    // which way each whole buffer goes (single lane); its direct_from()
   std::unique_ptr<DirectRing> ring_;  // the direct lane's, when there are two lanes
   std::atomic<bool> two_lanes_{false};
   uint64_t extended_to_ = 0;  // fallocated up to here (by a lane holding a buffer, or a drain)

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
@@ -219,13 +220,25 @@ AtomicFile::~AtomicFile() {
   if (!committed_) ::unlink(tmp_.c_str());
 }
 namespace {
+// Every write(2)/pwrite(2) call here is at most 48 KiB: the page cache
+// takes large calls slower. On this project's VMs (Linux 6.18, ext4),
+// writing 4.8 GB into the page cache in 1 MiB calls ran at 0.7-1.2 GB/s,
+// 78 % of it in the
+// kernel's copy into the cache's new pages (large folios, whose memory the
+// host had to fault back in), where 48 KiB calls ran at 1.8-3.0 GB/s in the
+// same minutes. Sizes that are not a power of two keep the folios small:
+// 24, 40, 56 and 112 KiB calls ran at 2.3-3.9 GB/s, 8, 16, 32 and 64 KiB
+// ones at 1.0-1.9. bagz's writes (4 KiB, then the rest of each 48 KiB
+// record) fall in the fast group too. The extra calls cost ~1 us per piece.
+constexpr size_t kPageCachePiece = 48 << 10;
+
 // Both loops: `put(p, n, done)` is one write(2) or pwrite(2) call.
 template <typename Put>
 void put_all(const void* data, size_t len, const std::string& path, Put put) {
   const auto* p = static_cast<const uint8_t*>(data);
   size_t done = 0;
   while (done < len) {
-    ssize_t n = put(p + done, len - done, done);
+    ssize_t n = put(p + done, std::min(len - done, kPageCachePiece), done);
     if (n < 0) {
       if (errno == EINTR) continue;
       fail_errno("write", path, errno);

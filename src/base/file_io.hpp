@@ -124,7 +124,8 @@ class AtomicFile {
   bool committed_ = false;
 };
 
-// write(2) all of `len` bytes (retrying short writes and EINTR); errors name `path`.
+// write(2) all of `len` bytes (retrying short writes and EINTR), in calls of
+// at most 48 KiB (the page cache takes larger ones slower); errors name `path`.
 void write_all(int fd, const void* data, size_t len, const std::string& path);
 // The same with pwrite(2) at `offset` (the file position is left alone).
 void pwrite_all(int fd, const void* data, size_t len, uint64_t offset, const std::string& path);

@@ -34,6 +34,7 @@ class WritePathChooser {
   // `direct_from`: at and past this offset every buffer goes direct (the
   // page cache room a non-durable writer allows itself is used up).
   explicit WritePathChooser(uint64_t direct_from) : direct_from_(direct_from) {}
+  uint64_t direct_from() const { return direct_from_; }
 
   // Whether the buffer at `offset` goes with O_DIRECT.
   bool direct_for(uint64_t offset) {
