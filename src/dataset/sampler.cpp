@@ -1,13 +1,41 @@
 #include "dataset/sampler.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <utility>
 
+#include "base/bytes.hpp"
+#include "base/crc32c.hpp"
+#include "base/error.hpp"
 #include "base/splitmix.hpp"
 
-#include "base/error.hpp"
-
 namespace a2pack::dataset {
+
+namespace {
+
+constexpr char kStateMagic[4] = {'A', '2', 'S', 'S'};
+constexpr uint32_t kStateVersion = 1;
+// magic, version, seed, epoch, next batch, batch size, n, set hash, flags, CRC32C
+constexpr size_t kStateBytes = 4 + 4 + 8 * 6 + 4 + 4;
+
+// FNV-1a over the indices' little-endian bytes, then mixed: any change of the
+// sampled set (a row added, removed or reordered) changes it.
+uint64_t hash_indices(const std::vector<int64_t>& idx, bool identity, uint64_t n) {
+  uint64_t h = 0xcbf29ce484222325ull ^ (identity ? 0x1d : 0x2e);
+  auto mix = [&h](uint64_t v) {
+    for (int k = 0; k < 8; ++k) {
+      h ^= (v >> (8 * k)) & 0xFF;
+      h *= 0x100000001b3ull;
+    }
+  };
+  mix(n);
+  if (!identity)
+    for (int64_t v : idx) mix(static_cast<uint64_t>(v));
+  SplitMix64 fin{h};
+  return fin.next();
+}
+
+}  // namespace
 
 
 Sampler::Sampler(std::vector<int64_t> indices, bool identity, uint64_t n, uint64_t seed,
@@ -18,6 +46,7 @@ Sampler::Sampler(std::vector<int64_t> indices, bool identity, uint64_t n, uint64
   if (n_ > UINT32_MAX)
     fail(A2PACK_E_UNSUPPORTED, "a sampler holds at most {} indices, got {}", UINT32_MAX, n_);
   perm_.resize(n_);
+  set_hash_ = hash_indices(idx_, identity_, n_);
   set_epoch(0);
 }
 
@@ -54,6 +83,84 @@ size_t Sampler::fill_batch(size_t b, int64_t* out) const {
     for (size_t i = 0; i < len; ++i) out[i] = idx_[p[i]];
   }
   return len;
+}
+
+void Sampler::part_bounds(size_t len, uint32_t rank, uint32_t world, size_t* lo, size_t* hi) {
+  if (world == 0 || rank >= world)
+    fail(A2PACK_E_INVALID_ARGUMENT, "rank {} of a world of {}: expected 0 <= rank < world", rank,
+         world);
+  auto at = [&](uint64_t r) {
+    return static_cast<size_t>((static_cast<unsigned __int128>(len) * r) / world);
+  };
+  *lo = at(rank);
+  *hi = at(static_cast<uint64_t>(rank) + 1);
+}
+
+size_t Sampler::fill_part(size_t b, uint32_t rank, uint32_t world, int64_t* out) const {
+  if (b >= batch_count())
+    fail(A2PACK_E_OUT_OF_RANGE, "batch {} out of range: the epoch has {} batches", b,
+         batch_count());
+  size_t lo, hi;
+  part_bounds(batch_length(b), rank, world, &lo, &hi);
+  const uint32_t* p = perm_.data() + static_cast<uint64_t>(b) * batch_ + lo;
+  const size_t len = hi - lo;
+  if (identity_) {
+    for (size_t i = 0; i < len; ++i) out[i] = p[i];
+  } else {
+    for (size_t i = 0; i < len; ++i) out[i] = idx_[p[i]];
+  }
+  return len;
+}
+
+std::string Sampler::save_state(uint64_t next_batch) const {
+  std::string s(kStateMagic, 4);
+  le::append<uint32_t>(s, kStateVersion);
+  le::append<uint64_t>(s, seed_);
+  le::append<uint64_t>(s, epoch_);
+  le::append<uint64_t>(s, next_batch);
+  le::append<uint64_t>(s, batch_);
+  le::append<uint64_t>(s, n_);
+  le::append<uint64_t>(s, set_hash_);
+  le::append<uint32_t>(s, drop_last_ ? 1u : 0u);
+  le::append<uint32_t>(s, crc32c::compute(s.data(), s.size()));
+  return s;
+}
+
+uint64_t Sampler::load_state(const void* data, size_t len) {
+  const auto* p = static_cast<const uint8_t*>(data);
+  if (len < 8 || std::memcmp(p, kStateMagic, 4) != 0)
+    fail(A2PACK_E_INVALID_ARGUMENT, "not a sampler state ({} bytes, no 'A2SS' magic)", len);
+  const uint32_t version = le::load<uint32_t>(p + 4);
+  if (version != kStateVersion)
+    fail(A2PACK_E_UNSUPPORTED, "sampler state version {}: this library reads version {}",
+         version, kStateVersion);
+  if (len != kStateBytes)
+    fail(A2PACK_E_INVALID_ARGUMENT, "sampler state of {} bytes: version {} has {}", len, version,
+         kStateBytes);
+  const uint32_t crc = le::load<uint32_t>(p + kStateBytes - 4);
+  if (crc != crc32c::compute(p, kStateBytes - 4))
+    fail(A2PACK_E_CORRUPT, "sampler state damaged: CRC32C {:08x}, expected {:08x}", crc,
+         crc32c::compute(p, kStateBytes - 4));
+  const uint64_t seed = le::load<uint64_t>(p + 8), epoch = le::load<uint64_t>(p + 16),
+                 next = le::load<uint64_t>(p + 24), batch = le::load<uint64_t>(p + 32),
+                 n = le::load<uint64_t>(p + 40), hash = le::load<uint64_t>(p + 48);
+  const bool drop_last = le::load<uint32_t>(p + 56) & 1;
+  if (n != n_ || hash != set_hash_)
+    fail(A2PACK_E_INVALID_ARGUMENT,
+         "sampler state was taken over another set of rows ({} indices, hash {:016x}); this "
+         "sampler has {} indices, hash {:016x}",
+         n, hash, n_, set_hash_);
+  if (batch != batch_ || drop_last != drop_last_)
+    fail(A2PACK_E_INVALID_ARGUMENT,
+         "sampler state has batch size {} (drop_last {}); this sampler has {} (drop_last {}): "
+         "the global batch size must stay the same across a resume",
+         batch, drop_last, batch_, drop_last_);
+  if (next > batch_count())
+    fail(A2PACK_E_INVALID_ARGUMENT, "sampler state's next batch {} is past the epoch's {}", next,
+         batch_count());
+  seed_ = seed;
+  set_epoch(epoch);
+  return next;
 }
 
 }  // namespace a2pack::dataset

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace a2pack::dataset {
@@ -30,6 +31,29 @@ class Sampler {
   // OUT_OF_RANGE for b >= batch_count().
   size_t fill_batch(size_t b, int64_t* out) const;
 
+  // Elastic ranks: the order is one global sequence of batches whatever the
+  // number of ranks; rank `rank` of `world` takes the contiguous slice
+  // [floor(rank*L/world), floor((rank+1)*L/world)) of global batch b (L its
+  // length), so at every global step the ranks' slices are disjoint and
+  // their union is the one-rank batch. Returns the slice's length (may be 0).
+  // INVALID_ARGUMENT for world == 0 or rank >= world.
+  size_t fill_part(size_t b, uint32_t rank, uint32_t world, int64_t* out) const;
+  static void part_bounds(size_t len, uint32_t rank, uint32_t world, size_t* lo, size_t* hi);
+
+  // Checkpoint: a small versioned byte string (magic, version, seed, epoch,
+  // the caller's next global batch, batch size, drop_last, the sampled set's
+  // size and a hash of its indices, CRC32C) - O(1) bytes, never the
+  // permutation. load_state() adopts the state's seed and epoch (reshuffling
+  // as set_epoch does) and returns its next batch; it refuses, naming what
+  // differs, a state of another version or format, a damaged one, or one
+  // taken over another index set or batch size.
+  std::string save_state(uint64_t next_batch) const;
+  uint64_t load_state(const void* data, size_t len);
+  uint64_t seed() const { return seed_; }
+  // Hash of the sampled indices (identity: of n alone), the state's check
+  // that it is restored over the same rows.
+  uint64_t set_hash() const { return set_hash_; }
+
  private:
   std::vector<int64_t> idx_;
   bool identity_;
@@ -37,6 +61,7 @@ class Sampler {
   size_t batch_;
   bool drop_last_;
   uint64_t epoch_ = 0;
+  uint64_t set_hash_ = 0;
   std::vector<uint32_t> perm_;
 };
 

@@ -327,6 +327,60 @@ TEST(DatasetSampler, IdentityDropLastAndLimits) {
   EXPECT_EQ(empty.batch_count(), 0u);
 }
 
+TEST(DatasetSampler, RankPartsTileEveryGlobalBatch) {
+  std::vector<int64_t> idx(1000);
+  for (size_t i = 0; i < idx.size(); ++i) idx[i] = static_cast<int64_t>(3 * i + 1);
+  Sampler s(idx, false, 0, 9, 64, false);
+  std::vector<int64_t> whole(64), part(64);
+  for (uint32_t world = 1; world <= 8; ++world) {
+    for (size_t b = 0; b < s.batch_count(); ++b) {
+      const size_t len = s.fill_batch(b, whole.data());
+      std::vector<int64_t> joined;
+      for (uint32_t r = 0; r < world; ++r) {
+        const size_t n = s.fill_part(b, r, world, part.data());
+        joined.insert(joined.end(), part.begin(), part.begin() + static_cast<long>(n));
+      }
+      ASSERT_EQ(joined, std::vector<int64_t>(whole.begin(), whole.begin() + static_cast<long>(len)))
+          << "world " << world << " batch " << b;
+    }
+  }
+  EXPECT_EQ(status_of([&] { s.fill_part(0, 2, 2, part.data()); }), A2PACK_E_INVALID_ARGUMENT);
+  EXPECT_EQ(status_of([&] { s.fill_part(0, 0, 0, part.data()); }), A2PACK_E_INVALID_ARGUMENT);
+}
+
+TEST(DatasetSampler, StateRestoresSeedEpochAndPositionAndRefusesOthers) {
+  std::vector<int64_t> idx(500);
+  for (size_t i = 0; i < idx.size(); ++i) idx[i] = static_cast<int64_t>(i * 2);
+  Sampler a(idx, false, 0, 77, 32, false);
+  a.set_epoch(5);
+  const std::string st = a.save_state(7);
+  EXPECT_EQ(st.size(), 68u);  // O(1): never the permutation
+  Sampler b(idx, false, 0, 1, 32, false);  // another seed: the state's wins
+  EXPECT_EQ(b.load_state(st.data(), st.size()), 7u);
+  EXPECT_EQ(b.epoch(), 5u);
+  EXPECT_EQ(b.seed(), 77u);
+  std::vector<int64_t> x(32), y(32);
+  for (size_t k = 0; k < a.batch_count(); ++k) {
+    a.fill_batch(k, x.data());
+    b.fill_batch(k, y.data());
+    ASSERT_EQ(x, y);
+  }
+  // Another row set, another batch size, a damaged or foreign state: refused.
+  std::vector<int64_t> other = idx;
+  other[10] = 999999;
+  Sampler c(other, false, 0, 77, 32, false);
+  EXPECT_EQ(status_of([&] { c.load_state(st.data(), st.size()); }), A2PACK_E_INVALID_ARGUMENT);
+  Sampler d(idx, false, 0, 77, 16, false);
+  EXPECT_EQ(status_of([&] { d.load_state(st.data(), st.size()); }), A2PACK_E_INVALID_ARGUMENT);
+  std::string bad = st;
+  bad[20] ^= 1;
+  EXPECT_EQ(status_of([&] { b.load_state(bad.data(), bad.size()); }), A2PACK_E_CORRUPT);
+  std::string v2 = st;
+  v2[4] = 2;
+  EXPECT_EQ(status_of([&] { b.load_state(v2.data(), v2.size()); }), A2PACK_E_UNSUPPORTED);
+  EXPECT_EQ(status_of([&] { b.load_state("nope", 4); }), A2PACK_E_INVALID_ARGUMENT);
+}
+
 TEST(DatasetTeam, RunsEveryChunkOnceRepeatedlyAndConcurrently) {
   for (unsigned round = 0; round < 3000; ++round) {
     unsigned threads = 1 + round % 4;
