@@ -9,6 +9,10 @@ BUILD ?= build
 BASE_PYTHON ?= python3
 VENV ?= .venv
 PYTHON ?= $(CURDIR)/$(VENV)/bin/python
+# The CLI's Python-backed commands (to-parquet, report) run $A2PACK_PYTHON:
+# in the tests and the demo, the project's venv, which has the package's
+# dependencies (the machine's python3 may have no numpy).
+export A2PACK_PYTHON ?= $(PYTHON)
 JOBS ?= $(shell nproc)
 STAMPS := .stamps
 FIXTURE ?= $(abspath ../shared/fixtures/example.a2run2)

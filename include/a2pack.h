@@ -1112,7 +1112,11 @@ A2PACK_API void a2pack_bag_writer_options_init(a2pack_bag_writer_options *opts);
 /* Start writing `path`. Nothing appears under `path` (or, for SEPARATE,
  * "limits.<name>") until a2pack_bag_writer_commit() succeeds: the bytes go to
  * temporary names in the same folder. `*out` is owned: release with
- * a2pack_bag_writer_close(). A writer is used by one thread at a time. */
+ * a2pack_bag_writer_close(). A writer is used by one thread at a time.
+ * A sharded spec "dir/name@N.ext" writes the N files bagz names
+ * "name-00000-of-0000N.ext" ..., record i going to shard i mod N (round
+ * robin), each shard atomic as above and committed in order; "@*" and
+ * comma-separated lists are A2PACK_E_INVALID_ARGUMENT for a writer. */
 A2PACK_API a2pack_status a2pack_bag_writer_open(const char *path,
                                                 const a2pack_bag_writer_options *opts,
                                                 a2pack_bag_writer **out);

@@ -3,6 +3,7 @@
 
 #include "bag/index.hpp"
 #include "bag/reader.hpp"
+#include "bag/sharded_writer.hpp"
 #include "bag/writer.hpp"
 #include "capi/api_table.hpp"
 #include "capi/common.hpp"
@@ -12,7 +13,7 @@ using a2pack::capi::guard;
 using a2pack::capi::require;
 
 struct a2pack_bag_writer {
-  std::unique_ptr<bag::Writer> w;
+  std::unique_ptr<bag::ShardedWriter> w;  // one file, or the N shards of "name@N.bagz"
 };
 struct a2pack_bag_reader {
   std::shared_ptr<const bag::Reader> r;
@@ -97,7 +98,7 @@ A2PACK_EXPORT a2pack_status a2pack_bag_writer_open(const char* path,
     w.workers = o.workers;
     w.durable = o.durable != 0;
     w.direct_io = o.direct_io != 0;
-    *out = new a2pack_bag_writer{std::make_unique<bag::Writer>(path, w)};
+    *out = new a2pack_bag_writer{std::make_unique<bag::ShardedWriter>(path, w)};
   });
 }
 

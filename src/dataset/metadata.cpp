@@ -151,8 +151,9 @@ void insert_runs(Db& db, const std::vector<RunRow>& rows) {
     s.bind(3, r.num_steps);
     s.bind(4, r.max_score);
     s.bind(5, r.highest_tile);
-    if (r.engine) s.bind(6, *r.engine);
-    else s.bind_null(6);
+    // Upstream stores a run without an engine as '' (unwrap_or_default), so
+    // `WHERE engine = ''` selects the same runs in datasets of both tools.
+    s.bind(6, r.engine ? *r.engine : std::string());
     s.bind(7, r.start_time);
     s.bind(8, r.elapsed_s);
     s.step();

@@ -18,7 +18,7 @@ struct RunRow {
   int64_t num_steps = 0;
   int64_t max_score = 0;
   int64_t highest_tile = 0;
-  std::optional<std::string> engine;  // NULL when the run had none
+  std::optional<std::string> engine;  // stored as '' when the run had none (as upstream)
   int64_t start_time = 0;
   double elapsed_s = 0;
 };

@@ -143,6 +143,19 @@ def test_step_zero_is_invalid_slice(paths, s):
             call()
 
 
+@pytest.mark.parametrize("s", [slice("Not a number"), slice(0, "x"), slice(None, None, 1.5)],
+                         ids=str)
+def test_non_integer_bounds_are_invalid_slice(paths, s):
+    ours, theirs = paths
+    with pytest.raises(TypeError):  # as a list (and bagz) raise
+        theirs[s]
+    for call in (lambda: ours[s], lambda: ours.read_indices(s), lambda: ours[::2][s]):
+        with pytest.raises(IndexError, match="Invalid slice"):  # as sackli raises
+            call()
+        with pytest.raises(TypeError):  # and code written for lists or bagz still catches it
+            call()
+
+
 @pytest.mark.parametrize("s", [slice(None, None, -1), slice(3, 30, 4), slice(30, 3, -3),
                                slice(-100, 100, 9), slice(10**30, None, -1), slice(None, -10**30),
                                slice(5, 2), slice(None, None, 10**20)], ids=str)

@@ -829,12 +829,22 @@ class InvalidSliceError(errors.OutOfRangeError, ValueError):
     also the ValueError bagz and Python lists raise."""
 
 
+class InvalidSliceBoundsError(InvalidSliceError, TypeError):
+    """A slice whose bounds are not integers: sackli's ``IndexError("Invalid
+    slice")``, and the TypeError that lists and bagz raise."""
+
+
 def _slice_indices(index: slice, length: int) -> tuple:
-    """slice.indices(length), with step 0 an InvalidSliceError."""
+    """slice.indices(length); a step of 0 or a bound that is not an integer
+    (``slice("Not a number")``) is an InvalidSliceError, as sackli raises
+    ``IndexError("Invalid slice")`` for both."""
     try:
         return index.indices(length)
     except ValueError as e:
         raise InvalidSliceError(f"Invalid slice {index!r}: {e}", lib.A2PACK_E_OUT_OF_RANGE) from None
+    except TypeError as e:
+        raise InvalidSliceBoundsError(f"Invalid slice {index!r}: {e}",
+                                      lib.A2PACK_E_OUT_OF_RANGE) from None
 
 
 def _restore_reader(state) -> Reader:

@@ -177,14 +177,21 @@ class DataLogger:
         self._record: Any = lib.a2pack_logger_record
 
     # -------------------------------------------------------------- streams
-    def register_stream(self, labels: Optional[Mapping[str, Any]] = None, *, epoch_scale: float,
-                        value_scale: float, sort: bool = False) -> int:
+    def register_stream(self, labels: Optional[Mapping[str, Any]] = None,
+                        epoch_scale: Optional[float] = None, value_scale: Optional[float] = None,
+                        *, sort: bool = False) -> int:
         """Register a stream; writes ``streams/<id>.json`` (labels and scales)
         durably and returns the stream id. Epochs are stored as ticks of
-        ``epoch_scale`` and values as multiples of ``value_scale`` (both > 0):
-        decoded values are within ``value_scale/2`` of what was recorded.
-        With ``sort=True`` records whose indices are out of order are sorted
-        (duplicates are still refused)."""
+        ``epoch_scale`` and values as multiples of ``value_scale`` (both > 0,
+        both required; positional as in ``register_stream(labels, epoch_scale,
+        value_scale)`` or by keyword): decoded values are within
+        ``value_scale/2`` of what was recorded. With ``sort=True`` records
+        whose indices are out of order are sorted (duplicates are still
+        refused)."""
+        if epoch_scale is None or value_scale is None:
+            missing = [n for n, v in (("epoch_scale", epoch_scale), ("value_scale", value_scale))
+                       if v is None]
+            raise TypeError(f"register_stream() missing required argument(s): {', '.join(missing)}")
         try:
             text = json.dumps(dict(labels or {}), allow_nan=False, ensure_ascii=False)
         except (TypeError, ValueError) as e:
@@ -396,10 +403,16 @@ class LogData:
             a, b = off[r], off[r + 1]
             yield ids[r], eps[r], idx[a:b], val[a:b]
 
-    def to_arrow(self) -> Any:  # a pyarrow.Table (pyarrow has no type information)
+    def to_arrow(self, *, label_columns: bool = False) -> Any:  # a pyarrow.Table
         """A pyarrow Table with the seed's schema (stream_id uint32, epoch
         float64, indices list<uint32>, values list<float64>; large_list past
-        2^31 - 1 non-zeros) and the streams' sidecars as schema metadata."""
+        2^31 - 1 non-zeros) and the streams' sidecars as schema metadata.
+
+        ``label_columns=True`` adds one dictionary-encoded string column
+        ``label_<key>`` per label key of any stream (null where a record's
+        stream has no such label; a label value that is not a string is
+        written as its JSON text), so DuckDB, pandas or Polars can filter by
+        label: ``WHERE label_entity = 'cell-0'``."""
         pa = _pyarrow()
         nv = self.indices.shape[0]
         if nv < 2**31:
@@ -414,19 +427,47 @@ class LogData:
             "indices": mk(off, pa.array(self.indices, pa.uint32())),
             "values": mk(off, pa.array(self.values, pa.float64())),
         })
+        if label_columns:
+            for name, column in self._label_columns(pa).items():
+                table = table.append_column(name, column)
         streams = {str(k): {"labels": s.labels, "epoch_scale": s.epoch_scale,
                             "value_scale": s.value_scale, "sort": s.sort}
                    for k, s in self.streams.items()}
         return table.replace_schema_metadata({"a2pack.logger.streams": json.dumps(streams)})
 
+    def _label_columns(self, pa: Any) -> Dict[str, Any]:
+        """``label_<key>`` dictionary arrays: per key, a code per stream id
+        (-1 where the stream lacks the key), then one vectorised take by each
+        record's stream id."""
+        keys = sorted({k for s in self.streams.values() for k in s.labels})
+        ids = self.stream_ids.astype(np.int64, copy=False)
+        top = int(max(self.streams, default=-1))
+        if ids.size:
+            top = max(top, int(ids.max()))
+        out: Dict[str, Any] = {}
+        for key in keys:
+            words: Dict[str, int] = {}
+            code_of = np.full(top + 2, -1, np.int32)  # the last slot: unknown stream ids
+            for sid, st in self.streams.items():
+                if key in st.labels:
+                    v = st.labels[key]
+                    text = v if isinstance(v, str) else json.dumps(v, ensure_ascii=False)
+                    code_of[sid] = words.setdefault(text, len(words))
+            codes = code_of[ids] if ids.size else np.empty(0, np.int32)
+            indices = pa.array(codes, pa.int32(), mask=codes < 0)
+            out[f"label_{key}"] = pa.DictionaryArray.from_arrays(
+                indices, pa.array(list(words), pa.string()))
+        return out
+
     def to_parquet(self, out_path: PathLike, *, compression: str = "zstd",
-                   row_group_size: Optional[int] = None) -> None:
-        """Write :meth:`to_arrow` as Parquet (needs pyarrow)."""
+                   row_group_size: Optional[int] = None, label_columns: bool = False) -> None:
+        """Write :meth:`to_arrow` as Parquet (needs pyarrow); ``label_columns``
+        as there."""
         _pyarrow()
         import pyarrow.parquet as pq
 
-        pq.write_table(self.to_arrow(), os.fspath(out_path), compression=compression,
-                       row_group_size=row_group_size)
+        pq.write_table(self.to_arrow(label_columns=label_columns), os.fspath(out_path),
+                       compression=compression, row_group_size=row_group_size)
 
     def __repr__(self) -> str:
         return (f"LogData({len(self)} records, {self.indices.shape[0]} non-zeros, "
@@ -487,6 +528,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p.add_argument("dir")
     p.add_argument("out")
     p.add_argument("--strict", action="store_true")
+    p.add_argument("--label-columns", action="store_true",
+                   help="add a dictionary-encoded label_<key> column per stream label key")
     p.add_argument("--json", action="store_true", help="print the summary as JSON (docs/cli.md)")
     args = ap.parse_args(argv)
     try:
@@ -495,7 +538,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             data = decode(args.dir, strict=args.strict)
         for prob in data.problems:
             print(f"a2pack: {'' if prob.note else 'warning: '}{prob}", file=sys.stderr)
-        data.to_parquet(args.out)
+        data.to_parquet(args.out, label_columns=args.label_columns)
     except (errors.Error, ImportError) as e:
         print(f"a2pack: error: {e}", file=sys.stderr)
         return 1
