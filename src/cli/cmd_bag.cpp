@@ -95,7 +95,7 @@ ReaderPtr open_reader(const std::string& spec, const BagFlags& f) {
   check(a2pack_bag_reader_open(spec.c_str(), &o, &r));
   // Warnings go to stderr: what is printed on stdout stays the records.
   if (const char* notes = a2pack_bag_reader_notes(r); *notes)
-    fmt::print(stderr, "warning: {}", notes);
+    status("a2pack: warning: {}", notes);
   return ReaderPtr(r);
 }
 
@@ -379,7 +379,7 @@ void run_write(const WriteArgs& a) {
     fmt::print("{}\n", j.dump(2));
     return;
   }
-  fmt::print("wrote {} records ({}) to {} in {:.2f}s\n", files.size(),
+  status("wrote {} records ({}) to {} in {:.2f}s\n", files.size(),
              human_bytes(static_cast<double>(bytes)), a.out, dt);
 }
 
@@ -469,7 +469,7 @@ void run_convert(const ConvertArgs& a) {
     fmt::print("{}\n", j.dump(2));
     return;
   }
-  fmt::print("converted {} runs ({}) from {} to {} in {:.2f}s\n", n,
+  status("converted {} runs ({}) from {} to {} in {:.2f}s\n", n,
              human_bytes(static_cast<double>(bytes)), a.in, a.out, dt);
 }
 
@@ -500,18 +500,28 @@ Registrar reg("bag", [](CLI::App& app) {
 
   auto wa = std::make_shared<WriteArgs>();
   auto* write = bag->add_subcommand("write", "Write files (or folders of runs) as records");
-  write->add_option("out", wa->out, "Output .bag or .bagz")->required();
-  write->add_option("inputs", wa->inputs, "Files, one record each, or folders of .a2run2 runs")
+  write->add_option("-o,--output", wa->out, "Output .bag or .bagz (name@N.bagz: N shards)");
+  write->add_option("inputs", wa->inputs,
+                    "Files, one record each, or folders of .a2run2 runs (without -o, the first "
+                    "argument is the output, as in earlier versions)")
       ->required();
   add_bag_flags(write, wa->flags, true);
   write->add_flag("--json", wa->json, "Print the summary as JSON (docs/cli.md)");
-  write->callback([wa] { run_write(*wa); });
+  write->callback([wa] {
+    if (wa->out.empty()) {  // the older `bag write OUT INPUTS...`
+      if (wa->inputs.size() < 2)
+        throw UsageError("bag write: no output given: bag write INPUTS... -o OUT.bagz");
+      wa->out = wa->inputs.front();
+      wa->inputs.erase(wa->inputs.begin());
+    }
+    run_write(*wa);
+  });
 
   auto va = std::make_shared<ConvertArgs>();
   auto* conv = bag->add_subcommand(
       "convert", "Copy run payloads byte for byte between a folder of runs, a bag and a packfile");
   conv->add_option("input", va->in, "Folder of runs, packfile, or bag spec")->required();
-  conv->add_option("output", va->out, "Output .bag/.bagz, .a2pack, or folder of runs")->required();
+  add_output(conv, va->out, "output", "Output .bag/.bagz, .a2pack, or folder of runs");
   conv->add_flag("--in-separate", va->in_flags.separate, "Input bag has separate limits");
   conv->add_flag("--in-interleaved", va->in_flags.interleaved, "Input shards are interleaved");
   conv->add_flag("--separate", va->out_flags.separate, "Output bag with separate limits");
@@ -521,7 +531,8 @@ Registrar reg("bag", [](CLI::App& app) {
   conv->add_flag("--pack-zstd", va->pack_zstd, "Output packfile entries compressed with zstd");
   conv->add_option("--workers,-j", va->out_flags.jobs, "Threads (0 = all cores)");
   conv->add_flag("--json", va->json, "Print the summary as JSON (docs/cli.md)");
-  conv->callback([va] {
+  conv->callback([va, conv] {
+    require_output(va->out, conv);
     va->in_flags.jobs = va->out_flags.jobs;
     run_convert(*va);
   });

@@ -14,7 +14,7 @@ struct CleanArgs {
 };
 
 void print_removed(void*, const char* path) {
-  if (!globals().quiet) fmt::print("removed {}\n", path);
+  status("removed {}\n", path);
 }
 
 void collect_removed(void* list, const char* path) {
@@ -37,7 +37,7 @@ void run_clean(const CleanArgs& a) {
     fmt::print("{}\n", j.dump(2));
     return;
   }
-  if (!globals().quiet) fmt::print("{} stale temporar{} removed\n", total, total == 1 ? "y" : "ies");
+  status("{} stale temporar{} removed\n", total, total == 1 ? "y" : "ies");
 }
 
 Registrar reg("clean", [](CLI::App& app) {

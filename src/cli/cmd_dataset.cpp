@@ -38,7 +38,7 @@ void report_bad(void* /*user*/, const char* label, a2pack_status status, const c
 }
 
 void print_warning(void* /*user*/, const char* message) {
-  fmt::print(stderr, "a2pack: warning: {}\n", message);
+  status("a2pack: warning: {}\n", message);
 }
 
 struct OwnedString {
@@ -75,13 +75,13 @@ void print_result(const char* verb, const a2pack_dataset_build_result& r, double
     fmt::print("{}\n", j.dump(2));
     std::fflush(stdout);
   } else {
-    fmt::print("{} {} runs, {} rows ({}) in {:.2f}s; the dataset now holds {} runs, {} rows\n",
+    status("{} {} runs, {} rows ({}) in {:.2f}s; the dataset now holds {} runs, {} rows\n",
                verb, r.runs_added, r.rows_added, human_bytes(static_cast<double>(r.rows_added) * 32),
                secs,
                r.total_runs, r.total_rows);
   }
   if (r.runs_skipped) {
-    if (!a.json) fmt::print("skipped {} bad run(s) (each named above)\n", r.runs_skipped);
+    if (!a.json) status("skipped {} bad run(s) (each named above)\n", r.runs_skipped);
     if (a.strict)
       throw CliError(fmt::format("{} bad run(s) skipped; failing as --strict asks (the good runs "
                                  "were written)",
@@ -183,13 +183,13 @@ void run_verify(const DatasetArgs& a) {
   if (a.json) {
     fmt::print("{}\n", j.dump(2));
   } else {
-    for (const auto& s : j["actions"]) fmt::print("repaired: {}\n", s.get<std::string>());
-    for (const auto& s : j["notes"]) fmt::print("note: {}\n", s.get<std::string>());
+    for (const auto& s : j["actions"]) status("repaired: {}\n", s.get<std::string>());
+    for (const auto& s : j["notes"]) status("note: {}\n", s.get<std::string>());
     if (j.contains("warnings"))
-      for (const auto& s : j["warnings"]) fmt::print(stderr, "warning: {}\n", s.get<std::string>());
+      for (const auto& s : j["warnings"]) status("warning: {}\n", s.get<std::string>());
     for (const auto& s : j["errors"]) fmt::print(stderr, "error: {}\n", s.get<std::string>());
     if (st == A2PACK_OK)
-      fmt::print("ok: {} rows in {} runs verified in {:.2f}s\n", j["rows"].get<uint64_t>(),
+      status("ok: {} rows in {} runs verified in {:.2f}s\n", j["rows"].get<uint64_t>(),
                  j["runs"].get<uint64_t>(), secs);
   }
   if (st != A2PACK_OK) {
@@ -210,7 +210,7 @@ void add_writer_flags(CLI::App* c, DatasetArgs& a) {
   c->add_option("--lock-timeout", a.lock_timeout_s,
                 "Seconds to wait for readers loading the dataset (or another writer) to release "
                 "its lock; -1 = no limit, 0 = fail at once (default 60)");
-  c->add_flag("-q,--quiet,--no-progress", globals().quiet, "Print no progress bar");
+  c->add_flag("-q,--quiet,--no-progress", globals().quiet, "Print only data and errors (no progress, status lines or warnings)");
   c->add_flag("--json", a.json, "Print the summary as JSON (docs/cli.md)");
   // Upstream's `dataset build --progress`: a2pack draws the bar by default
   // (on a terminal), so the flag is accepted and changes nothing.

@@ -173,7 +173,7 @@ void run_decode(const DecodeArgs& a) {
   fmt::print("highest tile ");
   for (auto& [t, n] : tiles) fmt::print(" {}:{}", t, n);
   fmt::print("\n");
-  if (!skipped.empty()) fmt::print("skipped {} bad file(s) (each named above)\n", skipped.size());
+  if (!skipped.empty()) status("skipped {} bad file(s) (each named above)\n", skipped.size());
   finish(a, skipped);
 }
 
@@ -188,7 +188,7 @@ Registrar reg("decode", [](CLI::App& app) {
               "Skip unreadable or corrupt run files (each named on stderr, with why) instead of "
               "failing");
   c->add_flag("--strict", a->strict, "With --skip-bad: exit non-zero when any file was skipped");
-  c->add_flag("-q,--quiet,--no-progress", globals().quiet, "Print no progress bar");
+  c->add_flag("-q,--quiet,--no-progress", globals().quiet, "Print only data and errors (no progress, status lines or warnings)");
   c->callback([a] { run_decode(*a); });
 });
 

@@ -42,7 +42,7 @@ void run_gen(const GenArgs& a) {
     fmt::print("{}\n", j.dump(2));
     return;
   }
-  fmt::print("wrote {} runs to {} in {:.2f}s ({:.1f} runs/s)\n", a.runs, a.out, dt, rate);
+  status("wrote {} runs to {} in {:.2f}s ({:.1f} runs/s)\n", a.runs, a.out, dt, rate);
 }
 
 Registrar reg("gen", [](CLI::App& app) {

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "command.hpp"
+#include "python_exec.hpp"
 
 namespace a2cli {
 namespace {
@@ -66,9 +67,9 @@ struct Data {
     for (size_t i = 0; i < sum.problems; ++i) {
       auto p = problem(i);
       if (p.note)
-        fmt::print(stderr, "a2pack: note: {}: {}\n", p.path, p.message);
+        status("a2pack: note: {}: {}\n", p.path, p.message);
       else
-        fmt::print(stderr, "a2pack: warning: {}: offset {}: {} ({})\n", p.path, p.offset,
+        status("a2pack: warning: {}: offset {}: {} ({})\n", p.path, p.offset,
                    p.message, a2pack_status_name(p.status));
     }
   }
@@ -210,34 +211,19 @@ struct ParquetArgs {
   std::string dir, out, python = default_python();
   bool strict = false;
   bool json = false;
+  bool label_columns = false;
 };
 
 // Parquet is written by the Python package (pyarrow), which this library
 // does not link (no Arrow C++ on the build machines): the command runs
-// `a2pack.logger.main(["to-parquet", DIR, OUT])` in `--python` (python3). The Python
-// side loads the same liba2pack as this process unless A2PACK_LIBRARY says
-// otherwise.
+// `a2pack.logger.main(["to-parquet", DIR, OUT])` in `--python` (python3),
+// which loads the same liba2pack as this process (python_exec.hpp).
 void run_to_parquet(const ParquetArgs& a) {
-  if (!std::getenv("A2PACK_LIBRARY")) {
-    Dl_info info;
-    if (dladdr(reinterpret_cast<void*>(&a2pack_version), &info) && info.dli_fname)
-      ::setenv("A2PACK_LIBRARY", info.dli_fname, 1);
-  }
-  // Same as `python3 -m a2pack.logger to-parquet DIR OUT`, without runpy's
-  // warning about a module the package already imported.
-  std::vector<std::string> args = {
-      a.python, "-c", "import sys; from a2pack.logger import main; sys.exit(main(sys.argv[1:]))",
-      "to-parquet", a.dir, a.out};
+  std::vector<std::string> args = {"to-parquet", a.dir, a.out};
   if (a.strict) args.push_back("--strict");
+  if (a.label_columns) args.push_back("--label-columns");
   if (a.json) args.push_back("--json");  // the Python side prints the summary
-  std::vector<char*> argv;
-  for (auto& s : args) argv.push_back(s.data());
-  argv.push_back(nullptr);
-  std::fflush(stdout);
-  ::execvp(argv[0], argv.data());
-  throw CliError(fmt::format("cannot run {}: {} (to-parquet needs Python with the a2pack "
-                             "package and pyarrow)",
-                             a.python, std::strerror(errno)));
+  exec_python_main(a.python, "a2pack.logger", args, "pyarrow");
 }
 
 Registrar reg("log", [](CLI::App& app) {
@@ -261,11 +247,16 @@ Registrar reg("log", [](CLI::App& app) {
   auto* pq = log->add_subcommand(
       "to-parquet", "Write stream_id, epoch, indices, values as Parquet (runs the Python package)");
   pq->add_option("dir", pa->dir, "Logger folder")->required();
-  pq->add_option("out", pa->out, "Output .parquet file")->required();
+  add_output(pq, pa->out, "out", "Output .parquet file");
   pq->add_option("--python", pa->python, "Python interpreter with a2pack and pyarrow");
   pq->add_flag("--strict", pa->strict, "Fail on the first damaged frame");
   pq->add_flag("--json", pa->json, "Print the summary as JSON (docs/cli.md)");
-  pq->callback([pa] { run_to_parquet(*pa); });
+  pq->add_flag("--label-columns", pa->label_columns,
+               "Add a dictionary-encoded label_<key> column per stream label key");
+  pq->callback([pa, pq] {
+    require_output(pa->out, pq);
+    run_to_parquet(*pa);
+  });
 });
 
 }  // namespace

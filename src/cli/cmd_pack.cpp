@@ -58,14 +58,14 @@ void run_pack(const PackArgs& a) {
     fmt::print("{}\n", j.dump(2));
     return;
   }
-  fmt::print("packed {} runs from {} into {} ({} of runs, pack {}) in {:.2f}s ({}/s)\n", s.entries,
+  status("packed {} runs from {} into {} ({} of runs, pack {}) in {:.2f}s ({}/s)\n", s.entries,
              a.input, a.output, human_bytes(static_cast<double>(s.input_bytes)),
              human_bytes(static_cast<double>(s.file_bytes)), dt,
              human_bytes(dt > 0 ? static_cast<double>(s.input_bytes) / dt : 0.0));
   if (s.compressed_entries)
-    fmt::print("zstd: {} of {} entries compressed, {} stored\n", s.compressed_entries, s.entries,
+    status("zstd: {} of {} entries compressed, {} stored\n", s.compressed_entries, s.entries,
                human_bytes(static_cast<double>(s.stored_bytes)));
-  if (s.skipped) fmt::print("skipped {} bad input(s)\n", s.skipped);
+  if (s.skipped) status("skipped {} bad input(s)\n", s.skipped);
 }
 
 Registrar reg("pack", [](CLI::App& app) {
@@ -82,7 +82,7 @@ Registrar reg("pack", [](CLI::App& app) {
               "Store per-entry CRC32C (the default; upstream's flag, --entry-crc=false = --no-crc)");
   c->add_option("--workers,-j", a->workers, "Threads reading and checking runs (0 = all cores)");
   c->add_flag("--skip-bad", a->skip_bad, "Skip unreadable or corrupt runs instead of failing");
-  c->add_flag("-q,--quiet,--no-progress", globals().quiet, "Print no progress bar");
+  c->add_flag("-q,--quiet,--no-progress", globals().quiet, "Print only data and errors (no progress, status lines or warnings)");
   c->add_flag("--json", a->json, "Print the summary as JSON (docs/cli.md)");
   c->callback([a] { run_pack(*a); });
 });

@@ -36,7 +36,7 @@ void run_extract(const ExtractArgs& a) {
     if (a.json)
       files.push_back({{"index", i}, {"path", path}, {"bytes", len}});
     else
-      fmt::print("{} ({} bytes)\n", path, len);
+      status("{} ({} bytes)\n", path, len);
   }
   if (a.json) {
     nlohmann::json j = {{"packfile", a.packfile},

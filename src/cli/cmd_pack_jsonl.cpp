@@ -44,7 +44,7 @@ void run_jsonl(const JsonlArgs& a) {
     fmt::print("{}\n", j.dump(2));
     return;
   }
-  fmt::print("wrote {} runs as {} JSONL to {}: {} in {:.2f}s ({}/s)\n", a2pack_pack_len(p.get()),
+  status("wrote {} runs as {} JSONL to {}: {} in {:.2f}s ({}/s)\n", a2pack_pack_len(p.get()),
              a.steps ? "per-step" : "per-run", a.output, human_bytes(static_cast<double>(bytes)), dt,
              human_bytes(dt > 0 ? static_cast<double>(bytes) / dt : 0.0));
 }
@@ -64,7 +64,7 @@ Registrar reg("to-jsonl", [](CLI::App& app) {
   c->add_flag("--no-verify", a->no_verify, "Skip entry CRC checks (trusted packs)");
   c->add_flag("--durable", a->durable,
               "fsync the output before it is renamed into place (survives a power cut)");
-  c->add_flag("-q,--quiet,--no-progress", globals().quiet, "Print no progress bar");
+  c->add_flag("-q,--quiet,--no-progress", globals().quiet, "Print only data and errors (no progress, status lines or warnings)");
   c->add_flag("--json", a->json, "Print the summary as JSON (docs/cli.md)");
   c->callback([a] { run_jsonl(*a); });
 });

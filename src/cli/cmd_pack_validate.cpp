@@ -33,7 +33,7 @@ void run_validate(const ValidateArgs& a) {
     fmt::print("{}\n", j.dump(2));
     return;
   }
-  fmt::print("OK: {} ({} runs, {} check, {:.2f}s)\n", a.packfile, a2pack_pack_len(p.get()),
+  status("OK: {} ({} runs, {} check, {:.2f}s)\n", a.packfile, a2pack_pack_len(p.get()),
              a.full ? "full" : "quick", dt);
 }
 
@@ -43,7 +43,7 @@ Registrar reg("validate", [](CLI::App& app) {
   c->add_option("--packfile", a->packfile, "Packfile")->required();
   c->add_flag("--full", a->full, "Check every entry's CRC and decode it, and all padding");
   c->add_option("--workers,-j", a->workers, "Threads (0 = all cores)");
-  c->add_flag("-q,--quiet,--no-progress", globals().quiet, "Print no progress bar");
+  c->add_flag("-q,--quiet,--no-progress", globals().quiet, "Print only data and errors (no progress, status lines or warnings)");
   c->add_flag("--json", a->json, "Print the summary as JSON (docs/cli.md)");
   c->callback([a] { run_validate(*a); });
 });

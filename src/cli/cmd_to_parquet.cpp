@@ -22,7 +22,7 @@ Registrar reg("to-parquet", [](CLI::App& app) {
   auto* c = app.add_subcommand(
       "to-parquet", "Write a packfile or dataset as Parquet (DuckDB/Polars-readable; runs Python)");
   c->add_option("input", a->in, "Packfile or dataset folder")->required();
-  c->add_option("out", a->out, "Output .parquet file")->required();
+  add_output(c, a->out, "out", "Output .parquet file");
   c->add_option("--layout", a->layout, "steps (one row per step) or runs (one row per run)")
       ->check(CLI::IsMember({"steps", "runs"}));
   c->add_option("--row-group-size", a->row_group_size, "Rows per Parquet row group")
@@ -32,9 +32,10 @@ Registrar reg("to-parquet", [](CLI::App& app) {
   c->add_option("--min-score", a->min_score, "Only runs with max_score >= this");
   c->add_option("--max-score", a->max_score, "Only runs with max_score <= this");
   c->add_option("--python", a->python, "Python interpreter with a2pack and pyarrow");
-  c->add_flag("-q,--quiet,--no-progress", globals().quiet, "Print no progress bar");
+  c->add_flag("-q,--quiet,--no-progress", globals().quiet, "Print only data and errors (no progress, status lines or warnings)");
   c->add_flag("--json", a->json, "Print the summary as JSON (docs/cli.md)");
-  c->callback([a] {
+  c->callback([a, c] {
+    require_output(a->out, c);
     std::vector<std::string> args = {a->in, a->out, "--layout", a->layout, "--row-group-size",
                                      std::to_string(a->row_group_size)};
     if (!a->run_ids.empty()) {

@@ -4,11 +4,13 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <fmt/format.h>
 
 #include <cstdint>
 #include <functional>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "a2pack.h"
@@ -49,6 +51,21 @@ struct Globals {
 };
 Globals& globals();
 
+// A status line ("wrote ...", "packed ...", "OK: ...") or a warning or note:
+// on stderr, as upstream's tool prints them, so stdout carries only data
+// (reports, JSON, records); -q/--quiet silences them (errors still print).
+template <typename... T>
+void status(fmt::format_string<T...> f, T&&... args) {
+  if (globals().quiet) return;
+  fmt::print(stderr, f, std::forward<T>(args)...);
+}
+
+// CLI11's help with usage lines that name the whole command path.
+class UsageFormatter : public CLI::Formatter {
+ public:
+  std::string make_usage(const CLI::App* app, std::string name) const override;
+};
+
 // A subcommand: `setup` adds it to the app (add_subcommand) and sets its
 // callback, which CLI11 runs when that subcommand was chosen.
 using Setup = std::function<void(CLI::App& app)>;
@@ -78,6 +95,14 @@ class Progress {
   int64_t start_ns_;
   bool finished_ = false;
 };
+
+// The output of a command that writes one file: `-o/--output PATH`, or the
+// positional argument named `positional` after the inputs (input before
+// output, as in `cp`). Call require_output() in the callback.
+void add_output(CLI::App* c, std::string& out, const std::string& positional,
+                const std::string& what);
+// UsageError naming the command when no output was given either way.
+void require_output(const std::string& out, const CLI::App* c);
 
 // The Python interpreter that Python-backed commands (Parquet export,
 // reports) run: $A2PACK_PYTHON (the wheel's console script sets it to its

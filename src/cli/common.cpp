@@ -47,6 +47,29 @@ static int64_t now_ns() {
 }
 double now_seconds() { return static_cast<double>(now_ns()) * 1e-9; }
 
+std::string UsageFormatter::make_usage(const CLI::App* app, std::string) const {
+  std::string path;
+  for (const CLI::App* a = app; a; a = a->get_parent()) {
+    const std::string n = a->get_parent() ? a->get_name() : "a2pack";
+    path = path.empty() ? n : n + " " + path;
+  }
+  return CLI::Formatter::make_usage(app, path);
+}
+
+void add_output(CLI::App* c, std::string& out, const std::string& positional,
+                const std::string& what) {
+  auto* pos = c->add_option(positional, out, what + " (or -o/--output)");
+  auto* opt = c->add_option("-o,--output", out, what);
+  pos->excludes(opt);
+}
+
+void require_output(const std::string& out, const CLI::App* c) {
+  if (out.empty())
+    throw UsageError(fmt::format("{}: no output given: name it with -o/--output (or as the "
+                                 "argument after the input)",
+                                 c->get_name()));
+}
+
 std::string default_python() {
   const char* env = std::getenv("A2PACK_PYTHON");
   return env && *env ? env : "python3";

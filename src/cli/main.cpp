@@ -21,8 +21,12 @@ int main(int argc, char** argv) {
   mallopt(M_MMAP_THRESHOLD, 64 << 20);
   mallopt(M_TRIM_THRESHOLD, 256 << 20);
   CLI::App app{"a2pack: 2048 game-play data (run files, packfiles, datasets, record files, logs)"};
-  app.set_version_flag("--version", std::string("a2pack ") + a2pack_version());
-  app.add_flag("-q,--quiet", a2cli::globals().quiet, "Print no progress bars");
+  app.set_version_flag("-V,--version", std::string("a2pack ") + a2pack_version());
+  // Usage lines name the whole command ("Usage: a2pack dataset build ..."),
+  // not the subcommand alone; subcommands inherit the formatter.
+  app.formatter(std::make_shared<a2cli::UsageFormatter>());
+  app.add_flag("-q,--quiet", a2cli::globals().quiet,
+               "Print only data and errors: no progress bars, status lines or warnings");
   app.require_subcommand(1);
   // --help shows each option's default; options of the top level (-q) are
   // accepted after a subcommand too.

@@ -27,8 +27,30 @@ void exec_python_main(const std::string& python, const std::string& module,
     if (dladdr(reinterpret_cast<void*>(&a2pack_version), &info) && info.dli_fname)
       ::setenv("A2PACK_LIBRARY", info.dli_fname, 1);
   }
-  std::vector<std::string> all = {
-      python, "-c", fmt::format("import sys; from {} import main; sys.exit(main(sys.argv[1:]))", module)};
+  // The Python mains print their status lines unless told to be quiet.
+  if (globals().quiet) ::setenv("A2PACK_QUIET", "1", 1);
+  // A missing package (a2pack itself, pyarrow, matplotlib) is the system's
+  // problem, not the data's: one line naming what to install, exit 3, as for
+  // every other missing component - never a traceback.
+  const std::string script = fmt::format(
+      "import sys\n"
+      "def _missing(e):\n"
+      "    print(f\"a2pack: error: {{sys.executable}} cannot import {{e.name or e}}: this command "
+      "needs Python with the a2pack package and {needs} (pip install 'a2pack[{extra}]', or "
+      "choose the interpreter with --python or A2PACK_PYTHON)\", file=sys.stderr)\n"
+      "    sys.exit(3)\n"
+      "try:\n"
+      "    from {module} import main\n"
+      "    import {needs}\n"
+      "except ImportError as e:\n"
+      "    _missing(e)\n"
+      "try:\n"
+      "    sys.exit(main(sys.argv[1:]))\n"
+      "except ImportError as e:\n"
+      "    _missing(e)\n",
+      fmt::arg("module", module), fmt::arg("needs", needs),
+      fmt::arg("extra", std::string(needs) == "matplotlib" ? "report" : "parquet"));
+  std::vector<std::string> all = {python, "-c", script};
   all.insert(all.end(), args.begin(), args.end());
   std::vector<char*> argv;
   for (auto& s : all) argv.push_back(s.data());
@@ -38,7 +60,8 @@ void exec_python_main(const std::string& python, const std::string& module,
   ::execvp(argv[0], argv.data());
   throw CliError(fmt::format("cannot run {}: {} (this command needs Python with the a2pack package "
                              "and {}; --python or A2PACK_PYTHON choose the interpreter)",
-                             python, std::strerror(errno), needs));
+                             python, std::strerror(errno), needs),
+                 kExitSystem);
 }
 
 }  // namespace a2cli

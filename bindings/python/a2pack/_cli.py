@@ -26,6 +26,14 @@ def binary_path() -> pathlib.Path:
     return exe
 
 
+def status(message: str, quiet: bool = False) -> None:
+    """A status line of a command ("wrote ..."), or a warning: on stderr, so
+    stdout carries only data; silenced by ``quiet`` or by the tool's -q
+    (which sets A2PACK_QUIET for the Python-backed commands)."""
+    if not quiet and not os.environ.get("A2PACK_QUIET"):
+        print(message, file=sys.stderr)
+
+
 def main() -> None:
     try:
         exe = binary_path()

@@ -536,8 +536,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", DecodeWarning)
             data = decode(args.dir, strict=args.strict)
+        from ._cli import status
+
         for prob in data.problems:
-            print(f"a2pack: {'' if prob.note else 'warning: '}{prob}", file=sys.stderr)
+            status(f"a2pack: {'' if prob.note else 'warning: '}{prob}")
         data.to_parquet(args.out, label_columns=args.label_columns)
     except (errors.Error, ImportError) as e:
         print(f"a2pack: error: {e}", file=sys.stderr)
@@ -549,8 +551,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                           "streams": len(data.streams), "problems": len(data.problems),
                           "bytes": size}, indent=2))
         return 0
-    print(f"wrote {len(data)} records ({data.indices.shape[0]} non-zeros, "
-          f"{len(data.streams)} streams) to {args.out} ({size} bytes)")
+    from ._cli import status
+
+    status(f"wrote {len(data)} records ({data.indices.shape[0]} non-zeros, "
+           f"{len(data.streams)} streams) to {args.out} ({size} bytes)")
     return 0
 
 

@@ -583,7 +583,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         print(json.dumps({"input": args.input, "output": args.output,
                           "bytes": os.path.getsize(args.output)}, indent=2))
         return 0
-    print(f"wrote {args.output}")
+    from ._cli import status
+
+    status(f"wrote {args.output}")
     return 0
 
 

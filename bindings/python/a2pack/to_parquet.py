@@ -86,7 +86,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         print(json.dumps({"input": args.input, "output": args.out, "layout": args.layout,
                           "rows": rows, "bytes": os.path.getsize(args.out)}, indent=2))
         return 0
-    print(f"wrote {rows} rows ({args.layout}) to {args.out}")
+    from ._cli import status
+
+    status(f"wrote {rows} rows ({args.layout}) to {args.out}", args.quiet)
     return 0
 
 
