@@ -31,10 +31,13 @@ from ._common import counter
 from ._order import SortKey, inputs, label, sort_keys, split
 
 _LOG = logging.getLogger("a2pack.beam")
-_BAD = "bad"
 
-# What _RowsFn makes of a good run: (sort key, metadata row, rows).
+# What _RowsFn makes of a run: (sort key, metadata row, rows) for a good one,
+# (sort key, None, why) for a bad one. One output for both, read as one side
+# input: the bundle-based DirectRunner mixes up two side inputs taken from
+# the outputs of one multi-output ParDo.
 _Made = Tuple[SortKey, RunMeta, "npt.NDArray[np.void]"]
+_Bad = Tuple[SortKey, None, str]
 
 
 class BuildDataset(transforms.PTransform[pvalue.PCollection[Any], pvalue.PCollection[Dict[str, Any]]]):
@@ -76,22 +79,13 @@ class BuildDataset(transforms.PTransform[pvalue.PCollection[Any], pvalue.PCollec
 
     def expand(self, pcoll: Any) -> pvalue.PCollection[Dict[str, Any]]:
         ins = inputs(pcoll, "BuildDataset")
-        rows, bad = [], []
-        for i, pc in enumerate(ins):
-            made = pc | (f"Rows{i}" if i else "Rows") >> beam.ParDo(
-                _RowsFn(self._allow_missing, self._skip_bad, i)).with_outputs(_BAD, main="rows")
-            rows.append(made.rows)
-            bad.append(made[_BAD])
-        if len(ins) > 1:
-            all_rows = tuple(rows) | "FlattenRows" >> beam.Flatten()
-            all_bad = tuple(bad) | "FlattenBad" >> beam.Flatten()
-        else:
-            all_rows, all_bad = rows[0], bad[0]
+        made = [pc | (f"Rows{i}" if i else "Rows") >> beam.ParDo(
+            _RowsFn(self._allow_missing, self._skip_bad, i)) for i, pc in enumerate(ins)]
+        all_made = tuple(made) | "FlattenRows" >> beam.Flatten() if len(made) > 1 else made[0]
         result: pvalue.PCollection[Dict[str, Any]] = (
             ins[0].pipeline
             | "Once" >> beam.Create([None])
-            | "Assemble" >> beam.Map(_assemble, pvalue.AsList(all_rows),
-                                     pvalue.AsList(all_bad), self._out,
+            | "Assemble" >> beam.Map(_assemble, pvalue.AsList(all_made), self._out,
                                      self._overwrite, self._source))
         return result
 
@@ -119,7 +113,7 @@ class _RowsFn(beam.DoFn):
     # Beam fills `timestamp` in (its default is a marker object, not a Timestamp).
     def process(self, element: Any,
                 timestamp: Timestamp = beam.DoFn.TimestampParam,  # type: ignore[assignment]
-                ) -> Iterator[Union[_Made, "pvalue.TaggedOutput[str, Tuple[str, str]]"]]:
+                ) -> Iterator[Union[_Made, _Bad]]:
         key, run, _ = split(element, timestamp, self._input_no)
         try:
             meta, rows = run_rows(run, allow_missing_branches=self._allow_missing,
@@ -129,15 +123,17 @@ class _RowsFn(beam.DoFn):
                 raise
             self._bad.inc()
             _LOG.warning("skipping run %s: %s", label(key), e)
-            yield pvalue.TaggedOutput(_BAD, (label(key), str(e)))
+            yield key, None, str(e)
             return
         self._runs.inc()
         self._rows.inc(len(rows))
         yield key, meta, rows
 
 
-def _assemble(_: None, made: List[_Made], bad: List[Tuple[str, str]], out_dir: str,
+def _assemble(_: None, outcomes: List[Union[_Made, _Bad]], out_dir: str,
               overwrite: bool, source: Tuple[str, str]) -> Dict[str, Any]:
+    bad = [(label(k), why) for k, meta, why in outcomes if meta is None]
+    made: List[_Made] = [m for m in outcomes if m[1] is not None]  # type: ignore[misc]
     order = sort_keys([m[0] for m in made], "BuildDataset")
     made = [made[i] for i in order]
     if not made:
