@@ -133,7 +133,7 @@ class _RowsFn(beam.DoFn):
 def _assemble(_: None, outcomes: List[Union[_Made, _Bad]], out_dir: str,
               overwrite: bool, source: Tuple[str, str]) -> Dict[str, Any]:
     bad = [(label(k), why) for k, meta, why in outcomes if meta is None]
-    made: List[_Made] = [m for m in outcomes if m[1] is not None]  # type: ignore[misc]
+    made: List[_Made] = [m for m in outcomes if m[1] is not None]
     order = sort_keys([m[0] for m in made], "BuildDataset")
     made = [made[i] for i in order]
     if not made:
