@@ -21,7 +21,8 @@ See docs/beam.md.
 
 from ._common import NAMESPACE  # raises a clear ImportError without apache-beam
 from ._bag import ReadFromBag, WriteToBag
-from ._pack import ReadFromPack, ReadRunFiles, WriteToPack
+from ._pack import ReadFromPack, ReadRunFiles
+from ._pack_write import WriteToPack
 from ._dataset import BuildDataset
 
 # The names of bagz.beam.bagzio and sackli.beam.sacklio, so that their

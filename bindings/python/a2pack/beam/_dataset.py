@@ -3,8 +3,10 @@ metadata.db + manifest.json), the rows computed in parallel by the workers
 and the folder assembled once.
 
 The workers turn each run into its 32-byte rows (:mod:`a2pack.dataset_rows`,
-the rule of the library's builder) and its metadata row; one final step sorts
-the runs by their order key, numbers them 0..n-1 and hands the rows to the
+the rule of the library's builder) and its metadata row, each with the run's
+sort key (:mod:`._order`: its key, or the source position its read stamped
+on it); one final step sorts the runs by that key, whatever order the runner
+delivered them in, numbers them 0..n-1 and hands the rows to the
 library (``a2pack_dataset_build_from_rows``), which writes the three files
 with the code of ``a2pack dataset build``: the same bytes for the same runs
 in the same order (with the same ``SOURCE_DATE_EPOCH``, which fixes the
@@ -22,27 +24,35 @@ import numpy as np
 import numpy.typing as npt
 from apache_beam import pvalue, transforms
 from apache_beam.transforms import display
+from apache_beam.utils.timestamp import Timestamp
 
 from ..dataset_rows import RowsError, RunMeta, run_rows, write_dataset
-from ..run import RunV2
 from ._common import counter
+from ._order import SortKey, inputs, label, sort_keys, split
 
 _LOG = logging.getLogger("a2pack.beam")
-_BAD = "bad"
 
-# What _RowsFn makes of a good run: (order key, metadata row, rows).
-_Made = Tuple[Any, RunMeta, "npt.NDArray[np.void]"]
+# What _RowsFn makes of a run: (sort key, metadata row, rows) for a good one,
+# (sort key, None, why) for a bad one. One output for both, read as one side
+# input: the bundle-based DirectRunner mixes up two side inputs taken from
+# the outputs of one multi-output ParDo.
+_Made = Tuple[SortKey, RunMeta, "npt.NDArray[np.void]"]
+_Bad = Tuple[SortKey, None, str]
 
 
 class BuildDataset(transforms.PTransform[pvalue.PCollection[Any], pvalue.PCollection[Dict[str, Any]]]):
     """Build the dataset folder ``out_dir`` from a PCollection of runs.
 
-    Elements are ``(key, run)``: ``run`` a :class:`~a2pack.RunV2`, run-file
-    bytes (v1 or v2) or a path to a run file; the runs become dataset runs in
-    ascending ``key`` order (``ReadRunFiles`` keys by relative path and
-    ``ReadFromPack(..., with_index=True)`` by entry index: the orders of
-    ``a2pack dataset build`` for a folder and a pack). A bare run is keyed by
-    its v2 bytes, which makes the order deterministic though arbitrary.
+    Elements are ``(key, run)`` or a bare ``run``: a :class:`~a2pack.RunV2`,
+    run-file bytes (v1 or v2) or a path to a run file. The runs become
+    dataset runs in ascending ``key`` order (``ReadRunFiles`` keys by
+    relative path and ``ReadFromPack(..., with_index=True)`` by entry index:
+    the orders of ``a2pack dataset build`` for a folder and a pack); bare
+    runs in the order of their source position, which ``ReadFromPack`` and
+    ``ReadRunFiles`` stamp on each element as its Beam timestamp (then by a
+    digest of their bytes, for runs without one). The order never depends
+    on the runner, so the files do not either. Several inputs, as a tuple
+    ``(a, b) | BuildDataset(...)``, follow one another in tuple order.
 
     A run that cannot be decoded or made into rows (no branch values without
     ``allow_missing_branches``, more than 65 536 steps, ...) is counted in
@@ -67,14 +77,15 @@ class BuildDataset(transforms.PTransform[pvalue.PCollection[Any], pvalue.PCollec
         self._skip_bad = skip_bad
         self._source = (source_input, source_kind)
 
-    def expand(self, pcoll: pvalue.PCollection[Any]) -> pvalue.PCollection[Dict[str, Any]]:
-        made = pcoll | "Rows" >> beam.ParDo(
-            _RowsFn(self._allow_missing, self._skip_bad)).with_outputs(_BAD, main="rows")
+    def expand(self, pcoll: Any) -> pvalue.PCollection[Dict[str, Any]]:
+        ins = inputs(pcoll, "BuildDataset")
+        made = [pc | (f"Rows{i}" if i else "Rows") >> beam.ParDo(
+            _RowsFn(self._allow_missing, self._skip_bad, i)) for i, pc in enumerate(ins)]
+        all_made = tuple(made) | "FlattenRows" >> beam.Flatten() if len(made) > 1 else made[0]
         result: pvalue.PCollection[Dict[str, Any]] = (
-            pcoll.pipeline
+            ins[0].pipeline
             | "Once" >> beam.Create([None])
-            | "Assemble" >> beam.Map(_assemble, pvalue.AsList(made.rows),
-                                     pvalue.AsList(made[_BAD]), self._out,
+            | "Assemble" >> beam.Map(_assemble, pvalue.AsList(all_made), self._out,
                                      self._overwrite, self._source))
         return result
 
@@ -88,49 +99,43 @@ class BuildDataset(transforms.PTransform[pvalue.PCollection[Any], pvalue.PCollec
         }
 
 
-def _label(key: object) -> str:
-    if isinstance(key, bytes):
-        return os.fsdecode(key) if len(key) < 4096 else f"<run of {len(key)} bytes>"
-    return str(key)
-
-
 class _RowsFn(beam.DoFn):
-    def __init__(self, allow_missing: bool, skip_bad: bool) -> None:
+    def __init__(self, allow_missing: bool, skip_bad: bool, input_no: int) -> None:
         self._allow_missing = allow_missing
         self._skip_bad = skip_bad
+        self._input_no = input_no
 
     def setup(self) -> None:
         self._bad = counter("bad_runs_skipped")
         self._runs = counter("runs_built")
         self._rows = counter("rows_built")
 
-    def process(self, element: Any) -> Iterator[Union[_Made, "pvalue.TaggedOutput[str, Tuple[str, str]]"]]:
-        if isinstance(element, tuple) and len(element) == 2:
-            key, run = element
-        else:
-            run = element
-            key = run.to_bytes("v2") if isinstance(run, RunV2) else bytes(run)
+    # Beam fills `timestamp` in (its default is a marker object, not a Timestamp).
+    def process(self, element: Any,
+                timestamp: Timestamp = beam.DoFn.TimestampParam,  # type: ignore[assignment]
+                ) -> Iterator[Union[_Made, _Bad]]:
+        key, run, _ = split(element, timestamp, self._input_no)
         try:
             meta, rows = run_rows(run, allow_missing_branches=self._allow_missing,
-                                  label=_label(key))
+                                  label=label(key))
         except RowsError as e:
             if not self._skip_bad:
                 raise
             self._bad.inc()
-            _LOG.warning("skipping run %s: %s", _label(key), e)
-            yield pvalue.TaggedOutput(_BAD, (_label(key), str(e)))
+            _LOG.warning("skipping run %s: %s", label(key), e)
+            yield key, None, str(e)
             return
         self._runs.inc()
         self._rows.inc(len(rows))
         yield key, meta, rows
 
 
-def _assemble(_: None, made: List[_Made], bad: List[Tuple[str, str]], out_dir: str,
+def _assemble(_: None, outcomes: List[Union[_Made, _Bad]], out_dir: str,
               overwrite: bool, source: Tuple[str, str]) -> Dict[str, Any]:
-    made = sorted(made, key=lambda m: m[0])
-    for a, b in zip(made, made[1:]):
-        if a[0] == b[0]:
-            raise ValueError(f"BuildDataset: two runs have the order key {_label(a[0])}")
+    bad = [(label(k), why) for k, meta, why in outcomes if meta is None]
+    made: List[_Made] = [m for m in outcomes if m[1] is not None]
+    order = sort_keys([m[0] for m in made], "BuildDataset")
+    made = [made[i] for i in order]
     if not made:
         raise ValueError(f"BuildDataset: no runs to build {out_dir} from"
                          + (f" ({len(bad)} bad runs skipped; the first: {min(bad)[1]})"

@@ -1,4 +1,5 @@
-"""Runs on Apache Beam: ReadFromPack, WriteToPack and ReadRunFiles.
+"""Runs on Apache Beam: ReadFromPack and ReadRunFiles (WriteToPack is in
+_pack_write.py).
 
 ``ReadFromPack`` is a bounded source over the entries of one or more
 packfiles (a glob), indexed globally in sorted file order, split by entry
@@ -17,13 +18,14 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tupl
 
 import apache_beam as beam
 from apache_beam import pvalue, transforms
-from apache_beam.io import filebasedsink, iobase, range_trackers
-from apache_beam.transforms import display
+from apache_beam.io import iobase, range_trackers
+from apache_beam.transforms import display, window
 
 from ..errors import Error
-from ..pack import PackReader, PackWriter
+from ..pack import PackReader
 from ..run import RunV2
-from ._common import ReopensOnWorkers, counter, parse_output_spec, records_per_bundle
+from ._common import ReopensOnWorkers, counter, records_per_bundle
+from ._order import position
 
 _LOG = logging.getLogger("a2pack.beam")
 _READ_CHUNK = 64  # entries decoded per library call
@@ -48,7 +50,11 @@ class ReadFromPack(transforms.PTransform[pvalue.PBegin, pvalue.PCollection[Any]]
     ``with_index=True`` each element is ``(global_entry_index, run)``, the
     order key :class:`BuildDataset` takes. ``records_per_split`` caps the
     entries of an initial bundle (decoding is CPU work, so a small pack may
-    deserve more bundles than its bytes suggest)."""
+    deserve more bundles than its bytes suggest).
+
+    Each element's Beam timestamp is its global entry index (in
+    microseconds): its source position, by which :class:`BuildDataset` and
+    :class:`WriteToPack` put bare runs back in pack order."""
 
     def __init__(self, path_or_glob: Union[str, os.PathLike[str]], decoded: bool = True, *,
                  with_index: bool = False, verify: bool = True, skip_bad: bool = True,
@@ -168,7 +174,11 @@ class _PackSource(ReopensOnWorkers, iobase.BoundedSource):
                         continue
                     done += 1
                     nbytes += reader.entry(i).raw_length
-                    yield (g, run) if self._with_index else run
+                    # The entry index as the element's timestamp: its source
+                    # position, by which BuildDataset and WriteToPack order
+                    # bare runs (_order.py).
+                    yield window.TimestampedValue((g, run) if self._with_index else run,
+                                                  position(g))
             finally:
                 n_read.inc(done)
                 n_bytes.inc(nbytes)
@@ -183,64 +193,12 @@ class _PackSource(ReopensOnWorkers, iobase.BoundedSource):
         }
 
 
-class WriteToPack(transforms.PTransform[pvalue.PCollection[Union[RunV2, bytes]],
-                                         pvalue.PCollection[str]]):
-    """Write runs (:class:`~a2pack.RunV2` or run-file bytes) to a packfile.
-
-    ``path`` is a plain file name (one pack) or a shard spec as for
-    :class:`WriteToBag` with the extension ``.a2pack`` (``runs@4.a2pack``,
-    ``runs@*.a2pack``). Keyword arguments go to :class:`~a2pack.PackWriter`
-    (``compress="zstd"``, ``align``, ...). Each pack appears only complete.
-    The order of entries is the order the runner delivers (none in general).
-    """
-
-    def __init__(self, path: Union[str, os.PathLike[str]], **writer_options: Any) -> None:
-        path = os.fspath(path)
-        if "@" not in os.path.basename(path):
-            path = path + "@0"
-        prefix, suffix, num_shards, template = parse_output_spec(path, ("a2pack",), "packfiles")
-        self._sink = _PackSink(prefix, suffix, num_shards, template, writer_options)
-
-    def expand(self, pcoll: pvalue.PCollection[Union[RunV2, bytes]]) -> pvalue.PCollection[str]:
-        written: pvalue.PCollection[str] = pcoll | beam.io.iobase.Write(self._sink)
-        return written
-
-    def display_data(self) -> Dict[str, Any]:
-        return self._sink.display_data()
-
-
-class _PackSink(filebasedsink.FileBasedSink):
-    def __init__(self, prefix: str, suffix: str, num_shards: int, template: Optional[str],
-                 writer_options: Dict[str, Any]) -> None:
-        # FileBasedSink.__init__ is unannotated in Beam.
-        super().__init__(prefix, file_name_suffix=suffix, num_shards=num_shards,  # type: ignore[no-untyped-call]
-                         shard_name_template=template, coder=None,
-                         mime_type="application/octet-stream")
-        self._options = dict(writer_options)
-
-    def open(self, temp_path: str) -> PackWriter:
-        return PackWriter(temp_path, **self._options)
-
-    def write_record(self, writer: PackWriter, value: Union[RunV2, bytes]) -> None:
-        data = value.to_bytes("v2") if isinstance(value, RunV2) else bytes(value)
-        writer.add(data)
-        counter("records_written").inc()
-        counter("bytes_written").inc(len(data))
-
-    def close(self, writer: PackWriter) -> None:
-        writer.finish()
-
-    def display_data(self) -> Dict[str, Any]:
-        # FileBasedSink.display_data is unannotated in Beam.
-        d: Dict[str, Any] = super().display_data()  # type: ignore[no-untyped-call]
-        d["writer_options"] = display.DisplayDataItem(repr(self._options), label="PackWriter")
-        return d
-
-
 class ReadRunFiles(transforms.PTransform[pvalue.PBegin, pvalue.PCollection[Tuple[bytes, bytes]]]):
     """Every ``*.a2run2`` under ``folder`` (recursively) as ``(key, bytes)``,
     where the key is the path relative to the folder as bytes: sorted keys are
-    the order ``a2pack dataset build`` gives the runs of that folder."""
+    the order ``a2pack dataset build`` gives the runs of that folder. Each
+    element's Beam timestamp is the file's index in that order (its source
+    position, for the runs' order after ``beam.Values()``)."""
 
     def __init__(self, folder: Union[str, os.PathLike[str]]) -> None:
         self._folder = os.fspath(folder)
@@ -250,14 +208,17 @@ class ReadRunFiles(transforms.PTransform[pvalue.PBegin, pvalue.PCollection[Tuple
         rel: List[str] = []
         for d, _dirs, files in os.walk(root):
             for name in files:
-                if name.endswith(".a2run2"):
-                    rel.append(os.path.relpath(os.path.join(d, name), root))
+                # The files the library lists: regular files (or links to
+                # them) whose extension is .a2run2 (".a2run2" alone has none).
+                path = os.path.join(d, name)
+                if name.endswith(".a2run2") and name != ".a2run2" and os.path.isfile(path):
+                    rel.append(os.path.relpath(path, root))
         if not rel:
             raise FileNotFoundError(f"{root}: no .a2run2 files under it")
         rel.sort(key=os.fsencode)
         keyed: pvalue.PCollection[Tuple[bytes, bytes]] = (
             pbegin
-            | "ListRunFiles" >> beam.Create(rel)
+            | "ListRunFiles" >> beam.Create(list(enumerate(rel)))
             | "ReadRunFile" >> beam.Map(_read_run_file, root))
         return keyed
 
@@ -265,9 +226,11 @@ class ReadRunFiles(transforms.PTransform[pvalue.PBegin, pvalue.PCollection[Tuple
         return {"folder": display.DisplayDataItem(self._folder, label="Run folder")}
 
 
-def _read_run_file(rel: str, root: str) -> Tuple[bytes, bytes]:
+def _read_run_file(item: Tuple[int, str], root: str
+                   ) -> "window.TimestampedValue[Tuple[bytes, bytes]]":
+    index, rel = item
     with open(os.path.join(root, rel), "rb") as f:
         data = f.read()
     counter("records_read").inc()
     counter("bytes_read").inc(len(data))
-    return os.fsencode(rel), data
+    return window.TimestampedValue((os.fsencode(rel), data), position(index))
