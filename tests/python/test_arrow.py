@@ -329,7 +329,7 @@ def test_cli_to_parquet(pack_path, ds_path, tmp_path):
                        text=True)
     assert r.returncode == 0, r.stderr
     pack = a2pack.PackReader(pack_path)
-    assert f"wrote {len(pack)} rows" in r.stdout
+    assert f"wrote {len(pack)} rows" in r.stderr
     got = duckdb.sql(f"select entry, max_score from read_parquet('{out}') order by entry").fetchall()
     batch = pack.decode_batch_columns(range(len(pack)))
     assert got == list(enumerate(batch.max_score.tolist()))
@@ -351,4 +351,4 @@ def test_cli_to_parquet(pack_path, ds_path, tmp_path):
     r = subprocess.run([str(cli), "to-parquet", str(pack_path), str(tmp_path / "y.parquet"),
                         "--python", str(tmp_path / "no-such-python")], env=_child_env(),
                        capture_output=True, text=True)
-    assert r.returncode == 1 and "no-such-python" in r.stderr
+    assert r.returncode == 3 and "no-such-python" in r.stderr  # a missing component: exit 3

@@ -41,7 +41,7 @@ def test_appends_wait_for_readers_reopening_in_threads(tmp_path):
             write_runs(tmp_path / f"more{k}", more)
             p = cli("dataset", "append", "--dataset", ds, "--input", tmp_path / f"more{k}",
                     "--lock-timeout", "-1")
-            assert "appended 4 runs" in p.stdout
+            assert "appended 4 runs" in p.stderr
             r = a2pack.append_dataset(ds, tmp_path / f"more{k}", lock_timeout=None)
             assert r["runs_added"] == 4
             all_runs += more + more
@@ -96,7 +96,7 @@ def test_dataset_build_and_append_skip_bad(tmp_path, mixed):
     p = cli("dataset", "build", "--input", d, "--out", ds, "--skip-bad")
     for name in ("run-000000x.a2run2", "run-000001x.a2run2"):
         assert f"skipped {d / name}" in p.stderr, p.stderr
-    assert "skipped 2 bad run(s)" in p.stdout
+    assert "skipped 2 bad run(s)" in p.stderr
     np.testing.assert_array_equal(a2pack.Dataset(ds).steps, expected_rows(good))
     p = cli("dataset", "append", "--dataset", ds, "--input", d, "--skip-bad", "--strict", ok=False)
     assert p.returncode != 0 and "--strict" in p.stderr
@@ -121,8 +121,8 @@ def test_decode_skip_bad(mixed):
     assert sorted(x["file"] for x in j["skipped"]) == [str(d / "run-000000x.a2run2"),
                                                        str(d / "run-000001x.a2run2")]
     assert p.stderr.count("a2pack: skipped") == 2
-    p = cli("decode", "--input", d, "--skip-bad", "--strict", "--no-progress", ok=False)
-    assert p.returncode != 0 and "skipped 2 bad file(s)" in p.stdout
+    p = cli("decode", "--input", d, "--skip-bad", "--strict", ok=False)
+    assert p.returncode != 0 and "skipped 2 bad file(s)" in p.stderr
 
 
 def test_decode_walks_subfolders_and_follows_file_links_only(tmp_path):

@@ -439,7 +439,7 @@ def test_parquet_schema_rows_and_metadata(tmp_path):
     out = subprocess.run([sys.executable, "-m", "a2pack.logger", "to-parquet", str(tmp_path / "log"),
                           str(tmp_path / "cli.parquet")], env=child_env(), capture_output=True,
                          text=True, check=True)
-    assert "wrote 500 records" in out.stdout
+    assert "wrote 500 records" in out.stderr
     assert pq.read_table(tmp_path / "cli.parquet").num_rows == 500
 
 

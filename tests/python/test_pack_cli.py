@@ -52,9 +52,11 @@ def test_pack_validate_stats_extract_inspect(runs, tmp_path):
     d, files = runs
     pack = tmp_path / "p.a2pack"
     p = run("pack", "--input", d, "--output", pack, "--workers", 2)
-    assert "packed 8 runs" in p.stdout
-    assert p.stderr == ""  # not a terminal: no progress bar
-    assert "OK" in run("validate", "--packfile", pack, "--full").stdout
+    assert "packed 8 runs" in p.stderr and p.stdout == ""  # status on stderr, as upstream
+    assert "\r" not in p.stderr  # not a terminal: no progress bar
+    q = run("-q", "pack", "--input", d, "--output", tmp_path / "q.a2pack")
+    assert q.stdout == q.stderr == ""  # -q: nothing but errors
+    assert "OK" in run("validate", "--packfile", pack, "--full").stderr
     s = json.loads(run("stats", "--packfile", pack, "--json").stdout)
     assert s["count"] == 8 and s["min_len"] == 20 and s["max_len"] == 27
     assert s["highest_tile_hist"] == {"2048": 8}
@@ -100,7 +102,7 @@ def test_bad_inputs(runs, tmp_path):
     assert p.returncode != 0 and files[2].name in p.stderr
     assert not pack.exists()
     p = run("pack", "--input", d, "--output", pack, "--skip-bad")
-    assert "skipped 1" in p.stdout and files[2].name in p.stderr
+    assert "skipped 1" in p.stderr and files[2].name in p.stderr
     assert len(a2pack.PackReader(pack)) == 7
     data = bytearray(pack.read_bytes())
     data[30] ^= 1  # inside the index

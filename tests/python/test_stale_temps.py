@@ -110,7 +110,7 @@ def test_cli_bag_write_killed_then_clean(tmp_path):
     assert len(left) == 1 and f".tmp-{proc.pid}-" in left[0]
     r = subprocess.run([str(CLI), "clean", str(tmp_path)], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
-    assert left[0] in r.stdout and "1 stale temporary removed" in r.stdout
+    assert left[0] in r.stderr and "1 stale temporary removed" in r.stderr
     assert temps(tmp_path, "w.bag") == [] and not out.exists()
     assert fifo.exists() and (tmp_path / "a.bin").exists()
 
