@@ -12,10 +12,44 @@ from typing import Any, Sequence, Union
 import numpy as np
 import numpy.typing as npt
 
-from ._ffi import ffi as ffi  # re-exported: the modules import ffi and lib from here
 from . import errors
 
 _HERE = pathlib.Path(__file__).resolve().parent
+# Where a clone of the repository keeps the header and `make build`'s library,
+# for using the package straight from the checkout (PYTHONPATH=bindings/python).
+_CHECKOUT = _HERE.parent.parent.parent
+_INSTALL_HINT = ("install the wheel or the sdist (pip install a2pack-*.whl / a2pack-*.tar.gz), "
+                 "or `pip install .` from a clone; for development from a clone, `make build` "
+                 "and PYTHONPATH=bindings/python (docs: README, Installing)")
+
+
+def _load_ffi() -> Any:
+    """The generated cffi declarations (a2pack/_ffi.py, made from
+    include/a2pack.h by gen_ffi.py when the package is built). Used from a
+    clone without building the package, they are generated here from the
+    clone's header on first import."""
+    try:
+        from ._ffi import ffi as generated
+        return generated
+    except ModuleNotFoundError as e:
+        if e.name != f"{__package__}._ffi":
+            raise
+    header = _CHECKOUT / "include" / "a2pack.h"
+    gen = _CHECKOUT / "bindings" / "python" / "gen_ffi.py"
+    if not (header.is_file() and gen.is_file()):
+        raise ImportError(f"a2pack: the generated module a2pack._ffi is missing; {_INSTALL_HINT}")
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, str(gen), "--header", str(header),
+                        "--out", str(_HERE / "_ffi.py")], capture_output=True, text=True)
+    if r.returncode:
+        raise ImportError(f"a2pack: generating a2pack._ffi from {header} failed: {r.stderr.strip()}")
+    from ._ffi import ffi as generated
+    return generated
+
+
+ffi = _load_ffi()  # re-exported: the modules import ffi and lib from here
 
 
 def _library_path() -> str:
@@ -26,9 +60,12 @@ def _library_path() -> str:
         p = _HERE / name
         if p.exists():
             return str(p)
+    built = _CHECKOUT / "build" / "liba2pack.so"
+    if built.exists() and (_CHECKOUT / "include" / "a2pack.h").is_file():
+        return str(built)
     raise ImportError(
-        "a2pack: liba2pack.so is not bundled in this package and A2PACK_LIBRARY is not set; "
-        "install with `pip install bindings/python` or point A2PACK_LIBRARY at a build")
+        "a2pack: liba2pack.so is not bundled in this package, A2PACK_LIBRARY is not set and "
+        f"no build/liba2pack.so was found in a clone; {_INSTALL_HINT}")
 
 
 library_path = _library_path()
