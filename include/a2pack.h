@@ -384,9 +384,11 @@ A2PACK_API void a2pack_pack_options_init(a2pack_pack_options *opts);
 /* Open a pack. Checks the header, footer and index CRCs, every entry's
  * bounds, data_end and the stats block, in O(count), without touching any
  * payload. Rejections: A2PACK_E_CORRUPT (short file, bad magic, entry outside
- * the data region, bad data_end, bad stats block, non-zero padding),
- * A2PACK_E_CHECKSUM (header, index or footer CRC), A2PACK_E_UNSUPPORTED
- * (version or header flags). `opts` may be NULL. Close with a2pack_pack_close. */
+ * the data region, entries sharing payload bytes, bad data_end, bad stats
+ * block, non-zero padding), A2PACK_E_CHECKSUM (header, index or footer CRC),
+ * A2PACK_E_UNSUPPORTED (version or header flags), A2PACK_E_INVALID_ARGUMENT
+ * (a FIFO, socket or device: refused, never waited on). `opts` may be NULL.
+ * Close with a2pack_pack_close. */
 A2PACK_API a2pack_status a2pack_pack_open(const char *path, const a2pack_pack_options *opts,
                                           a2pack_pack **out);
 
@@ -519,7 +521,9 @@ typedef struct a2pack_pack_stats {
 } a2pack_pack_stats;
 
 /* The pack's stats block when it has one; otherwise computed once from the
- * runs' headers in parallel (workers: 0 = all cores) and cached. */
+ * runs' headers in parallel (workers: 0 = all cores) and cached. A stats
+ * block that cannot be right (docs/pack.md: checked at open against itself
+ * and the index) is A2PACK_E_CORRUPT, the message naming fields and values. */
 A2PACK_API a2pack_status a2pack_pack_stats_get(a2pack_pack *pack, uint32_t workers,
                                                a2pack_pack_stats *out);
 

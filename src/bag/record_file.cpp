@@ -94,7 +94,7 @@ RecordFile::RecordFile(const std::string& path, AccessPattern access, CachePolic
   }
   int flags = O_RDONLY | O_CLOEXEC;
   if (cache == CachePolicy::direct_io && !refuse_direct_io) {
-    fd_ = ::open(path.c_str(), flags | O_DIRECT);
+    fd_ = open_for_reading(path, flags | O_DIRECT);  // never blocks on a FIFO
     if (fd_ >= 0) {
       align_ = statx_dio_alignment(fd_);
       if (!align_) align_ = probe_alignment();
@@ -108,7 +108,7 @@ RecordFile::RecordFile(const std::string& path, AccessPattern access, CachePolic
   }
   if (fd_ < 0) {
     fell_back_ = cache == CachePolicy::direct_io;
-    fd_ = ::open(path.c_str(), flags);
+    fd_ = open_for_reading(path, flags);  // never blocks on a FIFO
     if (fd_ < 0) fail_errno("open", path, errno);
   }
   struct stat st;

@@ -53,8 +53,41 @@ void fsync_dir(const std::string& dir) {
 }
 
 // ---------------------------------------------------------------- ReadFd
+namespace {
+const char* file_kind(mode_t mode) {
+  if (S_ISFIFO(mode)) return "a FIFO (named pipe)";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISCHR(mode)) return "a character device";
+  if (S_ISBLK(mode)) return "a block device";
+  return "not a regular file";
+}
+}  // namespace
+
+int open_for_reading(const std::string& path, int extra_flags) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | extra_flags);
+  if (fd < 0) return -1;
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    int err = errno;
+    ::close(fd);
+    fail_errno("stat", path, err);
+  }
+  if (!S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) {
+    ::close(fd);
+    fail(A2PACK_E_INVALID_ARGUMENT, "{}: is {}, not a regular file: refusing to read it", path,
+         file_kind(st.st_mode));
+  }
+  // Reads of a regular file never block anyway; clear the flag so the
+  // descriptor behaves exactly as a plain open(2)'s would (unless asked for).
+  if (!(extra_flags & O_NONBLOCK)) {
+    int fl = ::fcntl(fd, F_GETFL);
+    if (fl >= 0) (void)::fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+  }
+  return fd;
+}
+
 ReadFd::ReadFd(const std::string& path, int extra_flags) : path_(path) {
-  fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | extra_flags);
+  fd_ = open_for_reading(path, extra_flags);
   if (fd_ < 0) fail_errno("open", path, errno);
 }
 ReadFd::~ReadFd() {

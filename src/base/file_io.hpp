@@ -40,7 +40,18 @@ class MappedFile {
   size_t size_ = 0;
 };
 
-// A file descriptor opened read-only, closed on destruction.
+// open(2) for reading without ever blocking in open(): O_RDONLY | O_CLOEXEC |
+// `extra_flags`, first with O_NONBLOCK (a FIFO or a device would otherwise
+// wait in open() for a writer, or in read() for data, forever), then fstat.
+// A regular file (or a folder: callers that want one, or report "is a
+// folder" themselves) gets O_NONBLOCK cleared again and is returned; any
+// other kind (FIFO, socket, character or block device) is closed and refused
+// with A2PACK_E_INVALID_ARGUMENT naming the path and what it is. When open(2)
+// itself fails, returns -1 with errno set, like open(2). Every reader of a
+// named input opens it here (ReadFd and MappedFile do).
+int open_for_reading(const std::string& path, int extra_flags = 0);
+
+// A file descriptor opened read-only (open_for_reading), closed on destruction.
 class ReadFd {
  public:
   explicit ReadFd(const std::string& path, int extra_flags = 0);

@@ -17,9 +17,19 @@ struct InspectArgs {
   std::string packfile;
   int64_t index = -1;
   bool json = false;
+  bool strict = false;
 };
 
 using RunPtr = std::unique_ptr<a2pack_run, decltype(&a2pack_run_close)>;
+
+// A run whose meta.steps disagrees with its steps: a warning, or with
+// --strict an error (exit status 1) before anything is printed.
+void check_steps(const a2pack_run* run, const std::string& where, bool strict) {
+  std::string why = steps_mismatch(run);
+  if (why.empty()) return;
+  if (strict) throw CliError(fmt::format("{}: {}; failing as --strict asks", where, why));
+  status("a2pack: warning: {}: {}\n", where, why);
+}
 
 void print_run(const a2pack_run* run, bool json) {
   if (json)
@@ -42,6 +52,7 @@ void inspect_entry(const InspectArgs& a) {
   a2pack_run* raw = nullptr;
   check(api->decode(p.get(), i, 0, &raw));
   RunPtr run(raw, a2pack_run_close);
+  check_steps(run.get(), fmt::format("{}: entry {}", a.packfile, i), a.strict);
   const char* storage = e.flags == A2PACK_PACK_ENTRY_ZSTD ? "zstd" : "stored";
   if (a.json) {
     nlohmann::json j = run_summary_json(run.get());
@@ -72,6 +83,7 @@ void run_inspect(const InspectArgs& a) {
   a2pack_run* run = nullptr;
   check(a2pack_run_load(a.run_path.c_str(), &run));
   RunPtr guard(run, a2pack_run_close);
+  check_steps(run, a.run_path, a.strict);
   print_run(run, a.json);
 }
 
@@ -84,6 +96,8 @@ Registrar reg("inspect", [](CLI::App& app) {
   c->add_option("--packfile", a->packfile, "A packfile (with --index)");
   c->add_option("--index", a->index, "Entry of the packfile")->check(CLI::NonNegativeNumber);
   c->add_flag("--json", a->json, "Print the summary as JSON (docs/cli.md)");
+  c->add_flag("--strict", a->strict,
+              "Fail on a run whose meta.steps disagrees with its steps instead of warning");
   c->callback([a] { run_inspect(*a); });
 });
 

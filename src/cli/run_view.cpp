@@ -8,6 +8,15 @@
 #include "command.hpp"
 
 namespace a2cli {
+
+std::string steps_mismatch(const a2pack_run* run) {
+  a2pack_run_meta m{};
+  m.size = sizeof m;
+  check(a2pack_run_get_meta(run, &m));
+  const size_t n = a2pack_run_step_count(run);
+  if (m.steps == n) return {};
+  return fmt::format("meta.steps {} but the run stores {} steps", m.steps, n);
+}
 namespace {
 
 struct Counts {

@@ -133,6 +133,13 @@ void Reader::open() {
   const uint64_t iend = kHeaderSize + index_bytes;
   entries_.resize(count);
   uint64_t max_end = 0, min_offset = fstart;
+  // Overlaps are checked in the same pass while the index is sorted by
+  // offset (as every writer lays it out): `owner` is the non-empty entry
+  // whose payload ends furthest so far.
+  bool sorted = true;
+  uint64_t last_offset = 0;
+  size_t owner = SIZE_MAX;
+  StepCapacity cap;  // for the stats block's lengths
   for (size_t i = 0; i < count; ++i) {
     Entry e = decode_entry(index + i * kEntrySize);
     if (e.offset < iend || e.offset > fstart || e.length > fstart - e.offset)
@@ -143,7 +150,15 @@ void Reader::open() {
     max_end = std::max(max_end, e.end());
     min_offset = std::min(min_offset, e.offset);
     entries_[i] = e;
+    cap.add(e);
+    if (e.offset < last_offset) sorted = false;
+    last_offset = e.offset;
+    if (sorted && e.length > 0) {
+      if (owner != SIZE_MAX && e.offset < entries_[owner].end()) fail_overlap(owner, i);
+      if (owner == SIZE_MAX || e.end() > entries_[owner].end()) owner = i;
+    }
   }
+  if (!sorted) check_overlaps_unsorted();
   if (footer_.data_end != max_end)
     fail(A2PACK_E_CORRUPT, "offset {}: footer data_end is {} but the entries end at {}", fstart,
          footer_.data_end, max_end);
@@ -169,6 +184,13 @@ void Reader::open() {
       fail(A2PACK_E_CORRUPT, "offset {}: stats block counts {} runs, the header {}", so + 4,
            stats_block_->count, header_.count);
     stats_block_end_ = so + 4 + len;
+    // The block has no checksum: what can be checked without reading a run
+    // is checked here. A pack whose block fails keeps its entries readable;
+    // stats() and validate() refuse the block.
+    std::string problem = stats_block_problem(*stats_block_);
+    if (!problem.empty()) stats_problem_ = fmt::format("offset {}: {}", so + 4, problem);
+    problem = stats_capacity_problem(*stats_block_, cap);
+    if (!problem.empty()) capacity_problem_ = fmt::format("offset {}: {}", so + 4, problem);
     if (count == 0) region_end = so;
   }
   // The padding between the index and the first payload is checked here
@@ -178,6 +200,35 @@ void Reader::open() {
   uint64_t pad = std::min<uint64_t>(pad_end - iend, kOpenPadCheck);
   if (auto at = first_nonzero(iend, pad))
     fail(A2PACK_E_CORRUPT, "offset {}: non-zero byte in the padding after the index", *at);
+}
+
+void Reader::fail_overlap(size_t a, size_t b) const {
+  const Entry& x = entries_[a];
+  const Entry& y = entries_[b];
+  fail(A2PACK_E_CORRUPT,
+       "entries {} and {} overlap: payloads [{}, {}) and [{}, {}) share the bytes from offset {}{}",
+       a, b, x.offset, x.end(), y.offset, y.end(), std::max(x.offset, y.offset),
+       x.offset == y.offset && x.length == y.length
+           ? " (the same payload twice: one entry points at another's run)"
+           : "");
+}
+
+void Reader::check_overlaps_unsorted() const {
+  // Non-empty entries by (offset, index): O(n log n), only for an index not
+  // laid out in offset order (no writer produces one).
+  std::vector<size_t> order;
+  order.reserve(entries_.size());
+  for (size_t i = 0; i < entries_.size(); ++i)
+    if (entries_[i].length > 0) order.push_back(i);
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return entries_[a].offset < entries_[b].offset || (entries_[a].offset == entries_[b].offset && a < b);
+  });
+  size_t owner = SIZE_MAX;
+  for (size_t i : order) {
+    if (owner != SIZE_MAX && entries_[i].offset < entries_[owner].end())
+      fail_overlap(std::min(owner, i), std::max(owner, i));
+    if (owner == SIZE_MAX || entries_[i].end() > entries_[owner].end()) owner = i;
+  }
 }
 
 std::optional<uint64_t> Reader::first_nonzero(uint64_t offset, uint64_t len) const {
@@ -478,7 +529,27 @@ void Reader::compute_summary(uint32_t workers) const {
   histograms_ = std::make_unique<Histograms>(hist[0].finish());
 }
 
+std::string Reader::stats_problem(uint32_t workers) const {
+  if (!stats_problem_.empty()) return stats_problem_;
+  std::lock_guard<std::mutex> lk(mu_);
+  if (capacity_problem_.empty()) return {};
+  // Either the block lies or a run's meta.steps does (which upstream
+  // accepts): the runs' headers tell, read once in parallel.
+  if (!computed_stats_) compute_summary(workers);
+  if (*computed_stats_ == *stats_block_)
+    capacity_problem_.clear();
+  else
+    capacity_problem_ = fmt::format("offset {}: {}", footer_.stats_offset + 4,
+                                    stats_difference(*stats_block_, *computed_stats_));
+  return capacity_problem_;
+}
+
 Reader::Stats Reader::stats(uint32_t workers) const {
+  if (std::string problem = stats_problem(workers); !problem.empty())
+    fail(A2PACK_E_CORRUPT,
+         "{}: {}; refusing to report it (`a2pack validate --full` compares the block with the "
+         "runs)",
+         path(), problem);
   if (stats_block_) return {*stats_block_, true};
   std::lock_guard<std::mutex> lk(mu_);
   if (!computed_stats_) compute_summary(workers);
@@ -545,23 +616,30 @@ void Reader::validate(bool full, uint32_t workers, const ProgressFn& progress) c
       fail(A2PACK_E_INTERRUPTED, "{}: validation interrupted", path());
   }
 
-  if (full) {
-    auto file_problem = [&](a2pack_status st, std::string msg) {
-      record(UINT64_MAX, Error(st, fmt::format("{}: {}", path(), msg)));
-    };
-    if (stats_block_ && lengths_ok) {
-      StatsBlock actual = summarize_lengths(lengths);
-      if (!(actual == *stats_block_))
-        file_problem(A2PACK_E_CORRUPT,
-                     fmt::format("the stats block (count {}, total_steps {}, min {}, max {}, "
-                                 "p50/p90/p99 {}/{}/{}) disagrees with the runs (count {}, "
-                                 "total_steps {}, min {}, max {}, p50/p90/p99 {}/{}/{})",
-                                 stats_block_->count, stats_block_->total_steps,
-                                 stats_block_->min_len, stats_block_->max_len, stats_block_->p50,
-                                 stats_block_->p90, stats_block_->p99, actual.count,
-                                 actual.total_steps, actual.min_len, actual.max_len, actual.p50,
-                                 actual.p90, actual.p99));
+  auto file_problem = [&](a2pack_status st, std::string msg) {
+    record(UINT64_MAX, Error(st, fmt::format("{}: {}", path(), msg)));
+  };
+  // The open-time check of the stats block; validate(full) reports it only
+  // where its own comparison with the runs does not speak for the block.
+  bool block_compared = false;
+  if (full && stats_block_ && lengths_ok) {
+    StatsBlock actual = summarize_lengths(lengths);
+    if (!(actual == *stats_block_)) {
+      block_compared = true;
+      file_problem(A2PACK_E_CORRUPT, stats_difference(*stats_block_, actual));
     }
+  }
+  if (!block_compared) {
+    std::string problem;
+    try {
+      problem = stats_problem(workers);
+    } catch (const Error& e) {  // a run's header that cannot be read: reported above
+      problem = stats_problem_;
+    }
+    if (!problem.empty()) file_problem(A2PACK_E_CORRUPT, problem);
+  }
+
+  if (full) {
     // Every byte that is neither header, index, payload, stats nor footer
     // must be zero; entries must not overlap.
     std::vector<uint64_t> order(n);

@@ -94,6 +94,11 @@ class Reader {
   uint64_t index_end() const { return kHeaderSize + kEntrySize * entries_.size(); }
   uint64_t footer_start() const { return src_.size() - kFooterSize; }
   const std::optional<StatsBlock>& stats_block() const { return stats_block_; }
+  // Why the stats block cannot be right ("" when it is, or there is none):
+  // stats_block_problem at open; a block whose lengths the entries cannot
+  // hold (stats_capacity_problem) is compared with the runs' headers first,
+  // once. stats() and validate() refuse such a block.
+  std::string stats_problem(uint32_t workers = 0) const;
 
   // Entry metadata; Error(OUT_OF_RANGE) for i >= size().
   const Entry& entry(uint64_t i) const;
@@ -144,6 +149,10 @@ class Reader {
 
  private:
   void open();
+  // Entries a and b share payload bytes: Error(CORRUPT) naming both ranges.
+  [[noreturn]] void fail_overlap(size_t a, size_t b) const;
+  // The overlap check of open() for an index not sorted by offset.
+  void check_overlaps_unsorted() const;
   [[noreturn]] void fail_entry(uint64_t i, const Error& e) const;
   // Decode entry i's payload; a decode error names the pack and entry.
   run::Run decode_payload(uint64_t i, const EntryBytes& b) const;
@@ -172,6 +181,8 @@ class Reader {
   std::vector<Entry> entries_;
   std::optional<StatsBlock> stats_block_;
   uint64_t stats_block_end_ = 0;
+  std::string stats_problem_;           // found at open
+  mutable std::string capacity_problem_;  // to be settled by the runs; mu_
 
   mutable std::mutex mu_;
   mutable std::optional<StatsBlock> computed_stats_;

@@ -1,7 +1,11 @@
 // Packfile round trips, upstream byte compatibility and corruption handling.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include <cmath>
+#include <fmt/format.h>
 
 #include <filesystem>
 
@@ -455,4 +459,273 @@ TEST(PackReader, UpstreamFixturePack) {
   EXPECT_EQ(x.final_board, 0x100100010232001bull);
   EXPECT_EQ(r.stats(1).stats.max_len, 959u);
   r.validate(true, 2, {});
+}
+
+// ---------------------------------------------------------------- stats block at open
+namespace {
+// The postcard part of a pack's stats block, where it lies in `bytes`.
+size_t stats_body_at(const std::string& bytes) {
+  uint64_t so;
+  std::memcpy(&so, bytes.data() + bytes.size() - kFooterSize + 16, 8);
+  return static_cast<size_t>(so) + 4;
+}
+
+// `pack` with its stats block replaced by `s`: the block sits right before
+// the footer, which stays as it is (stats_offset does not move).
+std::string with_stats(const std::string& pack, const StatsBlock& s) {
+  const size_t at = stats_body_at(pack) - 4;
+  return pack.substr(0, at) + encode_stats_block(s) + pack.substr(pack.size() - kFooterSize);
+}
+}  // namespace
+
+TEST(PackCorruption, StatsBlockIsCheckedAgainstItselfAndTheIndexAtOpen) {
+  a2test::TempDir dir;
+  auto payloads = mixed_payloads(9, 60);
+  std::string good = write_pack(dir / "p.a2pack", payloads);
+  Reader g(dir / "p.a2pack");
+  ASSERT_TRUE(g.stats_problem().empty()) << g.stats_problem();
+  const StatsBlock sb = *g.stats_block();
+  const size_t body = stats_body_at(good);
+  const std::string path = dir / "bad.a2pack";
+  // Rewrite the block with one field changed (same encoded length, so the
+  // rest of the file stays put) and check what open, stats and validate say.
+  auto with = [&](const StatsBlock& s) {
+    std::string bad = with_stats(good, s);
+    a2test::write_bytes(path, bad.data(), bad.size());
+    return std::make_unique<Reader>(path);
+  };
+  auto refused = [&](const StatsBlock& s, std::vector<std::string> words) {
+    auto r = with(s);  // opens: the entries stay readable
+    EXPECT_NO_THROW(r->decode(0, true));
+    Error e = expect_error([&] { r->stats(1); });
+    EXPECT_EQ(e.status(), A2PACK_E_CORRUPT);
+    std::string msg = e.what();
+    words.push_back(path);
+    words.push_back(fmt::format("offset {}", body));
+    for (auto& w : words) EXPECT_NE(msg.find(w), std::string::npos) << "'" << w << "' in " << msg;
+    Error q = expect_error([&] { r->validate(false, 1, {}); });  // quick validate too
+    EXPECT_EQ(q.status(), A2PACK_E_CORRUPT);
+    EXPECT_NE(std::string(q.what()).find("stats block"), std::string::npos) << q.what();
+    expect_error([&] { r->validate(true, 1, {}); });
+  };
+  StatsBlock s = sb;
+  s.total_steps ^= 2;  // a flipped bit of the total: the mean no longer agrees
+  refused(s, {"total_steps", fmt::format("{}", s.total_steps)});
+  s = sb;
+  s.mean_len = std::nextafter(sb.mean_len * (1 + 1e-9), 1e300);
+  refused(s, {"mean_len", fmt::format("{}", s.mean_len), fmt::format("{}", sb.mean_len)});
+  s = sb;
+  s.p50 = sb.p90 + 1;
+  refused(s, {"p50", "p90", fmt::format("{}", s.p50), fmt::format("{}", sb.p90)});
+  s = sb;
+  s.min_len = sb.max_len + 1;
+  refused(s, {"min_len", fmt::format("{}", s.min_len)});
+  // A total outside what the order statistics allow.
+  s = sb;
+  s.total_steps = sb.max_len * sb.count + 7;
+  s.mean_len = static_cast<double>(s.total_steps) / static_cast<double>(s.count);
+  refused(s, {"total_steps", fmt::format("{}", s.total_steps)});
+  // Lengths the entries' bytes cannot hold, every field consistent with the
+  // others: a one-run pack whose block says 100000 steps more.
+  {
+    std::vector<std::string> one = {payloads[0]};
+    std::string p1 = write_pack(dir / "one.a2pack", one);
+    StatsBlock b = *Reader(dir / "one.a2pack").stats_block();
+    const uint32_t l = b.max_len + 100000;
+    b.min_len = b.max_len = b.p50 = b.p90 = b.p99 = l;
+    b.total_steps = l;
+    b.mean_len = l;
+    std::string bad = with_stats(p1, b);
+    a2test::write_bytes(path, bad.data(), bad.size());
+    Reader r(path);
+    Error e = expect_error([&] { r.stats(1); });
+    // The runs' headers are read to tell whose fault it is: the block's.
+    const uint32_t real = Reader(dir / "one.a2pack").stats_block()->max_len;
+    EXPECT_NE(std::string(e.what()).find(fmt::format("max_len {} (the runs: {})", l, real)),
+              std::string::npos)
+        << e.what();
+    EXPECT_EQ(expect_error([&] { r.validate(false, 1, {}); }).status(), A2PACK_E_CORRUPT);
+  }
+  // Runs whose meta.steps claims more steps than they store (upstream
+  // decodes them): the block is right about them, and nothing is refused.
+  {
+    std::vector<std::string> forged;
+    for (uint32_t claim : {4294967295u, 0u, 1u}) {
+      run::Run x = a2test::synthetic_run(claim % 7, 150, true);
+      x.meta.steps = claim;
+      forged.push_back(run::encode_v2(x));
+    }
+    write_pack(dir / "forged.a2pack", forged);
+    Reader r(dir / "forged.a2pack");
+    EXPECT_EQ(r.stats(1).stats.max_len, 4294967295u);
+    EXPECT_TRUE(r.stats_problem().empty());
+    r.validate(false, 1, {});
+    r.validate(true, 1, {});
+  }
+  // The untouched block passes, and so does an upstream pack's.
+  EXPECT_EQ(with(sb)->stats(1).stats, sb);
+  std::string up = a2test::upstream_pack(payloads, 4096, true, stats_block_of(payloads));
+  a2test::write_bytes(path, up.data(), up.size());
+  EXPECT_TRUE(Reader(path).stats_problem().empty());
+}
+
+TEST(PackCorruption, EveryFlipOfTotalAndMeanIsCaughtWithoutReadingARun) {
+  // Every bit of total_steps and of mean_len's sign, exponent and upper 48
+  // mantissa bits: open notices (or refuses a block that no longer parses).
+  a2test::TempDir dir;
+  auto payloads = mixed_payloads(7, 80);
+  std::string good = write_pack(dir / "p.a2pack", payloads);
+  const size_t body = stats_body_at(good);
+  Reader g(dir / "p.a2pack");
+  // Postcard: count varint, total_steps varint, min, max varints, mean f64.
+  const StatsBlock& sb = *g.stats_block();
+  auto vsize = [](uint64_t v) { size_t n = 1; while (v >= 128) { v >>= 7; ++n; } return n; };
+  const size_t total_at = body + vsize(sb.count);
+  const size_t mean_at = total_at + vsize(sb.total_steps) + vsize(sb.min_len) + vsize(sb.max_len);
+  std::vector<std::pair<size_t, int>> flips;
+  for (size_t k = 0; k < vsize(sb.total_steps); ++k)
+    for (int bit = 0; bit < 7; ++bit) flips.push_back({total_at + k, bit});
+  for (size_t k = 2; k < 8; ++k)
+    for (int bit = 0; bit < 8; ++bit) flips.push_back({mean_at + k, bit});
+  const std::string path = dir / "bad.a2pack";
+  for (auto [at, bit] : flips) {
+    std::string bad = good;
+    bad[at] = static_cast<char>(bad[at] ^ (1 << bit));
+    a2test::write_bytes(path, bad.data(), bad.size());
+    std::string msg;
+    a2pack_status st = a2test::status_of([&] { Reader(path).stats(1); }, &msg);
+    EXPECT_EQ(st, A2PACK_E_CORRUPT) << "byte " << at << " bit " << bit;
+    EXPECT_NE(msg.find("stats block"), std::string::npos) << msg;
+  }
+}
+
+TEST(PackCorruption, FullValidationPrintsTheDifferingMeanLen) {
+  a2test::TempDir dir;
+  auto payloads = mixed_payloads(5, 30);
+  std::string good = write_pack(dir / "p.a2pack", payloads);
+  Reader g(dir / "p.a2pack");
+  StatsBlock s = *g.stats_block();
+  // The lowest mantissa bit: below what open can tell from rounding, and
+  // the two means print alike with a fixed handful of digits.
+  const double runs_mean = s.mean_len;
+  uint64_t raw;
+  std::memcpy(&raw, &s.mean_len, 8);
+  raw ^= 1;
+  std::memcpy(&s.mean_len, &raw, 8);
+  std::string bad = with_stats(good, s);
+  a2test::write_bytes(dir / "m.a2pack", bad.data(), bad.size());
+  Reader r(dir / "m.a2pack");
+  Error e = expect_error([&] { r.validate(true, 1, {}); });
+  std::string msg = e.what();
+  EXPECT_NE(msg.find(fmt::format("mean_len {} (the runs: {})", s.mean_len, runs_mean)),
+            std::string::npos)
+      << msg;
+  EXPECT_NE(fmt::format("{}", s.mean_len), fmt::format("{}", runs_mean));
+  EXPECT_EQ(msg.find("total_steps " + std::to_string(s.total_steps) + " (the runs"), std::string::npos)
+      << "only the differing fields are marked: " << msg;
+}
+
+// ---------------------------------------------------------------- overlapping entries
+namespace {
+// Recompute index and footer CRCs after editing the index of `n` entries.
+std::string reindex(std::string b, size_t n) {
+  size_t fo = b.size() - kFooterSize;
+  uint32_t ic = crc32c::compute(b.data() + kHeaderSize, kEntrySize * n);
+  std::memcpy(b.data() + fo + 8, &ic, 4);
+  uint32_t fc = crc32c::compute(b.data() + fo, 24);
+  std::memcpy(b.data() + fo + 24, &fc, 4);
+  return b;
+}
+}  // namespace
+
+TEST(PackCorruption, EntriesSharingPayloadBytesAreRefusedAtOpen) {
+  a2test::TempDir dir;
+  // v1 runs only: a v1 file ends with its own CRC32C, so the CRC32C of every
+  // v1 payload is the same constant and the index's CRC cannot tell them
+  // apart: entry 1 pointed at entry 0's bytes passes every CRC.
+  std::vector<std::string> v1;
+  for (uint64_t seed : {1, 3, 5, 7}) v1.push_back(a2test::synthetic_bytes(seed, 30 + seed));
+  std::string good = a2test::upstream_pack(v1, 4096, true, "");
+  const std::string path = dir / "x.a2pack";
+  auto entry_at = [&](const std::string& b, size_t i, uint64_t& off, uint32_t& len, uint32_t& crc) {
+    std::memcpy(&off, b.data() + kHeaderSize + kEntrySize * i, 8);
+    std::memcpy(&len, b.data() + kHeaderSize + kEntrySize * i + 8, 4);
+    std::memcpy(&crc, b.data() + kHeaderSize + kEntrySize * i + 16, 4);
+  };
+  auto set_entry = [&](std::string& b, size_t i, uint64_t off, uint32_t len) {
+    std::memcpy(b.data() + kHeaderSize + kEntrySize * i, &off, 8);
+    std::memcpy(b.data() + kHeaderSize + kEntrySize * i + 8, &len, 4);
+  };
+  uint64_t off0, off1, off2, off3;
+  uint32_t len0, len1, len2, len3, crc0, crc1, crc2, crc3;
+  entry_at(good, 0, off0, len0, crc0);
+  entry_at(good, 1, off1, len1, crc1);
+  entry_at(good, 2, off2, len2, crc2);
+  entry_at(good, 3, off3, len3, crc3);
+  ASSERT_EQ(crc0, crc1);  // the constant the issue is about
+  auto refused = [&](const std::string& bytes, const std::vector<std::string>& words) {
+    a2test::write_bytes(path, bytes.data(), bytes.size());
+    for (bool mmap : {true, false}) {
+      ReaderOptions o;
+      o.use_mmap = mmap;
+      Error e = expect_error([&] { Reader r(path, o); });
+      EXPECT_EQ(e.status(), A2PACK_E_CORRUPT);
+      for (auto& w : words) EXPECT_NE(std::string(e.what()).find(w), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+    }
+  };
+  // Entry 1 redirected to entry 0's payload (offset and length): a duplicate.
+  std::string dup = good;
+  set_entry(dup, 1, off0, len0);
+  refused(reindex(dup, 4), {"entries 0 and 1", "the same payload twice",
+                            fmt::format("[{}, {})", off0, off0 + len0)});
+  // Entry 2 starting inside entry 1.
+  std::string part = good;
+  set_entry(part, 2, off1 + 8, len2);
+  refused(reindex(part, 4), {"entries 1 and 2", fmt::format("offset {}", off1 + 8)});
+  // An index not in offset order: entry 3 duplicated into slot 0, so the
+  // sorted pass cannot see it.
+  std::string back = good;
+  set_entry(back, 0, off3, len3);
+  refused(reindex(back, 4), {"entries 0 and 3"});
+  // Not in offset order but disjoint: fine (entries 0 and 3 swapped).
+  std::string swapped = good;
+  set_entry(swapped, 0, off3, len3);
+  set_entry(swapped, 3, off0, len0);
+  swapped = reindex(swapped, 4);
+  a2test::write_bytes(path, swapped.data(), swapped.size());
+  Reader r(path);
+  EXPECT_EQ(r.decode(0, true), run::decode(reinterpret_cast<const uint8_t*>(v1[3].data()), v1[3].size()));
+  r.validate(true, 1, {});
+}
+
+// ---------------------------------------------------------------- non-regular files
+TEST(PackReader, AFifoIsRefusedNotWaitedFor) {
+  a2test::TempDir dir;
+  const std::string fifo = dir / "p.a2pack";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  // Held open for writing, so that a reader which did open it (the bug)
+  // would not block in open() and this test fails instead of hanging.
+  int keep = ::open(fifo.c_str(), O_RDWR | O_NONBLOCK);
+  ASSERT_GE(keep, 0);
+  for (bool mmap : {true, false}) {
+    ReaderOptions o;
+    o.use_mmap = mmap;
+    std::string msg;
+    EXPECT_EQ(a2test::status_of([&] { Reader r(fifo, o); }, &msg), A2PACK_E_INVALID_ARGUMENT);
+    EXPECT_NE(msg.find(fifo + ": is a FIFO"), std::string::npos) << msg;
+  }
+  std::string msg;
+  EXPECT_EQ(a2test::status_of([&] { read_file(fifo); }, &msg), A2PACK_E_INVALID_ARGUMENT);
+  EXPECT_NE(msg.find("not a regular file"), std::string::npos) << msg;
+  EXPECT_EQ(a2test::status_of([&] { MappedFile m(fifo); }), A2PACK_E_INVALID_ARGUMENT);
+  EXPECT_EQ(a2test::status_of([&] { run::load(fifo); }), A2PACK_E_INVALID_ARGUMENT);
+  // A character device is refused the same way; a folder still opens (its
+  // callers say "is a folder"), a regular file as before.
+  EXPECT_EQ(a2test::status_of([&] { ReadFd f("/dev/null"); }, &msg), A2PACK_E_INVALID_ARGUMENT);
+  EXPECT_NE(msg.find("character device"), std::string::npos) << msg;
+  EXPECT_NO_THROW(ReadFd f(dir.path()));
+  ::close(keep);
+  // Nothing waits for a writer that never comes either.
+  EXPECT_EQ(a2test::status_of([&] { Reader r(fifo); }), A2PACK_E_INVALID_ARGUMENT);
 }

@@ -1,5 +1,8 @@
 // Run codecs against the upstream fixture, round trips, and hostile input.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cfloat>
 #include <cmath>
@@ -463,4 +466,41 @@ TEST(Branches, UpstreamNormalisationRules) {
   EXPECT_FLOAT_EQ(out[1], 1.0f / 3);
   EXPECT_FLOAT_EQ(out[2], 2.0f / 3);
   EXPECT_EQ(out[3], 1.0f - FLT_EPSILON);  // the max maps to 1.0, replaced
+}
+
+// ---------------------------------------------------------------- meta.steps
+TEST(RunV2, MetaStepsIsKeptApartFromTheStepsAsUpstreamDecodesIt) {
+  // v2 stores meta.steps and the steps separately; upstream never compares
+  // them, so the codec keeps both and the commands report the difference
+  // (warning, or an error under --strict). 150 real steps, forged counts.
+  for (uint32_t forged : {4294967295u, 0u, 1u}) {
+    run::Run r = sample_run(true, 150);
+    r.meta.steps = forged;
+    std::string b = run::encode_v2(r);
+    run::Run d = run::decode(reinterpret_cast<const uint8_t*>(b.data()), b.size());
+    EXPECT_EQ(d.meta.steps, forged);
+    EXPECT_EQ(d.size(), 150u);
+    run::Header h = run::parse_header(reinterpret_cast<const uint8_t*>(b.data()), b.size());
+    EXPECT_EQ(h.meta.steps, forged);
+    EXPECT_EQ(h.n_steps, 150u);
+  }
+  // Upstream's own file agrees with itself.
+  auto f = fixture();
+  run::Run x = run::decode(f.data(), f.size());
+  EXPECT_EQ(x.meta.steps, x.size());
+}
+
+TEST(RunBadInput, AFifoIsRefusedNotWaitedFor) {
+  a2test::TempDir dir;
+  const std::string fifo = dir / "r.a2run2";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  int keep = ::open(fifo.c_str(), O_RDWR | O_NONBLOCK);  // a regression fails, not hangs
+  ASSERT_GE(keep, 0);
+  std::string msg;
+  EXPECT_EQ(a2test::status_of([&] { run::load(fifo); }, &msg), A2PACK_E_INVALID_ARGUMENT);
+  EXPECT_NE(msg.find(fifo + ": is a FIFO (named pipe), not a regular file"), std::string::npos) << msg;
+  const char* paths[] = {fifo.c_str()};
+  EXPECT_EQ(a2test::status_of([&] { run::load_batch(paths, 1, 1); }, &msg), A2PACK_E_INVALID_ARGUMENT);
+  EXPECT_NE(msg.find(fifo), std::string::npos) << msg;
+  ::close(keep);
 }

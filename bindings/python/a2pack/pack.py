@@ -27,7 +27,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ._native import check, ffi, fspath, lib, view_array
-from .run import KIND_NAMES, RunBatch, RunV2
+from .run import KIND_NAMES, RunBatch, RunV2, _warn_steps
 
 PathLike = Union[str, os.PathLike[str]]
 Progress = Optional[Callable[[int, int], Optional[bool]]]
@@ -235,7 +235,7 @@ class PackReader:
         """Entry i as a RunV2 (a v1 run is upgraded)."""
         out = ffi.new("a2pack_run **")
         check(lib.a2pack_pack_decode(self._handle, self._index(i), self._flags(verify), out))
-        return RunV2._adopt(out[0])
+        return _warn_steps(RunV2._adopt(out[0]), f"{self.path}: entry {i}")
 
     __getitem__ = decode
 

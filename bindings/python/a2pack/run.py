@@ -5,6 +5,7 @@
 # live in this module and a string annotation there cannot be resolved (pdoc).
 import dataclasses
 import os
+import warnings
 from typing import Any, Callable, ClassVar, Dict, List, NamedTuple, Optional, Sequence, Tuple, Union, cast
 
 import numpy as np
@@ -32,6 +33,22 @@ class StepV2(NamedTuple):
     pre_board: int
     chosen: int  # 0 Up, 1 Down, 2 Left, 3 Right
     branches: Optional[Tuple[Branch, Branch, Branch, Branch]]
+
+
+class StepsMismatchWarning(UserWarning):
+    """A decoded run whose ``meta.steps`` differs from the steps it stores.
+
+    A v2 file keeps the two apart and upstream decodes such a file without a
+    word, so a2pack decodes it too (``meta.steps`` as stored, ``len(run)``
+    the steps present) and warns. Turn the warning into an error with
+    ``warnings.simplefilter("error", StepsMismatchWarning)``."""
+
+
+def _warn_steps(run: "RunV2", where: str) -> "RunV2":
+    if not run.meta_steps_ok:
+        warnings.warn(StepsMismatchWarning(
+            f"{where}: meta.steps {run.meta.steps} but the run stores {len(run)} steps"), stacklevel=3)
+    return run
 
 
 def detect_kind(data: bytes) -> str:
@@ -128,14 +145,14 @@ class RunV2:
     def load(cls, path: "Union[str, os.PathLike[str]]") -> "RunV2":
         out = ffi.new("a2pack_run **")
         check(lib.a2pack_run_load(fspath(path), out))
-        return cls._adopt(out[0])
+        return _warn_steps(cls._adopt(out[0]), os.fsdecode(os.fspath(path)))
 
     @classmethod
     def from_bytes(cls, data: bytes) -> "RunV2":
         buf = ffi.from_buffer(data)
         out = ffi.new("a2pack_run **")
         check(lib.a2pack_run_decode(buf, len(data), out))
-        return cls._adopt(out[0])
+        return _warn_steps(cls._adopt(out[0]), "run bytes")
 
     # -- encoding ------------------------------------------------------------
     def to_bytes(self, kind: str = "v2", drop_branches: bool = False) -> bytes:
@@ -179,6 +196,15 @@ class RunV2:
 
     def __len__(self) -> int:
         return int(lib.a2pack_run_step_count(self._h))
+
+    @property
+    def meta_steps_ok(self) -> bool:
+        """Whether ``meta.steps`` equals the number of steps stored (always
+        for v1 files and for upstream's v2 files; see StepsMismatchWarning)."""
+        m = ffi.new("a2pack_run_meta *")
+        m.size = ffi.sizeof("a2pack_run_meta")
+        check(lib.a2pack_run_get_meta(self._h, m))
+        return int(m.steps) == len(self)
 
     def _columns(self) -> Tuple["npt.NDArray[np.uint64]", "npt.NDArray[np.uint8]", "npt.NDArray[np.float32]",
                                 "npt.NDArray[np.uint8]", "npt.NDArray[np.uint8]"]:
@@ -331,6 +357,11 @@ class RunBatch:
             return None
         a, b = int(self.engine_offsets[r]), int(self.engine_offsets[r + 1])
         return self._engine_bytes[a:b].decode("utf-8")
+
+    def steps_mismatch(self) -> "npt.NDArray[np.intp]":
+        """Runs (batch positions) whose ``meta_steps`` differs from the steps
+        they store (see StepsMismatchWarning); empty for consistent runs."""
+        return np.flatnonzero(self.meta_steps != np.diff(self.step_offsets))
 
     def run_steps(self, r: int) -> slice:
         """The slice of the step columns that belongs to run r."""
