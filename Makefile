@@ -186,7 +186,7 @@ demo: build python
 
 # ---------------------------------------------------------------- bench
 # Baselines only the benchmarks compare against (bench/bag_compare.py).
-BENCH_PIP_PACKAGES := array-record zstandard
+BENCH_PIP_PACKAGES := array-record zstandard grain litdata
 
 $(STAMPS)/pip-bench: Makefile | setup
 	$(call pip_install_missing,$(BENCH_PIP_PACKAGES))

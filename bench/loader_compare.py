@@ -204,9 +204,9 @@ def litdata_batches(path, n, batch, seed, work):
 def _litdata_rows(item):
     f, a, b = item
     z = np.load(f)
+    e, m, l, v = z["exps"], z["moves"], z["legal"], z["ev"]  # each z[...] reads the archive
     for i in range(a, b):
-        yield {"exponents": z["exps"][i], "moves": int(z["moves"][i]), "legal": z["legal"][i],
-               "ev_values": z["ev"][i]}
+        yield {"exponents": e[i], "moves": int(m[i]), "legal": l[i], "ev_values": v[i]}
 
 
 # ---------------------------------------------------------------- main
