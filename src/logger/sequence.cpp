@@ -85,12 +85,16 @@ SegmentEnd check_sequence(const std::string& path, uint32_t number, uint64_t siz
     }
     data.push_back(f);
   }
-  if (foreign)
+  if (foreign) {
+    // The segment is not what its name says: that problem stands for its
+    // end too (a copy of a closed segment has its closing frame skipped).
+    end.tail_damaged = true;
     problems.push_back(
         {path, first_foreign->offset, A2PACK_E_CORRUPT,
          fmt::format("{} block(s) from offset {} on were written into segment {}, not this one "
                      "(a copied or renamed segment); their frames are skipped",
                      foreign, first_foreign->offset, segment_name(first_foreign->header.segment))});
+  }
   if (after_close)
     problems.push_back({path, first_after_close->offset, A2PACK_E_CORRUPT,
                         fmt::format("{} block(s) after the segment's closing frame at offset {} "
@@ -251,7 +255,12 @@ bool needs_resume(const std::string& seg_dir, const std::vector<uint32_t>& ids,
                   uint32_t& segment, uint64_t& size) {
   for (size_t k = ids.size(); k-- > 0;) {
     std::string path = seg_dir + "/" + segment_name(ids[k]);
-    MappedFile f(path, MappedFile::Advice::sequential);
+    MappedFile f;
+    try {
+      f = MappedFile(path, MappedFile::Advice::sequential);
+    } catch (const Error&) {
+      return false;  // unreadable: readers report it; no marker can vouch for it
+    }
     if (f.size() == 0) continue;  // created, never written: look further back
     std::vector<FrameRef> frames;
     std::vector<Problem> problems;

@@ -21,7 +21,10 @@ namespace a2pack::logger {
 struct SegmentEnd {
   bool sequenced = false;     // holds version-3 blocks
   bool closed = false;        // has its closing frame
-  bool tail_damaged = false;  // a damaged range after its last good block (already a problem)
+  // A problem reported already stands for a missing closing frame: a
+  // damaged range after the last good block (a torn write), or blocks of
+  // another segment.
+  bool tail_damaged = false;
   uint64_t data_frames = 0;   // distinct data frames found
   uint64_t end = 0;           // offset after its last good block
   bool resumes = false;       // begins with a resume marker:

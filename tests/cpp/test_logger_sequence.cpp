@@ -449,6 +449,7 @@ TEST(LoggerSequence, ASigkilledLoggerReopenedLeavesOnlyNotesAndTornTails) {
         o.rotate_bytes = 32 << 10;
         Logger lg(tmp.path(), o);
         uint32_t s = lg.register_stream("{}", 1.0, 0.5, 0);
+        lg.register_stream("{}", 1.0, 0.5, 0);  // the next incarnation records both
         std::vector<uint32_t> idx;
         std::vector<double> val;
         for (uint64_t i = 0;; ++i) {
