@@ -128,6 +128,16 @@ inline constexpr uint32_t kMaxRecordValues = 1u << 26;  // 64 Mi non-zeros per r
 inline constexpr uint64_t kMaxRawFrame = 1ull << 31;    // 2 GiB decompressed
 inline constexpr uint32_t kMaxStreams = 1u << 22;       // stream ids 0 .. 4 Mi - 1
 
+// The writer keeps every frame within this many decompressed bytes per byte
+// on disk (header included), half the readers' default max_expansion, so
+// that limit never refuses what the logger wrote: a frame that compresses
+// further (the same record over and over) is followed, inside its
+// compressed_len, by a zstd skippable frame of zeros (kPadMagic) that zstd
+// skips when decompressing.
+inline constexpr uint64_t kWriterMaxExpansion = 512;
+inline constexpr uint32_t kPadMagic = 0x184D2A5B;  // skippable, nibble B: not a header
+inline constexpr size_t kPadMin = 8;               // a skippable frame's own header
+
 // Version 2: a record serves as the value predictor of its stream's next
 // record in the frame only when it has at most this many non-zeros, which
 // bounds the encoder's per-frame state without limiting record sizes.

@@ -592,6 +592,18 @@ bool Logger::compress_one(std::unique_lock<std::mutex>& lk, void* cctx_ptr) {
                                 c->data.get(), c->len());
       if (ZSTD_isError(r))
         fail(A2PACK_E_INTERNAL, "zstd compression failed: {}", ZSTD_getErrorName(r));
+      // Keep the frame within what readers accept for its size (format.hpp,
+      // kWriterMaxExpansion): pad a frame that compressed too well.
+      const uint64_t disk = (c->len() + kWriterMaxExpansion - 1) / kWriterMaxExpansion;
+      if (kHeaderSize + r < disk) {
+        const size_t pad = std::max<size_t>(disk - kHeaderSize - r, kPadMin);
+        if (out->size() < kHeaderSize + r + pad) out->resize(kHeaderSize + r + pad);
+        uint8_t* p = out->data() + kHeaderSize + r;
+        le::store<uint32_t>(p, kPadMagic);
+        le::store<uint32_t>(p + 4, static_cast<uint32_t>(pad - kPadMin));
+        std::memset(p + kPadMin, 0, pad - kPadMin);
+        r += pad;
+      }
       h.compressed_len = static_cast<uint32_t>(r);
       h.raw_len = static_cast<uint32_t>(c->len());
       h.n_records = c->records;

@@ -222,6 +222,37 @@ TEST(LoggerAmplification, ACallerWhoRaisesTheLimitGetsTheRecords) {
   EXPECT_EQ(d.n_records(), 6000u);
 }
 
+TEST(LoggerAmplification, TheLoggerNeverWritesWhatTheDefaultRefuses) {
+  // The same record over and over (a quiet sensor): zstd shrinks a 256 KiB
+  // frame of it to a few dozen bytes; the writer pads it back within limits.
+  a2test::TempDir tmp;
+  {
+    Logger lg(tmp.path(), Options{});
+    uint32_t s = lg.register_stream("{}", 1.0, 1.0, 0);
+    std::vector<uint32_t> idx(16);
+    std::vector<double> val(16, 1.0);
+    for (uint32_t k = 0; k < 16; ++k) idx[k] = k;
+    for (uint64_t i = 0; i < 100'000; ++i) lg.record(s, 0.0, idx.data(), val.data(), 16);
+    lg.record(s, 0.0, nullptr, nullptr, 0);
+    lg.close();
+  }
+  Bytes b = a2test::read_bytes(seg(tmp.path(), 0));
+  uint64_t raw = 0;
+  for (const auto& f : blocks_of(b)) {
+    EXPECT_LE(f.header.raw_len, kWriterMaxExpansion * (f.header.size() + f.header.compressed_len));
+    raw += f.header.raw_len;
+  }
+  DecodeOptions strict;
+  strict.strict = true;
+  Decoded d = decode_dir(tmp.path(), strict);
+  EXPECT_EQ(d.n_records(), 100'001u);
+  // Still one plain zstd stream: the padding is a skippable frame.
+  Bytes plain(raw + 1);
+  size_t n = ZSTD_decompress(plain.data(), plain.size(), b.data(), b.size());
+  ASSERT_FALSE(ZSTD_isError(n)) << ZSTD_getErrorName(n);
+  EXPECT_EQ(n, raw);
+}
+
 // ------------------------------------------------ 6. frame sequence
 
 TEST(LoggerSequence, ACleanCloseEndsWithAClosingFrameAndDecodesWithoutProblems) {
