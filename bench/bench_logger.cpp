@@ -523,6 +523,8 @@ struct WarmFrames {
       : file(dir + "/segments/00000.seg.zst"), meta(read_sidecar(sidecar_path(dir, 0), 0)) {
     std::vector<Problem> problems;
     scan_segment(file.data(), file.size(), dir + "/segments/00000.seg.zst", 0, frames, problems);
+    // Data frames only: the closing frame is a header alone.
+    std::erase_if(frames, [](const FrameRef& f) { return f.header.marker(); });
     size_t max_r = 0, max_v = 0, max_raw = 0;
     for (auto& f : frames) {
       max_r = std::max<size_t>(max_r, f.header.n_records);
@@ -538,7 +540,7 @@ struct WarmFrames {
   }
   // CRC check and decompression of frame f into raw; returns its bytes.
   size_t decompress(ZSTD_DCtx* dc, const FrameRef& f) {
-    const uint8_t* payload = file.data() + f.offset + kHeaderSize;
+    const uint8_t* payload = file.data() + f.offset + f.header.size();
     if (crc32c::compute(payload, f.header.compressed_len) != f.header.payload_crc) std::abort();
     size_t r = ZSTD_decompressDCtx(dc, raw.data(), raw.size(), payload, f.header.compressed_len);
     if (ZSTD_isError(r)) std::abort();
@@ -579,7 +581,7 @@ void BM_DecodeFramesWarm(benchmark::State& state) {
       size_t r = wf.decompress(dc, f);
       FrameSink sink{wf.ids.data(), wf.ep.data(), wf.off.data() + 1, wf.idx.data(), wf.val.data(), 0,
                      f.header.n_records, f.header.n_values};
-      records += decode_frame(f.header.version, wf.raw.data(), r, f.header.n_records, scales, sink).records;
+      records += decode_frame(f.header.payload_version(), wf.raw.data(), r, f.header.n_records, scales, sink).records;
       bytes += r;
     }
   }
@@ -618,7 +620,7 @@ void BM_ParseFrames(benchmark::State& state) {
       const FrameRef& f = wf.frames[i];
       FrameSink sink{wf.ids.data(), wf.ep.data(), wf.off.data() + 1, wf.idx.data(), wf.val.data(), 0,
                      f.header.n_records, f.header.n_values};
-      records += decode_frame(f.header.version, raws[i].data(), raws[i].size(), f.header.n_records,
+      records += decode_frame(f.header.payload_version(), raws[i].data(), raws[i].size(), f.header.n_records,
                               scales, sink)
                      .records;
       bytes += raws[i].size();

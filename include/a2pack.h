@@ -1542,6 +1542,10 @@ typedef struct a2pack_logger_decode_options {
   uint64_t max_frame_bytes;   /* decompressed bytes per frame; default 2^28 (256 MiB) */
   uint64_t max_records;       /* records per decode; default 2^30 */
   uint64_t max_bytes;         /* decompressed frame bytes per decode; default 2^35 (32 GiB) */
+  /* A frame may decompress to at most this many times its bytes on disk, so
+   * that a decode's memory and time stay proportional to the bytes it
+   * reads; a frame past it is skipped as a problem. Default 1024. */
+  uint64_t max_expansion;
 } a2pack_logger_decode_options;
 
 A2PACK_API void a2pack_logger_decode_options_init(a2pack_logger_decode_options *opts);

@@ -174,6 +174,7 @@ A2PACK_EXPORT a2pack_status a2pack_logger_decode(const char* dir,
     if (o.max_frame_bytes) d.max_frame_bytes = o.max_frame_bytes;
     if (o.max_records) d.max_records = o.max_records;
     if (o.max_bytes) d.max_bytes = o.max_bytes;
+    if (o.max_expansion) d.max_expansion = o.max_expansion;
     *out = new a2pack_logger_data{logger::decode_dir(dir, d)};
   });
 }

@@ -21,6 +21,7 @@ namespace {
 // Decode limits (0 = the library's defaults; docs/logger.md, "Limits").
 struct Limits {
   uint64_t frame_records = 0, frame_bytes = 0, records = 0, bytes = 0;
+  uint64_t expansion = 0;
 };
 
 // A decoded folder, released on scope exit.
@@ -38,6 +39,7 @@ struct Data {
     o.max_frame_bytes = lim.frame_bytes;
     o.max_records = lim.records;
     o.max_bytes = lim.bytes;
+    o.max_expansion = lim.expansion;
     double t0 = now_seconds();
     check(a2pack_logger_decode(dir.c_str(), &o, &h));
     seconds = now_seconds() - t0;
@@ -99,6 +101,9 @@ void add_common(CLI::App* c, CommonArgs& a) {
                 "Decode at most this many records (default 2^30)");
   c->add_option("--max-bytes", a.limits.bytes,
                 "Decompress at most this many frame bytes (default 2^35)");
+  c->add_option("--max-expansion", a.limits.expansion,
+                "Skip frames that decompress to more than this many times their size on disk "
+                "(default 1024)");
 }
 
 // ---------------------------------------------------------------- info

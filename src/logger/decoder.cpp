@@ -26,24 +26,28 @@
 #include "base/worker_pool.hpp"
 #include "logger/seed_layout.hpp"
 #include "logger/segment.hpp"
+#include "logger/sequence.hpp"
 
 namespace a2pack::logger {
 
 namespace {
 
 // Position of the next header (prefix and header CRC both good) at or after
-// `from`, or `size` when none.
+// `from`, or `size` when none. Both header sizes end their prefix with the
+// magic "A2LG" at byte 8: that is what is searched for.
 size_t find_next_header(const uint8_t* data, size_t size, size_t from) {
-  while (from + kHeaderSize <= size) {
-    const void* hit = ::memmem(data + from, size - from, kHeaderPrefix, sizeof kHeaderPrefix);
+  size_t at = from + 8;
+  while (at + sizeof kBlockMagic <= size) {
+    const void* hit = ::memmem(data + at, size - at, kBlockMagic, sizeof kBlockMagic);
     if (!hit) return size;
-    size_t pos = static_cast<size_t>(static_cast<const uint8_t*>(hit) - data);
-    if (pos + kHeaderSize > size) return size;
+    size_t magic = static_cast<size_t>(static_cast<const uint8_t*>(hit) - data);
+    size_t pos = magic - 8;
     BlockHeader h;
-    if (read_header(data + pos, h) != HeaderCheck::bad_prefix &&
-        read_header(data + pos, h) != HeaderCheck::bad_crc)
+    HeaderCheck c = read_header(data + pos, size - pos, h);
+    if (c != HeaderCheck::bad_prefix && c != HeaderCheck::bad_crc &&
+        c != HeaderCheck::short_header)
       return pos;
-    from = pos + 1;
+    at = magic + 1;
   }
   return size;
 }
@@ -54,6 +58,7 @@ const char* header_problem(HeaderCheck c) {
     case HeaderCheck::bad_crc: return "frame header CRC32C mismatch";
     case HeaderCheck::bad_version: return "frame header of an unsupported format version";
     case HeaderCheck::bad_fields: return "frame header with impossible fields";
+    case HeaderCheck::short_header: return "frame header cut short";
     default: return "frame header ok";
   }
 }
@@ -78,20 +83,22 @@ inline uint64_t get(const uint8_t*& p, const uint8_t* end, uint32_t rec, const c
 void scan_segment(const uint8_t* data, size_t size, const std::string& path, uint32_t file,
                   std::vector<FrameRef>& frames, std::vector<Problem>& problems) {
   size_t pos = 0;
+  auto torn_header = [&] {
+    problems.push_back({path, pos, A2PACK_E_CORRUPT,
+                        fmt::format("{} trailing bytes, too few for a frame header (a torn "
+                                    "write); skipped",
+                                    size - pos)});
+  };
   while (pos < size) {
-    if (size - pos < kHeaderSize) {
-      problems.push_back({path, pos, A2PACK_E_CORRUPT,
-                          fmt::format("{} trailing bytes, too few for a frame header (a torn "
-                                      "write); skipped",
-                                      size - pos)});
-      return;
-    }
+    if (size - pos < kMinHeaderSize) return torn_header();
     BlockHeader h;
-    HeaderCheck c = read_header(data + pos, h);
+    HeaderCheck c = read_header(data + pos, size - pos, h);
+    if (c == HeaderCheck::short_header) return torn_header();
     if (c == HeaderCheck::ok) {
-      if (h.compressed_len <= size - pos - kHeaderSize) {
+      const size_t hs = h.size();
+      if (h.compressed_len <= size - pos - hs) {
         frames.push_back({file, pos, h});
-        pos += kHeaderSize + h.compressed_len;
+        pos += hs + h.compressed_len;
         continue;
       }
       size_t next = find_next_header(data, size, pos + 1);
@@ -99,7 +106,7 @@ void scan_segment(const uint8_t* data, size_t size, const std::string& path, uin
           {path, pos, A2PACK_E_CORRUPT,
            fmt::format("truncated frame: the header announces {} compressed bytes, {} remain{} "
                        "(a write cut short, e.g. by a crash); frame skipped",
-                       h.compressed_len, size - pos - kHeaderSize,
+                       h.compressed_len, size - pos - hs,
                        next < size ? fmt::format(", next frame at offset {}", next) : "")});
       pos = next;
       continue;
@@ -208,9 +215,9 @@ uint64_t count_terminators(const uint8_t* p, size_t len) {
 }
 
 void check_version(uint8_t version) {
-  if (version < kOldestVersion || version > kFormatVersion)
-    fail(A2PACK_E_UNSUPPORTED, "frame format version {} (this library reads {} to {})", version,
-         kOldestVersion, kFormatVersion);
+  if (version < kOldestVersion || version > kPayloadVersion)
+    fail(A2PACK_E_UNSUPPORTED, "frame payload format version {} (this library reads {} to {})",
+         version, kOldestVersion, kPayloadVersion);
 }
 
 }  // namespace
@@ -340,6 +347,34 @@ void grow(Col& c, size_t n, const std::string& dir, const char* what) {
 
 }  // namespace
 
+void report_others(const std::string& seg_dir, const std::vector<std::string>& names, bool all,
+                   std::vector<Problem>& problems) {
+  constexpr std::string_view kSuffix = ".seg.zst";
+  for (const auto& name : names) {
+    const std::string path = seg_dir + "/" + name;
+    const bool seg_like = name.size() > kSuffix.size() &&
+                          name.compare(name.size() - kSuffix.size(), kSuffix.size(), kSuffix) == 0;
+    if (!seg_like) {
+      if (all)
+        problems.push_back({path, 0, A2PACK_OK,
+                            "not a segment (segments are named NNNNN.seg.zst); not read", true});
+      continue;
+    }
+    const std::string stem = name.substr(0, name.size() - kSuffix.size());
+    const bool digits = stem.find_first_not_of("0123456789") == std::string::npos;
+    if (digits && stem.size() >= 5 &&
+        (stem.size() > 10 || std::strtoull(stem.c_str(), nullptr, 10) > UINT32_MAX))
+      problems.push_back({path, 0, A2PACK_E_OUT_OF_RANGE,
+                          "not read: the segment number is past 4294967295, the largest a "
+                          "segment can have; its records are not decoded"});
+    else
+      problems.push_back({path, 0, A2PACK_E_CORRUPT,
+                          "not read: not a segment name as the logger writes them (five digits "
+                          "or more, no extra leading zeros, then .seg.zst); its records are not "
+                          "decoded"});
+  }
+}
+
 Decoded decode_dir(const std::string& dir_in, const DecodeOptions& opts) {
   std::string dir = dir_in;
   while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
@@ -369,7 +404,9 @@ Decoded decode_dir(const std::string& dir_in, const DecodeOptions& opts) {
            p.note ? "note: " : "", p.message);
     }
   };
-  auto seg_ids = list_segments(seg_dir);
+  std::vector<std::string> others;
+  auto seg_ids = list_segments(seg_dir, &others);
+  report_others(seg_dir, others, true, d.problems);
   if (seg_ids.empty()) {
     // The seed's layout: segments directly in the folder, one zstd frame per
     // record (seed_layout.cpp).
@@ -385,26 +422,42 @@ Decoded decode_dir(const std::string& dir_in, const DecodeOptions& opts) {
   std::vector<MappedFile> files(paths.size());
   std::vector<std::vector<FrameRef>> seg_frames(paths.size());
   std::vector<std::vector<Problem>> seg_problems(paths.size());
+  std::vector<SegmentEnd> ends(paths.size());
+  std::vector<uint64_t> seg_bad(paths.size(), 0);
 
-  // 1. Map and scan every segment (parallel across segments).
+  // 1. Map and scan every segment, and check its frame sequence (parallel
+  //    across segments).
   parallel_for(paths.size(), opts.workers, [&](size_t i) {
     try {
       files[i] = MappedFile(paths[i], MappedFile::Advice::sequential);
       scan_segment(files[i].data(), files[i].size(), paths[i], static_cast<uint32_t>(i),
                    seg_frames[i], seg_problems[i]);
+      seg_bad[i] = seg_problems[i].size();
+      uint64_t skipped = 0;
+      ends[i] = check_sequence(paths[i], seg_ids[i], files[i].size(), seg_frames[i],
+                               seg_problems[i], skipped);
+      seg_bad[i] += skipped;
     } catch (const Error& e) {
       seg_problems[i].push_back({paths[i], 0, e.status(), e.what()});
+      ++seg_bad[i];
     }
   });
   std::vector<uint64_t> sizes(paths.size());
   for (size_t i = 0; i < paths.size(); ++i) sizes[i] = files[i].size();
   check_numbering(seg_dir, seg_ids, sizes, d.problems);
+  std::vector<Problem> end_problems;
+  check_segment_ends(paths, seg_ids, sizes, ends,
+                     !paths.empty() && ends.back().sequenced && !ends.back().closed &&
+                         folder_in_use(dir),
+                     end_problems);
   std::vector<FrameRef> frames;
   for (size_t i = 0; i < paths.size(); ++i) {
     d.file_bytes += files[i].size();
     frames.insert(frames.end(), seg_frames[i].begin(), seg_frames[i].end());
     for (auto& p : seg_problems[i]) d.problems.push_back(std::move(p));
-    d.bad_frames += seg_problems[i].size();
+    for (auto& p : end_problems)
+      if (p.path == paths[i]) d.problems.push_back(std::move(p));
+    d.bad_frames += seg_bad[i];
   }
   d.segments = paths.size();
   strict_check();
@@ -424,8 +477,8 @@ Decoded decode_dir(const std::string& dir_in, const DecodeOptions& opts) {
   std::vector<Problem> verify_problem(nf);
   parallel_for(nf, opts.workers, [&](size_t i) {
     const FrameRef& f = frames[i];
-    const uint8_t* payload = files[f.file].data() + f.offset + kHeaderSize;
     const BlockHeader& h = f.header;
+    const uint8_t* payload = files[f.file].data() + f.offset + h.size();
     try {
       uint32_t crc = crc32c::compute(payload, h.compressed_len);
       if (crc != h.payload_crc)
@@ -440,6 +493,15 @@ Decoded decode_dir(const std::string& dir_in, const DecodeOptions& opts) {
              "the frame decompresses to {} bytes, over the limit of {} per frame "
              "(max_frame_bytes; raise it with --max-frame-bytes)",
              h.raw_len, opts.max_frame_bytes);
+      // Plausible for its size before anything is sized from it: zstd can
+      // expand a few bytes ~30 000-fold (a 25 KB folder to 134 M records).
+      const uint64_t disk = h.size() + h.compressed_len;
+      if (opts.max_expansion < UINT64_MAX / disk && h.raw_len > opts.max_expansion * disk)
+        fail(A2PACK_E_OUT_OF_RANGE,
+             "the frame decompresses to {} bytes, {:.0f} times its {} bytes on disk, over the "
+             "limit of {} times (max_expansion; raise it with --max-expansion)",
+             h.raw_len, static_cast<double>(h.raw_len) / static_cast<double>(disk), disk,
+             opts.max_expansion);
       if (h.n_records > opts.max_frame_records)
         fail(A2PACK_E_OUT_OF_RANGE,
              "the frame holds {} records, over the limit of {} per frame "
@@ -561,8 +623,8 @@ Decoded decode_dir(const std::string& dir_in, const DecodeOptions& opts) {
         [&](unsigned w, size_t k) {
           const size_t i = good[gi + k];
           const FrameRef& f = frames[i];
-          const uint8_t* payload = files[f.file].data() + f.offset + kHeaderSize;
           const BlockHeader& h = f.header;
+          const uint8_t* payload = files[f.file].data() + f.offset + h.size();
           try {
             if (!dctx[w] && !(dctx[w] = ZSTD_createDCtx()))
               fail(A2PACK_E_NO_MEMORY, "out of memory creating a zstd context");
@@ -587,7 +649,7 @@ Decoded decode_dir(const std::string& dir_in, const DecodeOptions& opts) {
                            d.offsets.data() + rb + 1, d.indices.data() + vb,
                            d.values.data() + vb,     vb,
                            h.n_records,              h.n_values};
-            counts[i] = decode_frame(h.version, raw, r, h.n_records, scales, sink);
+            counts[i] = decode_frame(h.payload_version(), raw, r, h.n_records, scales, sink);
             if (counts[i].parsed_values != h.n_values)
               fail(A2PACK_E_CORRUPT, "the frame holds {} non-zeros, its header says {}",
                    counts[i].parsed_values, h.n_values);

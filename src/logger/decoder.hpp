@@ -37,7 +37,7 @@ struct Decoded {
   std::vector<StreamMeta> streams;  // ascending id
   std::vector<Problem> problems;
   uint64_t segments = 0;
-  uint64_t frames = 0;      // good frames decoded
+  uint64_t frames = 0;      // good frames decoded (data frames; markers are not counted)
   uint64_t bad_frames = 0;  // frames (or byte ranges) skipped
   uint64_t file_bytes = 0;  // bytes of all segments
   uint64_t raw_bytes = 0;   // decompressed bytes of the good frames
@@ -52,6 +52,12 @@ inline constexpr uint64_t kDefaultMaxFrameRecords = uint64_t{1} << 24;  // 16 Mi
 inline constexpr uint64_t kDefaultMaxFrameBytes = uint64_t{1} << 28;    // 256 MiB decompressed
 inline constexpr uint64_t kDefaultMaxRecords = uint64_t{1} << 30;       // 1 Gi per decode
 inline constexpr uint64_t kDefaultMaxBytes = uint64_t{32} << 30;        // 32 GiB decompressed
+// A frame may decompress to at most this many times its bytes on disk
+// (header included): what keeps a decode's memory and time proportional to
+// the bytes it reads. Records take at least 3 decompressed bytes and 20
+// bytes of output columns, so a folder of F bytes yields at most about
+// 7 * 1024 * F bytes of columns.
+inline constexpr uint64_t kDefaultMaxExpansion = 1024;
 
 struct DecodeOptions {
   uint32_t workers = 0;  // 0 = all cores
@@ -60,6 +66,7 @@ struct DecodeOptions {
   uint64_t max_frame_bytes = kDefaultMaxFrameBytes;
   uint64_t max_records = kDefaultMaxRecords;
   uint64_t max_bytes = kDefaultMaxBytes;
+  uint64_t max_expansion = kDefaultMaxExpansion;
   // Output (claimed by frame headers) decoded per window: each window's
   // columns are grown by its frames' header counts and shrunk to what the
   // frames really held. Tests make it small to cross many windows.
@@ -76,6 +83,13 @@ Decoded decode_dir(const std::string& dir, const DecodeOptions& opts);
 // `sizes` are the segments' byte sizes, parallel to `ids`.
 void check_numbering(const std::string& seg_dir, const std::vector<uint32_t>& ids,
                      const std::vector<uint64_t>& sizes, std::vector<Problem>& problems);
+
+// Problems for the entries `names` of a segments folder that are not
+// segments (list_segments' `others`): a segment-like name (NNN.seg.zst) that
+// is not read is a problem, with `all` anything else a note (the plain
+// layout's run folder holds other files: not `all`).
+void report_others(const std::string& seg_dir, const std::vector<std::string>& names, bool all,
+                   std::vector<Problem>& problems);
 
 // A stream's tick and quantised values as the frame parsers scale them (the
 // double nearest the recorded decimal for scales 1/k): for other layouts.

@@ -2,7 +2,15 @@
 //
 // A segment file `<dir>/segments/NNNNN.seg.zst` is a sequence of blocks:
 //
-//   [40-byte block header][one zstd frame of `compressed_len` bytes]
+//   [56-byte block header][one zstd frame of `compressed_len` bytes]
+//
+// or a header alone (a marker: the closing frame that ends a segment the
+// logger finished, the resume marker that begins the first segment of a
+// reopened folder whose newest segment a killed logger left unclosed). The
+// header numbers the data frames of each segment and carries the segment's
+// own number and records so far, so lost, repeated, reordered and foreign
+// frames and a segment cut between frames are detected (sequence.hpp).
+// Versions 1 and 2 (still read) have a 40-byte header without these.
 //
 // The header is itself a zstd *skippable frame* (magic 0x184D2A5A, content
 // size 32), so a segment stays a valid zstd stream that `zstd -d` / `zstdcat`
@@ -93,20 +101,42 @@ template <typename T>
 using Column = std::vector<T, DefaultInit<T>>;
 
 inline constexpr uint32_t kSkippableMagic = 0x184D2A5A;  // zstd skippable frame, nibble A
-inline constexpr uint32_t kSkippableSize = 32;           // bytes of header after the first 8
 inline constexpr uint8_t kBlockMagic[4] = {'A', '2', 'L', 'G'};
-inline constexpr uint8_t kFormatVersion = 2;    // what the writer writes
-inline constexpr uint8_t kOldestVersion = 1;     // the oldest a reader reads
-inline constexpr size_t kHeaderSize = 40;
-// The fixed first 12 bytes of every header: what resynchronisation looks for.
-inline constexpr uint8_t kHeaderPrefix[12] = {0x5A, 0x2A, 0x4D, 0x18, 0x20, 0x00,
+// Header versions. 3 (written): the 56-byte header that also numbers the
+// frames of a segment and has marker blocks (a closing frame, a resume
+// marker); its payload is version 2's. 1 and 2 (still read): the 40-byte
+// header, payload version 1 or 2, no sequence.
+inline constexpr uint8_t kFormatVersion = 3;   // what the writer writes
+inline constexpr uint8_t kPayloadVersion = 2;  // the newest payload layout
+inline constexpr uint8_t kOldestVersion = 1;   // the oldest a reader reads
+inline constexpr size_t kHeaderSize = 56;      // version 3's header: what the writer writes
+inline constexpr size_t kHeaderSizeV2 = 40;    // versions 1 and 2
+inline constexpr size_t kMinHeaderSize = kHeaderSizeV2;
+// The fixed first 12 bytes of every header (the skippable frame's content
+// size differs): what resynchronisation looks for.
+inline constexpr uint8_t kHeaderPrefix[12] = {0x5A, 0x2A, 0x4D, 0x18, 0x30, 0x00,
                                               0x00, 0x00, 'A',  '2',  'L',  'G'};
+inline constexpr uint8_t kHeaderPrefixV2[12] = {0x5A, 0x2A, 0x4D, 0x18, 0x20, 0x00,
+                                                0x00, 0x00, 'A',  '2',  'L',  'G'};
+// Version 3 flags. A marker block is a header with no zstd frame after it.
+inline constexpr uint8_t kFlagClose = 1;   // closing frame: the segment was closed cleanly
+inline constexpr uint8_t kFlagResume = 2;  // resume marker: a reopened folder's first block
 
 // Limits a reader enforces before allocating by a header field. A frame never
 // holds more than one maximal record plus a frame's worth of small ones.
 inline constexpr uint32_t kMaxRecordValues = 1u << 26;  // 64 Mi non-zeros per record
 inline constexpr uint64_t kMaxRawFrame = 1ull << 31;    // 2 GiB decompressed
 inline constexpr uint32_t kMaxStreams = 1u << 22;       // stream ids 0 .. 4 Mi - 1
+
+// The writer keeps every frame within this many decompressed bytes per byte
+// on disk (header included), half the readers' default max_expansion, so
+// that limit never refuses what the logger wrote: a frame that compresses
+// further (the same record over and over) is followed, inside its
+// compressed_len, by a zstd skippable frame of zeros (kPadMagic) that zstd
+// skips when decompressing.
+inline constexpr uint64_t kWriterMaxExpansion = 512;
+inline constexpr uint32_t kPadMagic = 0x184D2A5B;  // skippable, nibble B: not a header
+inline constexpr size_t kPadMin = 8;               // a skippable frame's own header
 
 // Version 2: a record serves as the value predictor of its stream's next
 // record in the frame only when it has at most this many non-zeros, which
@@ -132,11 +162,28 @@ struct BlockHeader {
   uint32_t n_records = 0;
   uint32_t n_values = 0;  // non-zeros of all the records
   uint32_t payload_crc = 0;
+  // Version 3 only (docs/logger.md, "Frame sequence"):
+  uint32_t segment = 0;  // the number of the segment the block was written into
+  // Data frame: its number in the segment (from 0). Closing frame: the
+  // segment's data frames. Resume marker: the segment it resumes after.
+  uint32_t seq = 0;
+  // Data frame: records of the segment before it. Closing frame: the
+  // segment's records. Resume marker: that segment's size in bytes when the
+  // folder was reopened.
+  uint64_t count = 0;
+
+  size_t size() const { return version >= 3 ? kHeaderSize : kHeaderSizeV2; }
+  // The layout of the decompressed payload (version 3 carries version 2's).
+  uint8_t payload_version() const { return version >= 3 ? kPayloadVersion : version; }
+  bool sequenced() const { return version >= 3; }
+  bool marker() const { return (flags & (kFlagClose | kFlagResume)) != 0; }
 };
 
+// Writes h.size() bytes: version 3's layout, or 1 and 2's (tests forge old frames).
 inline void write_header(uint8_t* out, const BlockHeader& h) {
+  const bool v3 = h.version >= 3;
   le::store<uint32_t>(out + 0, kSkippableMagic);
-  le::store<uint32_t>(out + 4, kSkippableSize);
+  le::store<uint32_t>(out + 4, static_cast<uint32_t>(h.size() - 8));
   std::memcpy(out + 8, kBlockMagic, 4);
   out[12] = h.version;
   out[13] = h.flags;
@@ -146,28 +193,61 @@ inline void write_header(uint8_t* out, const BlockHeader& h) {
   le::store<uint32_t>(out + 24, h.n_records);
   le::store<uint32_t>(out + 28, h.n_values);
   le::store<uint32_t>(out + 32, h.payload_crc);
-  le::store<uint32_t>(out + 36, crc32c::compute(out, 36));
+  if (v3) {
+    le::store<uint32_t>(out + 36, h.segment);
+    le::store<uint32_t>(out + 40, h.seq);
+    le::store<uint64_t>(out + 44, h.count);
+  }
+  const size_t crc_at = h.size() - 4;
+  le::store<uint32_t>(out + crc_at, crc32c::compute(out, crc_at));
 }
 
-enum class HeaderCheck { ok, bad_prefix, bad_crc, bad_version, bad_fields };
+enum class HeaderCheck { ok, bad_prefix, bad_crc, bad_version, bad_fields, short_header };
 
-// Parse the 40 bytes at p (the caller checked they exist). Every count is
-// checked against raw_len (a record takes at least 3 bytes, a non-zero 2), so
-// a reader may size buffers by the header once it verified.
-inline HeaderCheck read_header(const uint8_t* p, BlockHeader& h) {
-  if (std::memcmp(p, kHeaderPrefix, sizeof kHeaderPrefix) != 0) return HeaderCheck::bad_prefix;
-  if (crc32c::compute(p, 36) != le::load<uint32_t>(p + 36)) return HeaderCheck::bad_crc;
+// Size of the header whose prefix is at p (avail bytes there): 56 or 40,
+// 0 when p holds no header prefix.
+inline size_t header_size_at(const uint8_t* p, size_t avail) {
+  if (avail < sizeof kHeaderPrefix) return 0;
+  if (std::memcmp(p, kHeaderPrefix, sizeof kHeaderPrefix) == 0) return kHeaderSize;
+  if (std::memcmp(p, kHeaderPrefixV2, sizeof kHeaderPrefixV2) == 0) return kHeaderSizeV2;
+  return 0;
+}
+
+// Parse the header at p (avail bytes there). Every count is checked against
+// raw_len (a record takes at least 3 bytes, a non-zero 2), so a reader may
+// size buffers by the header once it verified. short_header: a prefix with
+// fewer bytes after it than its header needs (a torn write).
+inline HeaderCheck read_header(const uint8_t* p, size_t avail, BlockHeader& h) {
+  const size_t hs = header_size_at(p, avail);
+  if (!hs) return HeaderCheck::bad_prefix;
+  if (avail < hs) return HeaderCheck::short_header;
+  if (crc32c::compute(p, hs - 4) != le::load<uint32_t>(p + hs - 4)) return HeaderCheck::bad_crc;
+  h = BlockHeader{};
   h.version = p[12];
   h.flags = p[13];
-  if (h.version < kOldestVersion || h.version > kFormatVersion) return HeaderCheck::bad_version;
+  const bool v3 = hs == kHeaderSize;
+  if (v3 ? h.version != kFormatVersion : (h.version < kOldestVersion || h.version > 2))
+    return HeaderCheck::bad_version;
   h.compressed_len = le::load<uint32_t>(p + 16);
   h.raw_len = le::load<uint32_t>(p + 20);
   h.n_records = le::load<uint32_t>(p + 24);
   h.n_values = le::load<uint32_t>(p + 28);
   h.payload_crc = le::load<uint32_t>(p + 32);
-  if (h.flags != 0 || le::load<uint16_t>(p + 14) != 0 || h.compressed_len == 0 ||
-      h.raw_len > kMaxRawFrame || h.n_records == 0 || h.n_records > h.raw_len / 3 ||
-      h.n_values > h.raw_len / 2)
+  if (v3) {
+    h.segment = le::load<uint32_t>(p + 36);
+    h.seq = le::load<uint32_t>(p + 40);
+    h.count = le::load<uint64_t>(p + 44);
+  }
+  if (le::load<uint16_t>(p + 14) != 0) return HeaderCheck::bad_fields;
+  if (v3 && h.marker()) {
+    // A marker is one kind, with no frame after it.
+    if (h.flags != kFlagClose && h.flags != kFlagResume) return HeaderCheck::bad_fields;
+    if (h.compressed_len || h.raw_len || h.n_records || h.n_values || h.payload_crc)
+      return HeaderCheck::bad_fields;
+    return HeaderCheck::ok;
+  }
+  if (h.flags != 0 || h.compressed_len == 0 || h.raw_len > kMaxRawFrame || h.n_records == 0 ||
+      h.n_records > h.raw_len / 3 || h.n_values > h.raw_len / 2)
     return HeaderCheck::bad_fields;
   return HeaderCheck::ok;
 }

@@ -22,6 +22,7 @@
 #include "base/file_io.hpp"
 #include "logger/format.hpp"
 #include "logger/segment.hpp"
+#include "logger/sequence.hpp"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -178,6 +179,11 @@ Logger::Logger(std::string dir, const Options& opts)
     if (!segs.empty() && segs.back() == UINT32_MAX)
       fail(A2PACK_E_OUT_OF_RANGE, "{}: no segment number left", dir_);
     first_segment_ = segs.empty() ? 0 : segs.back() + 1;
+    // A newest segment without its closing frame was left by a killed
+    // logger: the first new segment begins by saying so (and how large the
+    // segment was), so readers tell it from one cut later.
+    resume_.needed =
+        needs_resume(dir_ + "/segments", segs, resume_.segment, resume_.size);
     unsigned wt = opts_.writer_threads ? opts_.writer_threads
                                        : std::min(2u, std::max(1u, std::thread::hardware_concurrency()));
     writer_ = std::thread([this] { appender_loop(); });
@@ -577,6 +583,7 @@ bool Logger::compress_one(std::unique_lock<std::mutex>& lk, void* cctx_ptr) {
   lk.unlock();
   auto* cctx = static_cast<ZSTD_CCtx*>(cctx_ptr);
   bool ok = !failed_.load();
+  BlockHeader h;
   if (ok) {
     try {
       size_t bound = kHeaderSize + ZSTD_compressBound(c->len());
@@ -585,7 +592,18 @@ bool Logger::compress_one(std::unique_lock<std::mutex>& lk, void* cctx_ptr) {
                                 c->data.get(), c->len());
       if (ZSTD_isError(r))
         fail(A2PACK_E_INTERNAL, "zstd compression failed: {}", ZSTD_getErrorName(r));
-      BlockHeader h;
+      // Keep the frame within what readers accept for its size (format.hpp,
+      // kWriterMaxExpansion): pad a frame that compressed too well.
+      const uint64_t disk = (c->len() + kWriterMaxExpansion - 1) / kWriterMaxExpansion;
+      if (kHeaderSize + r < disk) {
+        const size_t pad = std::max<size_t>(disk - kHeaderSize - r, kPadMin);
+        if (out->size() < kHeaderSize + r + pad) out->resize(kHeaderSize + r + pad);
+        uint8_t* p = out->data() + kHeaderSize + r;
+        le::store<uint32_t>(p, kPadMagic);
+        le::store<uint32_t>(p + 4, static_cast<uint32_t>(pad - kPadMin));
+        std::memset(p + kPadMin, 0, pad - kPadMin);
+        r += pad;
+      }
       h.compressed_len = static_cast<uint32_t>(r);
       h.raw_len = static_cast<uint32_t>(c->len());
       h.n_records = c->records;
@@ -606,6 +624,7 @@ bool Logger::compress_one(std::unique_lock<std::mutex>& lk, void* cctx_ptr) {
   it.values = c->values;
   it.raw = c->len();
   it.out = out;
+  it.header = h;
   it.state = 2;
   it.chunk = nullptr;
   it.barrier = 0;
@@ -650,7 +669,7 @@ void Logger::compressor_loop() {
 // buffered bytes to the kernel whenever it runs out of work, and seals the
 // partial frames of idle threads every half flush interval.
 void Logger::appender_loop() {
-  SegmentWriter out(dir_ + "/segments", opts_.rotate_bytes, first_segment_);
+  SegmentWriter out(dir_ + "/segments", opts_.rotate_bytes, first_segment_, resume_);
   ZSTD_CCtx* cctx = ZSTD_createCCtx();
   if (!cctx) set_failure(A2PACK_E_NO_MEMORY, "cannot create a zstd context");
   else configure(cctx);
@@ -704,7 +723,7 @@ void Logger::appender_loop() {
         lk.unlock();
         if (!failed_.load() && buf->size() >= kHeaderSize) guarded([&] {
           uint32_t before = out.segments_created();
-          out.append(buf->data(), kHeaderSize, buf->data() + kHeaderSize, buf->size() - kHeaderSize);
+          out.append(done.header, buf->data() + kHeaderSize, buf->size() - kHeaderSize);
           dirty = true;
           st_segments_.fetch_add(out.segments_created() - before, std::memory_order_relaxed);
           st_frames_.fetch_add(1, std::memory_order_relaxed);
@@ -748,7 +767,9 @@ void Logger::appender_loop() {
     }
   }
   lk.unlock();
-  guarded([&] { out.close(); });
+  // No closing frame after a failure: records may have been lost, and the
+  // segment must not read as closed cleanly.
+  guarded([&] { out.close(!failed_.load()); });
   if (cctx) ZSTD_freeCCtx(cctx);
 }
 

@@ -33,6 +33,7 @@
 #include "base/fork_stamp.hpp"
 #include "logger/encoder.hpp"
 #include "logger/format.hpp"
+#include "logger/segment.hpp"
 #include "logger/streams.hpp"
 
 namespace a2pack::logger {
@@ -142,6 +143,7 @@ class Logger {
   uint64_t uid_;
   int lock_fd_ = -1;
   uint32_t first_segment_ = 0;
+  SegmentWriter::Resume resume_;  // what the first new segment says of the one before
   int pid_ = 0;             // the process that opened the logger (its threads live only there)
   ForkStamp fork_stamp_;    // see forked()
 
@@ -166,6 +168,7 @@ class Logger {
     uint32_t records = 0;        // of the compressed frame, for the statistics
     uint64_t values = 0, raw = 0;
     Column<uint8_t>* out = nullptr;  // header + zstd frame once compressed
+    BlockHeader header;              // its lengths, counts and CRC (the appender numbers it)
   };
   mutable std::mutex q_mu_;
   std::condition_variable append_cv_, compress_cv_, space_cv_, done_cv_;

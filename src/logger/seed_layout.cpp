@@ -94,15 +94,27 @@ void parse_records(const uint8_t* p, const uint8_t* end, uint64_t max_records, S
 
 // Decompress one frame into `buf` (at most `max_bytes`), whether or not its
 // header states the content size.
-size_t decompress(ZSTD_DCtx* dctx, const uint8_t* src, size_t len, uint64_t max_bytes,
-                  std::vector<uint8_t>& buf) {
+size_t decompress(ZSTD_DCtx* dctx, const uint8_t* src, size_t len, uint64_t max_frame_bytes,
+                  uint64_t max_expansion, std::vector<uint8_t>& buf) {
+  // The smaller of the two limits applies; the message names the one that did.
+  const bool by_ratio = max_expansion < max_frame_bytes / std::max<size_t>(len, 1) &&
+                        max_expansion * len < max_frame_bytes;
+  const uint64_t max_bytes = by_ratio ? max_expansion * len : max_frame_bytes;
+  auto over = [&](std::string size) {
+    if (by_ratio)
+      fail(A2PACK_E_OUT_OF_RANGE,
+           "the frame decompresses to {}, over {} times its {} bytes (max_expansion; raise it "
+           "with --max-expansion)",
+           size, max_expansion, len);
+    fail(A2PACK_E_OUT_OF_RANGE,
+         "the frame decompresses to {}, over the limit of {} per frame (max_frame_bytes; "
+         "raise it with --max-frame-bytes)",
+         size, max_bytes);
+  };
   unsigned long long content = ZSTD_getFrameContentSize(src, len);
   if (content == ZSTD_CONTENTSIZE_ERROR) fail(A2PACK_E_CORRUPT, "bad zstd frame header");
   if (content != ZSTD_CONTENTSIZE_UNKNOWN && content > max_bytes)
-    fail(A2PACK_E_OUT_OF_RANGE,
-         "the frame decompresses to {} bytes, over the limit of {} per frame (max_frame_bytes; "
-         "raise it with --max-frame-bytes)",
-         content, max_bytes);
+    over(fmt::format("{} bytes", content));
   ZSTD_DCtx_reset(dctx, ZSTD_reset_session_only);
   ZSTD_inBuffer in{src, len, 0};
   size_t have = 0;
@@ -112,11 +124,7 @@ size_t decompress(ZSTD_DCtx* dctx, const uint8_t* src, size_t len, uint64_t max_
     size_t r = ZSTD_decompressStream(dctx, &out, &in);
     if (ZSTD_isError(r)) fail(A2PACK_E_CORRUPT, "zstd: {}", ZSTD_getErrorName(r));
     have = out.pos;
-    if (have > max_bytes)
-      fail(A2PACK_E_OUT_OF_RANGE,
-           "the frame decompresses to more than {} bytes, the limit per frame "
-           "(max_frame_bytes; raise it with --max-frame-bytes)",
-           max_bytes);
+    if (have > max_bytes) over(fmt::format("more than {} bytes", max_bytes));
     if (r == 0) return have;
     if (in.pos == in.size && have < buf.size())
       fail(A2PACK_E_CORRUPT, "the zstd frame ends early");
@@ -134,7 +142,9 @@ bool seed_layout_dir(const std::string& dir) {
 
 void decode_seed_dir(const std::string& dir, const ScaleTable& scales, const DecodeOptions& opts,
                      Decoded& d) {
-  auto ids = list_segments(dir);
+  std::vector<std::string> others;
+  auto ids = list_segments(dir, &others);
+  report_others(dir, others, false, d.problems);
   std::vector<MappedFile> files(ids.size());
   std::vector<std::string> paths(ids.size());
   std::vector<uint64_t> sizes(ids.size(), 0);
@@ -195,7 +205,8 @@ void decode_seed_dir(const std::string& dir, const ScaleTable& scales, const Dec
       recs = SeedRecords{};
       size_t raw_len = 0;
       try {
-        raw_len = decompress(dctx.get(), data + pos, fsz, opts.max_frame_bytes, buf);
+        raw_len = decompress(dctx.get(), data + pos, fsz, opts.max_frame_bytes,
+                             opts.max_expansion, buf);
         parse_records(buf.data(), buf.data() + raw_len, opts.max_frame_records, recs);
       } catch (const Error& e) {
         d.problems.push_back({paths[fi], pos, e.status(),

@@ -22,7 +22,8 @@ constexpr const char* kSuffix = ".seg.zst";
 
 std::string segment_name(uint32_t index) { return fmt::format("{:05}{}", index, kSuffix); }
 
-std::vector<uint32_t> list_segments(const std::string& segments_dir) {
+std::vector<uint32_t> list_segments(const std::string& segments_dir,
+                                    std::vector<std::string>* others) {
   std::vector<uint32_t> out;
   DIR* d = ::opendir(segments_dir.c_str());
   if (!d) {
@@ -32,23 +33,33 @@ std::vector<uint32_t> list_segments(const std::string& segments_dir) {
   const size_t slen = std::strlen(kSuffix);
   while (dirent* e = ::readdir(d)) {
     std::string name = e->d_name;
-    if (name.size() < 5 + slen || name.size() > 10 + slen ||
-        name.compare(name.size() - slen, slen, kSuffix) != 0)
-      continue;
-    std::string digits = name.substr(0, name.size() - slen);
-    if (digits.find_first_not_of("0123456789") != std::string::npos) continue;
-    uint64_t v = std::strtoull(digits.c_str(), nullptr, 10);
-    if (v <= UINT32_MAX && segment_name(static_cast<uint32_t>(v)) == name)
-      out.push_back(static_cast<uint32_t>(v));
+    if (name == "." || name == "..") continue;
+    bool ours = false;
+    if (name.size() >= 5 + slen && name.size() <= 10 + slen &&
+        name.compare(name.size() - slen, slen, kSuffix) == 0) {
+      std::string digits = name.substr(0, name.size() - slen);
+      if (digits.find_first_not_of("0123456789") == std::string::npos) {
+        uint64_t v = std::strtoull(digits.c_str(), nullptr, 10);
+        if (v <= UINT32_MAX && segment_name(static_cast<uint32_t>(v)) == name) {
+          out.push_back(static_cast<uint32_t>(v));
+          ours = true;
+        }
+      }
+    }
+    if (!ours && others) others->push_back(std::move(name));
   }
   ::closedir(d);
   std::sort(out.begin(), out.end());
+  if (others) std::sort(others->begin(), others->end());
   return out;
 }
 
 SegmentWriter::SegmentWriter(std::string segments_dir, uint64_t rotate_bytes,
-                             uint32_t first_index)
-    : dir_(std::move(segments_dir)), rotate_(rotate_bytes), next_index_(first_index) {
+                             uint32_t first_index, Resume resume)
+    : dir_(std::move(segments_dir)),
+      rotate_(rotate_bytes),
+      next_index_(first_index),
+      resume_(resume) {
   buf_.reserve(kWriteChunk + (kWriteChunk >> 2));
 }
 
@@ -61,18 +72,39 @@ void SegmentWriter::open_next() {
   // O_EXCL: never append to a segment some earlier logger left behind.
   fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0644);
   if (fd_ < 0) fail_errno("create segment", path_, errno);
-  ++next_index_;
+  cur_index_ = next_index_++;
   ++created_;
   cur_size_ = 0;
+  frame_no_ = 0;
+  seg_records_ = 0;
   dir_dirty_ = true;
+  if (resume_.needed) {  // the first segment of a reopened folder says what it found
+    put_marker(kFlagResume, resume_.segment, resume_.size);
+    resume_.needed = false;
+  }
 }
 
-void SegmentWriter::append(const uint8_t* header, size_t header_len, const uint8_t* payload,
+void SegmentWriter::put_marker(uint8_t flags, uint32_t seq, uint64_t count) {
+  BlockHeader m;
+  m.flags = flags;
+  m.segment = cur_index_;
+  m.seq = seq;
+  m.count = count;
+  uint8_t hb[kHeaderSize];
+  write_header(hb, m);
+  buf_.insert(buf_.end(), hb, hb + kHeaderSize);
+  cur_size_ += kHeaderSize;
+  appended_ += kHeaderSize;
+}
+
+void SegmentWriter::append(const BlockHeader& h_in, const uint8_t* payload,
                            size_t payload_len) {
-  size_t len = header_len + payload_len;
-  if (fd_ >= 0 && cur_size_ > 0 && cur_size_ + len > rotate_) {
+  size_t len = kHeaderSize + payload_len;
+  if (fd_ >= 0 && cur_size_ > 0 &&
+      (cur_size_ + len + kHeaderSize > rotate_ || frame_no_ == UINT32_MAX)) {
     // Finish the full segment durably now: only the newest segment can then
     // ever hold unsynced bytes, and sync() stays one fdatasync.
+    put_marker(kFlagClose, frame_no_, seg_records_);
     sync();
     if (::close(fd_) != 0) {
       fd_ = -1;
@@ -81,7 +113,16 @@ void SegmentWriter::append(const uint8_t* header, size_t header_len, const uint8
     fd_ = -1;
   }
   if (fd_ < 0) open_next();
-  buf_.insert(buf_.end(), header, header + header_len);
+  BlockHeader h = h_in;
+  h.version = kFormatVersion;
+  h.flags = 0;
+  h.segment = cur_index_;
+  h.seq = frame_no_++;
+  h.count = seg_records_;
+  seg_records_ += h.n_records;
+  uint8_t hb[kHeaderSize];
+  write_header(hb, h);
+  buf_.insert(buf_.end(), hb, hb + kHeaderSize);
   buf_.insert(buf_.end(), payload, payload + payload_len);
   cur_size_ += len;
   appended_ += len;
@@ -113,8 +154,9 @@ void SegmentWriter::sync() {
   }
 }
 
-void SegmentWriter::close() {
+void SegmentWriter::close(bool clean) {
   if (fd_ < 0) return;
+  if (clean) put_marker(kFlagClose, frame_no_, seg_records_);
   sync();
   int rc = ::close(fd_);
   fd_ = -1;

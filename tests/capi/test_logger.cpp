@@ -296,7 +296,8 @@ namespace {
 
 // The Literals_Block_Type (RFC 8878 §3.1.1.3.1.1: 0 raw, 1 RLE, 2 Huffman,
 // 3 treeless Huffman) of every compressed zstd block in a segment, read by
-// walking the segment's 40-byte headers and each zstd frame's block headers.
+// walking the segment's block headers (8 bytes + the skippable frame's
+// content size; markers have no zstd frame) and each zstd frame's block headers.
 std::vector<int> literal_block_types(const std::string& segment) {
   std::vector<uint8_t> b;
   if (FILE* f = std::fopen(segment.c_str(), "rb")) {
@@ -310,8 +311,13 @@ std::vector<int> literal_block_types(const std::string& segment) {
   };
   std::vector<int> types;
   for (size_t at = 0; at + 40 <= b.size();) {
-    const size_t len = u32(at + 16), end = at + 40 + len;
-    size_t p = at + 40 + 4;  // past the zstd magic
+    const size_t hs = 8 + u32(at + 4);
+    const size_t len = u32(at + 16), end = at + hs + len;
+    if (len == 0) {  // a marker: a header alone
+      at = end;
+      continue;
+    }
+    size_t p = at + hs + 4;  // past the zstd magic
     const uint8_t fhd = b[p++];
     const int fcs_flag = fhd >> 6, single = (fhd >> 5) & 1, dict = fhd & 3;
     p += single ? 0 : 1;

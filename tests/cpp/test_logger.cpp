@@ -118,16 +118,50 @@ TEST(LoggerFormat, HeaderRoundTripAndChecks) {
   write_header(b, h);
   EXPECT_EQ(std::memcmp(b, kHeaderPrefix, sizeof kHeaderPrefix), 0);
   BlockHeader g;
-  ASSERT_EQ(read_header(b, g), HeaderCheck::ok);
+  ASSERT_EQ(read_header(b, sizeof b, g), HeaderCheck::ok);
   EXPECT_EQ(g.compressed_len, 1234u);
   EXPECT_EQ(g.raw_len, 99999u);
   EXPECT_EQ(g.n_records, 77u);
   EXPECT_EQ(g.payload_crc, 0xDEADBEEFu);
+  EXPECT_EQ(read_header(b, kHeaderSize - 1, g), HeaderCheck::short_header);
   b[20] ^= 1;
-  EXPECT_EQ(read_header(b, g), HeaderCheck::bad_crc);
+  EXPECT_EQ(read_header(b, sizeof b, g), HeaderCheck::bad_crc);
   b[20] ^= 1;
   b[0] ^= 1;
-  EXPECT_EQ(read_header(b, g), HeaderCheck::bad_prefix);
+  EXPECT_EQ(read_header(b, sizeof b, g), HeaderCheck::bad_prefix);
+  b[0] ^= 1;
+  // Version 3's sequence fields, covered by the header CRC.
+  h.segment = 7;
+  h.seq = 41;
+  h.count = uint64_t{1} << 40;
+  write_header(b, h);
+  ASSERT_EQ(read_header(b, sizeof b, g), HeaderCheck::ok);
+  EXPECT_EQ(g.segment, 7u);
+  EXPECT_EQ(g.seq, 41u);
+  EXPECT_EQ(g.count, uint64_t{1} << 40);
+  b[45] ^= 1;
+  EXPECT_EQ(read_header(b, sizeof b, g), HeaderCheck::bad_crc);
+  // A closing frame: a header alone; a marker with a payload is refused.
+  BlockHeader c;
+  c.flags = kFlagClose;
+  c.seq = 3;
+  c.count = 99;
+  write_header(b, c);
+  ASSERT_EQ(read_header(b, sizeof b, g), HeaderCheck::ok);
+  EXPECT_TRUE(g.marker());
+  c.compressed_len = 5;
+  write_header(b, c);
+  EXPECT_EQ(read_header(b, sizeof b, g), HeaderCheck::bad_fields);
+  // Versions 1 and 2 keep their 40-byte header.
+  BlockHeader v2 = h;
+  v2.version = 2;
+  uint8_t o[kHeaderSizeV2];
+  write_header(o, v2);
+  EXPECT_EQ(std::memcmp(o, kHeaderPrefixV2, sizeof kHeaderPrefixV2), 0);
+  ASSERT_EQ(read_header(o, sizeof o, g), HeaderCheck::ok);
+  EXPECT_EQ(g.size(), kHeaderSizeV2);
+  EXPECT_EQ(g.payload_version(), 2);
+  EXPECT_FALSE(g.sequenced());
 }
 
 // ---------------------------------------------------------------- codec

@@ -316,13 +316,22 @@ TEST(LoggerV2, MalformedFramesAreRefused) {
   EXPECT_EQ(status(good, 1, 3), A2PACK_E_UNSUPPORTED);
   EXPECT_EQ(status(good, 1, 0), A2PACK_E_UNSUPPORTED);
   BlockHeader h;
-  h.version = 3;
+  h.version = 4;  // past the newest header version, in either header size
   h.compressed_len = 10;
   h.raw_len = 100;
   h.n_records = 1;
   uint8_t hb[kHeaderSize];
   write_header(hb, h);
-  EXPECT_EQ(read_header(hb, h), HeaderCheck::bad_version);
+  EXPECT_EQ(read_header(hb, sizeof hb, h), HeaderCheck::bad_version);
+  BlockHeader old;
+  old.version = 3;  // version 3 in the 40-byte header of versions 1 and 2
+  old.compressed_len = 10;
+  old.raw_len = 100;
+  old.n_records = 1;
+  write_header(hb, old);
+  hb[4] = 32;  // the old header's skippable size
+  le::store<uint32_t>(hb + 36, crc32c::compute(hb, 36));
+  EXPECT_EQ(read_header(hb, kHeaderSizeV2, old), HeaderCheck::bad_version);
 }
 
 TEST(LoggerV2, RandomCorruptionNeverCrashesEitherDecoder) {

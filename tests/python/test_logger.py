@@ -384,19 +384,24 @@ def test_forked_child_gets_closed_error_and_exits_cleanly(tmp_path):
 
 
 # ------------------------------------------------------------------ damage
+# The first 12 bytes of every block header the logger writes (version 3).
+HEADER_PREFIX = b"\x5a\x2a\x4d\x18\x30\x00\x00\x00A2LG"
+
+
 def test_torn_tail_is_reported_and_strict_raises(tmp_path):
     with a2pack.DataLogger(tmp_path, frame_bytes=4096) as log:
         sid = log.register_stream({}, epoch_scale=1, value_scale=1)
         for i in range(3000):
             log.record(sid, i, np.arange(20, dtype=np.uint32), np.full(20, float(i)))
     seg = tmp_path / "segments" / "00000.seg.zst"
-    # Cut the last frame's payload in half (a write cut short by a crash).
+    # Cut the last frame's payload in half (a write cut short by a crash);
+    # after it comes the segment's closing frame, a 56-byte header alone.
     blob = seg.read_bytes()
-    last = blob.rfind(b"\x5a\x2a\x4d\x18\x20\x00\x00\x00A2LG")
+    last = blob.rfind(HEADER_PREFIX, 0, len(blob) - 56)
     compressed_len = int.from_bytes(blob[last + 16:last + 20], "little")
-    assert last > 0 and last + 40 + compressed_len == len(blob)
+    assert last > 0 and last + 56 + compressed_len == len(blob) - 56
     with open(seg, "r+b") as f:
-        f.truncate(last + 40 + compressed_len // 2)
+        f.truncate(last + 56 + compressed_len // 2)
     with pytest.warns(logger.DecodeWarning, match="truncated"):
         data = logger.decode(tmp_path)
     assert 0 < len(data) < 3000
@@ -580,12 +585,12 @@ def test_forged_counts_with_good_crcs_skip_one_frame(tmp_path):
     blob = bytearray(seg.read_bytes())
     # The second frame's header: raw_len 2 GiB, 715 M records, CRC recomputed.
     first_len = int.from_bytes(blob[16:20], "little")
-    h = 40 + first_len
+    h = 56 + first_len
     assert blob[h + 8:h + 12] == b"A2LG"
     blob[h + 20:h + 24] = (1 << 31).to_bytes(4, "little")
     blob[h + 24:h + 28] = (715_000_000).to_bytes(4, "little")
     blob[h + 28:h + 32] = (1_000_000_000).to_bytes(4, "little")
-    blob[h + 36:h + 40] = _crc32c(bytes(blob[h:h + 36])).to_bytes(4, "little")
+    blob[h + 52:h + 56] = _crc32c(bytes(blob[h:h + 52])).to_bytes(4, "little")
     seg.write_bytes(bytes(blob))
     with pytest.warns(logger.DecodeWarning, match="content size"):
         data = logger.decode(tmp_path)
@@ -635,3 +640,116 @@ def test_seed_layout_segments_decode(tmp_path):
     r = _run_cli("log", "decode", "-n", "1", tmp_path)
     assert json.loads(r.stdout) == {"stream_id": 0, "epoch": 0.003, "indices": [0, 3],
                                     "values": [0, 0]}
+
+
+# ------------------------------------------------------------------ third pass
+def _blocks(blob):
+    """(offset, bytes) of each block of a version-3 segment."""
+    out, pos = [], 0
+    while pos < len(blob):
+        assert blob[pos:pos + 12] == HEADER_PREFIX
+        end = pos + 56 + int.from_bytes(blob[pos + 16:pos + 20], "little")
+        out.append((pos, blob[pos:end]))
+        pos = end
+    return out
+
+
+def _v3_header(flags, clen, raw, nrec, payload_crc, seq, count, segment=0):
+    h = bytearray(HEADER_PREFIX + bytes([3, flags, 0, 0]))
+    for v in (clen, raw, nrec, 0, payload_crc, segment, seq):
+        h += v.to_bytes(4, "little")
+    h += count.to_bytes(8, "little")
+    return bytes(h + _crc32c(bytes(h)).to_bytes(4, "little"))
+
+
+def _empty_record_bomb(path, frames, n):
+    """A folder whose segment holds `frames` valid frames of `n` empty records."""
+    zstd = pytest.importorskip("zstandard")
+    with a2pack.DataLogger(path) as log:
+        log.register_stream({}, epoch_scale=1, value_scale=1)
+    raw = (3 * n).to_bytes(4, "little") + bytes(3 * n)
+    z = zstd.ZstdCompressor(level=3, write_content_size=True).compress(raw)
+    crc = _crc32c(z)
+    blob = b""
+    for k in range(frames):
+        blob += _v3_header(0, len(z), len(raw), n, crc, k, k * n) + z
+    blob += _v3_header(1, 0, 0, 0, 0, frames, frames * n)
+    (path / "segments").mkdir(exist_ok=True)
+    (path / "segments" / "00000.seg.zst").write_bytes(blob)
+    return blob
+
+
+def test_frames_that_expand_too_far_for_their_size_are_refused(tmp_path):
+    # The issue's folder: 8 frames of 16 777 215 empty records in ~25 KB.
+    blob = _empty_record_bomb(tmp_path, 8, 16_777_215)
+    assert len(blob) < 64 << 10
+    with pytest.warns(logger.DecodeWarning, match="max_expansion"):
+        data = logger.decode(tmp_path)
+    assert len(data) == 0 and len(data.problems) == 8
+    assert all(p.status == "A2PACK_E_OUT_OF_RANGE" for p in data.problems)
+    with pytest.raises(errors.Error, match="max_expansion"):
+        logger.decode(tmp_path, strict=True)
+    r = _run_cli("log", "info", "--json", tmp_path)
+    assert r.returncode == 0
+    info = json.loads(r.stdout)
+    assert info["records"] == 0 and len(info["problems"]) == 8
+    assert "--max-expansion" in info["problems"][0]["message"]
+    assert _run_cli("log", "decode", "--strict", tmp_path).returncode != 0
+    # A smaller one decodes once the caller raises the limit.
+    small = tmp_path / "small"
+    _empty_record_bomb(small, 2, 50_000)
+    with pytest.warns(logger.DecodeWarning):
+        assert len(logger.decode(small)) == 0
+    assert len(logger.decode(small, max_expansion=1 << 20)) == 100_000
+    r = _run_cli("log", "info", "--json", "--max-expansion", str(1 << 20), small)
+    assert json.loads(r.stdout)["records"] == 100_000
+
+
+def test_removed_repeated_and_cut_frames_are_reported(tmp_path):
+    _small_log(tmp_path, 3000)
+    seg = tmp_path / "segments" / "00000.seg.zst"
+    full = seg.read_bytes()
+    blocks = _blocks(full)
+    assert blocks[-1][1][13] == 1  # the closing frame
+    clean = logger.decode(tmp_path, strict=True)
+    # Frame 4 removed.
+    off4, b4 = blocks[4]
+    seg.write_bytes(full[:off4] + full[off4 + len(b4):])
+    with pytest.warns(logger.DecodeWarning, match="frame 4 of the segment .* missing"):
+        data = logger.decode(tmp_path)
+    (p,) = data.problems
+    assert p.path == str(seg) and p.offset == off4 and p.status == "A2PACK_E_NOT_FOUND"
+    assert len(data) < len(clean)
+    with pytest.raises(errors.NotFoundError, match=f"offset {off4}"):
+        logger.decode(tmp_path, strict=True)
+    r = _run_cli("log", "decode", "--strict", tmp_path)
+    assert r.returncode != 0 and str(seg) in r.stderr and f"offset {off4}" in r.stderr
+    r = _run_cli("log", "info", tmp_path)
+    assert r.returncode == 0 and "missing" in r.stderr
+    # Frame 2 twice: reported, decoded once.
+    off2, b2 = blocks[2]
+    seg.write_bytes(full[:off2 + len(b2)] + b2 + full[off2 + len(b2):])
+    with pytest.warns(logger.DecodeWarning, match="frame 2 again"):
+        data = logger.decode(tmp_path)
+    assert len(data) == len(clean)
+    # Cut exactly before the closing frame: the segment was not closed.
+    cut = blocks[-1][0]
+    seg.write_bytes(full[:cut])
+    with pytest.warns(logger.DecodeWarning, match="without its closing frame"):
+        data = logger.decode(tmp_path)
+    (p,) = data.problems
+    assert p.offset == cut and len(data) == len(clean)
+    assert _run_cli("log", "info", "--strict", tmp_path).returncode != 0
+
+
+def test_every_file_in_segments_is_read_or_reported(tmp_path):
+    _small_log(tmp_path, 200)
+    odd = tmp_path / "segments" / "99999999999.seg.zst"
+    odd.write_bytes((tmp_path / "segments" / "00000.seg.zst").read_bytes())
+    with pytest.warns(logger.DecodeWarning, match="not read"):
+        data = logger.decode(tmp_path)
+    (p,) = data.problems
+    assert p.path == str(odd) and p.status == "A2PACK_E_OUT_OF_RANGE"
+    assert len(data) == 400
+    r = _run_cli("log", "info", "--strict", tmp_path)
+    assert r.returncode != 0 and "99999999999.seg.zst" in r.stderr

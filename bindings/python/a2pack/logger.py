@@ -487,13 +487,14 @@ def _pyarrow() -> Any:
 
 def decode(segments_dir: PathLike, *, workers: int = 0, strict: bool = False,
            max_frame_records: int = 0, max_frame_bytes: int = 0, max_records: int = 0,
-           max_bytes: int = 0) -> LogData:
+           max_bytes: int = 0, max_expansion: int = 0) -> LogData:
     """Decode a logger folder (in parallel across segments and frames).
     Damaged frames, missing segments and sidecars whose checksum fails are
     skipped, listed in ``.problems`` and reported with a
     :class:`DecodeWarning`; ``strict=True`` raises on the first instead (notes
     included). The ``max_*`` limits (0 = the library's default) bound what a
-    frame and the whole decode may expand to (docs/logger.md, "Limits")."""
+    frame and the whole decode may expand to (docs/logger.md, "Limits");
+    ``max_expansion`` how many times its size on disk a frame may expand to."""
     o = ffi.new("a2pack_logger_decode_options *")
     lib.a2pack_logger_decode_options_init(o)
     o.workers = int(workers)
@@ -502,6 +503,7 @@ def decode(segments_dir: PathLike, *, workers: int = 0, strict: bool = False,
     o.max_frame_bytes = int(max_frame_bytes)
     o.max_records = int(max_records)
     o.max_bytes = int(max_bytes)
+    o.max_expansion = int(max_expansion)
     out = ffi.new("a2pack_logger_data **")
     check(lib.a2pack_logger_decode(fspath(segments_dir), o, out))
     data = LogData(ffi.gc(out[0], lib.a2pack_logger_data_close))

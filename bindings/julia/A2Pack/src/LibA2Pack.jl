@@ -575,6 +575,7 @@ struct a2pack_logger_decode_options
     max_frame_bytes::UInt64  # uint64_t max_frame_bytes
     max_records::UInt64  # uint64_t max_records
     max_bytes::UInt64  # uint64_t max_bytes
+    max_expansion::UInt64  # uint64_t max_expansion
 end
 
 # a2pack_logger_columns
