@@ -2023,6 +2023,7 @@ typedef struct a2pack_feed_stats {
   uint32_t held;             /* slots handed out and not yet released */
   uint32_t ready;            /* slots filled and waiting for next() */
   int32_t pinned;            /* 1 when the ring is page-locked */
+  uint64_t seed;             /* the sampler's seed (a loaded state's, after load_state) */
 } a2pack_feed_stats;
 
 /* Fill `out` (set out->size first). Cheap; any time before close. */

@@ -230,6 +230,7 @@ A2PACK_EXPORT a2pack_status a2pack_feed_stats_get(const a2pack_feed* f, a2pack_f
     o.held = st.held;
     o.ready = st.ready;
     o.pinned = st.pinned ? 1 : 0;
+    o.seed = st.seed;
     capi::write_out(out, o);
   });
 }

@@ -334,6 +334,7 @@ Stats Feed::stats() const {
   st.epoch = p.epoch;
   st.next_batch = p.batch;
   st.held = ring_->held;
+  st.seed = state_sampler_->seed();
   for (Slot* r : ready_) st.ready += r != nullptr;
   return st;
 }

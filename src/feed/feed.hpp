@@ -48,7 +48,7 @@ struct Options {
 struct Stats {
   uint64_t batches_served = 0, rows_served = 0;
   uint64_t consumer_wait_ns = 0, producer_idle_ns = 0, producer_busy_ns = 0;
-  uint64_t epoch = 0, next_batch = 0, batches_per_epoch = 0, slot_bytes = 0;
+  uint64_t epoch = 0, next_batch = 0, batches_per_epoch = 0, slot_bytes = 0, seed = 0;
   uint32_t threads = 0, depth = 0, slots = 0, held = 0, ready = 0;
   bool pinned = false;
 };
