@@ -95,7 +95,12 @@ Feed::Feed(std::shared_ptr<const dataset::Dataset> ds, std::vector<int64_t> indi
     std::lock_guard<std::mutex> lk(ring_->mu);
     restart_at(o_.start_epoch, 0, std::move(first));
   }
-  start();
+  try {
+    start();
+  } catch (...) {
+    stop();  // the threads started so far, and the epoch being made ahead
+    throw;
+  }
 }
 
 Feed::~Feed() { stop(); }
@@ -105,17 +110,89 @@ Feed::Position Feed::position(uint64_t ticket) const {
   return {start_epoch_ + pos / batch_count_, pos % batch_count_};
 }
 
-std::shared_ptr<const dataset::Sampler> Feed::sampler_for(uint64_t epoch) {
-  std::lock_guard<std::mutex> lk(epoch_mu_);
-  for (const auto& s : epochs_)
-    if (s->epoch() == epoch) return s;
-  // O(n): the epoch's permutation. Done once per epoch, by the first thread
-  // that needs it; the newest few are kept for the threads still behind.
+std::shared_ptr<const dataset::Sampler> Feed::make_epoch(uint64_t epoch) const {
+  // O(n): a copy of the base sampler reshuffled for the epoch.
   auto s = std::make_shared<dataset::Sampler>(*base_);
   if (s->epoch() != epoch) s->set_epoch(epoch);
-  epochs_.push_back(s);
-  if (epochs_.size() > 4) epochs_.erase(epochs_.begin());
   return s;
+}
+
+void Feed::add_epoch(std::shared_ptr<const dataset::Sampler> s) {
+  building_.erase(std::remove(building_.begin(), building_.end(), s->epoch()), building_.end());
+  epochs_.push_back(std::move(s));
+  // The newest three: threads still finishing the previous epoch, the
+  // current one, the one made ahead (older ones live on in the slots that
+  // hold them).
+  if (epochs_.size() > 3) epochs_.erase(epochs_.begin());
+  epoch_cv_.notify_all();
+}
+
+std::shared_ptr<const dataset::Sampler> Feed::sampler_for(uint64_t epoch) {
+  std::unique_lock<std::mutex> lk(epoch_mu_);
+  for (;;) {
+    for (const auto& s : epochs_)
+      if (s->epoch() == epoch) {
+        prepare(epoch + 1, lk);
+        return s;
+      }
+    if (std::find(building_.begin(), building_.end(), epoch) == building_.end()) break;
+    epoch_cv_.wait(lk);  // being made (ahead, or by another producer)
+  }
+  building_.push_back(epoch);
+  lk.unlock();
+  std::shared_ptr<const dataset::Sampler> s;
+  try {
+    s = make_epoch(epoch);
+  } catch (...) {
+    lk.lock();
+    building_.erase(std::remove(building_.begin(), building_.end(), epoch), building_.end());
+    epoch_cv_.notify_all();
+    throw;
+  }
+  lk.lock();
+  add_epoch(s);
+  prepare(epoch + 1, lk);
+  return s;
+}
+
+void Feed::prepare(uint64_t epoch, std::unique_lock<std::mutex>&) {
+  if (o_.epochs != 0 && epoch >= o_.epochs) return;
+  for (const auto& s : epochs_)
+    if (s->epoch() == epoch) return;
+  if (std::find(building_.begin(), building_.end(), epoch) != building_.end()) return;
+  if (prep_.joinable()) {
+    if (!prep_done_) return;  // one at a time
+    prep_.join();             // finished: it no longer needs the lock
+  }
+  building_.push_back(epoch);
+  prep_done_ = false;
+  prep_ = std::thread([this, epoch] {
+    std::shared_ptr<const dataset::Sampler> s;
+    try {
+      s = make_epoch(epoch);
+    } catch (...) {
+      // Made again on demand, where the error reaches the consumer.
+    }
+    std::lock_guard<std::mutex> lk(epoch_mu_);
+    if (s) {
+      add_epoch(std::move(s));
+    } else {
+      building_.erase(std::remove(building_.begin(), building_.end(), epoch), building_.end());
+      epoch_cv_.notify_all();
+    }
+    prep_done_ = true;
+  });
+}
+
+void Feed::join_prep() {
+  std::thread t;
+  {
+    std::lock_guard<std::mutex> lk(epoch_mu_);
+    t = std::move(prep_);
+  }
+  if (t.joinable()) t.join();
+  std::lock_guard<std::mutex> lk(epoch_mu_);
+  prep_done_ = true;
 }
 
 void Feed::restart_at(uint64_t epoch, uint64_t batch,
@@ -158,6 +235,7 @@ void Feed::stop() {
   ring_->freed.notify_all();
   for (auto& t : threads_) t.join();
   threads_.clear();
+  join_prep();
 }
 
 void Feed::fill(Slot* s, uint64_t ticket, uint32_t workers) {
@@ -395,6 +473,7 @@ void Feed::load_state(const void* data, size_t len) {
   {
     std::lock_guard<std::mutex> lk(epoch_mu_);
     epochs_.assign(1, s);
+    building_.clear();
   }
   {
     std::lock_guard<std::mutex> lk(ring_->mu);

@@ -101,9 +101,19 @@ class Feed {
   std::shared_ptr<Ring> ring_;
   ForkStamp stamp_;
 
-  // The epochs' samplers (the newest two), guarded by epoch_mu_.
+  // The epochs' samplers (the newest few), guarded by epoch_mu_. An epoch's
+  // permutation is O(n) to make, so the next epoch's is made ahead on a
+  // helper thread (prep_) while the current one is fed.
   std::mutex epoch_mu_;
+  std::condition_variable epoch_cv_;  // an epoch's sampler was made (or failed)
   std::vector<std::shared_ptr<const dataset::Sampler>> epochs_;
+  std::vector<uint64_t> building_;  // epochs being made
+  std::thread prep_;
+  bool prep_done_ = true;
+  std::shared_ptr<const dataset::Sampler> make_epoch(uint64_t epoch) const;
+  void prepare(uint64_t epoch, std::unique_lock<std::mutex>& lk);  // epoch_mu_ held
+  void add_epoch(std::shared_ptr<const dataset::Sampler> s);       // epoch_mu_ held
+  void join_prep();
 
   // The order, guarded by ring_->mu.
   uint64_t start_epoch_ = 0, start_batch_ = 0;  // the position of ticket 0

@@ -193,15 +193,24 @@ class Feed:
         out, ended = self._out, self._ended
         # The wait happens inside the library with the GIL released (cffi
         # releases it around every call), in slices so Ctrl-C is seen.
-        while True:
-            st = lib.a2pack_feed_next_timeout(h, _WAIT_SLICE_MS, out, ended)
-            if st:
-                check(st)
+        # A KeyboardInterrupt raised as a call returns must not lose a batch
+        # the call handed out: it is released unless wrapped.
+        try:
+            while True:
+                st = lib.a2pack_feed_next_timeout(h, _WAIT_SLICE_MS, out, ended)
+                if st:
+                    check(st)
+                if out[0] != ffi.NULL:
+                    break
+                if ended[0]:
+                    raise StopIteration
+            slot = _Slot(out[0])
+            out[0] = ffi.NULL
+        except BaseException:
             if out[0] != ffi.NULL:
-                break
-            if ended[0]:
-                raise StopIteration
-        slot = _Slot(out[0])
+                lib.a2pack_feed_batch_release(out[0])
+                out[0] = ffi.NULL
+            raise
         check(lib.a2pack_feed_batch_get_info(slot.h, self._info))
         v = self._view
         arrays: Dict[str, "npt.NDArray[Any]"] = {}
