@@ -6,12 +6,15 @@
 #include "base/bytes.hpp"
 #include "base/crc32c.hpp"
 #include "base/error.hpp"
+#include "base/spin.hpp"
 
 namespace a2pack::feed {
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
+// How long next() polls for a batch being gathered before it sleeps.
+constexpr int kSpinMicros = 100;
 uint64_t ns_since(Clock::time_point t0) {
   return static_cast<uint64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count());
@@ -323,6 +326,7 @@ void Feed::produce(unsigned) {
     } else {
       ready_[t % o_.depth] = s;
     }
+    fills_.fetch_add(1, std::memory_order_release);
     filled_.notify_all();
   }
 }
@@ -382,6 +386,16 @@ Slot* Feed::next(std::chrono::milliseconds timeout, bool* ended) {
     if (ring_->held >= ring_->slot_count()) throw full();
     auto ok = [&] { return ready_[i] != nullptr || (failed_ && error_ticket_ == consumed_); };
     const auto t0 = Clock::now();
+    if (issued_ > consumed_ && timeout.count() != 0) {
+      // The batch is being gathered and will be ready within tens of
+      // microseconds: poll for a short window instead of sleeping at once
+      // (a futex wake-up costs about as much as the gather itself).
+      const uint64_t seen = fills_.load(std::memory_order_acquire);
+      lk.unlock();
+      spin_until([&] { return fills_.load(std::memory_order_acquire) != seen; },
+                 std::chrono::microseconds(kSpinMicros));
+      lk.lock();
+    }
     bool got = true;
     if (timeout.count() < 0) filled_.wait(lk, ok);
     else got = filled_.wait_for(lk, timeout, ok);

@@ -126,6 +126,7 @@ class Feed {
   uint64_t error_ticket_ = 0;
   bool failed_ = false;
   std::condition_variable filled_;  // a slot became ready (or an error)
+  std::atomic<uint64_t> fills_{0};  // counts filled_ events, for polling without the lock
   // The sampler and position after the last batch handed out (the state).
   std::shared_ptr<const dataset::Sampler> state_sampler_;
   uint64_t state_next_ = 0;
