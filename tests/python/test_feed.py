@@ -280,6 +280,11 @@ def test_pinning_through_a_cuda_runtime(ds, fake_cudart, monkeypatch):
     b = next(feed)
     assert b.pinned is True
     check_batch(ds, b)
+    # Every column (and what torch or numpy make of it) is the registered ring's memory.
+    ring = ctypes.c_void_p.in_dll(stub, "fake_cudart_last_ptr").value
+    for name in b:
+        addr = np.from_dlpack(b[name]).ctypes.data
+        assert addr == b[name].ctypes.data and ring <= addr < ring + size.value
     feed.close()
     assert unregs.value == u0  # the held batch keeps the ring
     del b
