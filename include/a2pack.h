@@ -1908,12 +1908,12 @@ typedef enum a2pack_feed_dtype {
 
 /* Page-locking of the ring. */
 typedef enum a2pack_feed_pin {
-  /* Pin when a CUDA runtime is found: $A2PACK_CUDART (a path) when set,
-   * else a libcudart already loaded in the process, else one the dynamic
-   * loader finds; plain memory when none is found or cudaHostRegister fails. */
+  /* Pin when a CUDA runtime is present: $A2PACK_CUDART (a path) when set,
+   * else a libcudart already loaded in the process (torch, jax, cupy); plain
+   * memory when there is none or cudaHostRegister fails. */
   A2PACK_FEED_PIN_AUTO = 0,
   A2PACK_FEED_PIN_OFF = 1, /* plain memory */
-  A2PACK_FEED_PIN_ON = 2   /* pin, or fail the open naming why not */
+  A2PACK_FEED_PIN_ON = 2   /* as AUTO, else load libcudart by name; or fail naming why */
 } a2pack_feed_pin;
 
 typedef struct a2pack_feed_options {
