@@ -294,3 +294,14 @@ def test_pinning_through_a_cuda_runtime(ds, fake_cudart, monkeypatch):
     assert a2pack.Feed(ds, batch_size=32).stats()["pinned"] is False
     with pytest.raises(errors.UnsupportedError, match="no CUDA-capable device"):
         a2pack.Feed(ds, batch_size=32, pin="on")
+
+
+def test_a_rank_may_get_no_rows(ds):
+    # Global batches of 2 over 3 ranks: rank 0's part is empty.
+    b = next(a2pack.Feed(ds, batch_size=2, rank=0, world=3, columns=a2pack.feed.COLUMNS))
+    assert b.rows == 0 and b.global_rows == 2
+    assert b["exponents"].shape == (0, 16) and b["legal"].shape == (0, 4)
+    assert b["moves"].shape == (0,) and b["indices"].dtype == np.int64
+    b = next(a2pack.Feed(ds, batch_size=2, rank=2, world=3))
+    assert b.rows == 1
+    check_batch(ds, b)

@@ -213,13 +213,27 @@ class Feed:
             raise
         check(lib.a2pack_feed_batch_get_info(slot.h, self._info))
         v = self._view
-        arrays: Dict[str, "npt.NDArray[Any]"] = {}
+        cols = []
         pinned = False
         for name, cid in self._ids:
             check(lib.a2pack_feed_batch_column(slot.h, cid, v))
             shape: Tuple[int, ...] = (int(v.rows),) if v.ndim == 1 else (int(v.rows), int(v.width))
-            arrays[name] = view_array(slot, v.data, shape, _DTYPES[v.dtype], readonly=False)
+            cols.append((name, int(ffi.cast("uintptr_t", v.data)), int(v.nbytes), shape,
+                         _DTYPES[v.dtype]))
             pinned = bool(v.pinned)
+        arrays: Dict[str, "npt.NDArray[Any]"] = {}
+        if int(self._info.rows) == 0:
+            for name, _addr, _n, shape, dt in cols:
+                arrays[name] = np.zeros(shape, dt)
+        else:
+            # The columns lie in one slot: one array over the span they cover
+            # (its base keeps the slot), each column a typed view into it.
+            lo = min(c[1] for c in cols)
+            hi = max(c[1] + c[2] for c in cols)
+            whole = view_array(slot, ffi.cast("uint8_t *", lo), (hi - lo,), np.uint8,
+                               readonly=False)
+            for name, addr, nbytes, shape, dt in cols:
+                arrays[name] = whole[addr - lo: addr - lo + nbytes].view(dt).reshape(shape)
         return FeedBatch(arrays, self._info, pinned)
 
     # -- state and statistics ----------------------------------------------
