@@ -44,7 +44,7 @@ pub use board::{branches_normalise, Board, Move, MoveSet};
 pub use dataset::{
     BuildOptions, BuildResult, ColumnsMut, Dataset, DatasetInfo, OpenOptions, Sampler, SqlParam, StepRow,
 };
-pub use error::{Error, Result, Status};
+pub use error::{Error, ErrorDetails, Result, Status};
 pub use gen::{GenOptions, Policy};
 pub use logger::{DataLogger, LoggerOptions, StreamId};
 pub use pack::{
