@@ -1837,6 +1837,240 @@ typedef struct a2pack_arrow_api {
 /* (end of section arrow) */
 
 /* ======================================================================
+ * Section: feed — batches for a training step, filled ahead by library
+ * threads (docs/training.md)
+ *
+ * A feed walks an epoch sampler's global batch sequence over a dataset
+ * (a2pack_dataset_sampler's permutation of (seed, epoch): the same batches,
+ * in the same order, whatever the thread count, depth or rank count) and
+ * gathers each batch's columns into a ring of reusable, 4 KiB-aligned
+ * buffers ("slots") ahead of the consumer. With `world` > 1 each rank's feed
+ * takes its contiguous part of every global batch (elastic: the global
+ * sequence does not depend on the world size). After the last batch of an
+ * epoch the feed goes on with the next epoch by itself, until `epochs`.
+ *
+ * Ring slots: ownership and thread safety.
+ *  - A batch (a2pack_feed_batch*) is one slot. a2pack_feed_next() hands it
+ *    out holding one reference; a2pack_feed_batch_retain() adds one and
+ *    a2pack_feed_batch_release() drops one. The slot goes back to the
+ *    producers only when its last reference is dropped, so every column
+ *    pointer (a view) stays valid and unchanged until then, however far the
+ *    feed has moved on: a consumer that keeps batches keeps them valid, and
+ *    producers wait for a free slot instead (backpressure).
+ *  - The ring has `slots` slots (default depth + 2: `depth` filled ahead
+ *    plus two for the consumer, e.g. the batch of the running step and the
+ *    one whose copy to the GPU is in flight). A consumer that holds more
+ *    takes them from the producers' share; when it holds every slot, next()
+ *    fails with A2PACK_E_FULL instead of waiting for ever.
+ *  - The ring's memory is reference counted: a2pack_feed_close() stops and
+ *    joins the producer threads, and batches still held stay valid until
+ *    released. Releasing, retaining and reading batches is thread-safe (any
+ *    thread, any time, also after close). The feed handle itself (next,
+ *    stats, state, load_state, close) is used from one thread at a time.
+ *  - Slot memory is page-locked (pinned) when a CUDA runtime is found at run
+ *    time (see a2pack_feed_pin), so a host-to-device copy of a column can run
+ *    asynchronously; never a link-time dependency.
+ *  - In a process forked from the one that opened the feed, the producer
+ *    threads do not exist: next() and load_state() fail with
+ *    A2PACK_E_CLOSED; close() frees nothing it cannot free safely.
+ * ====================================================================== */
+
+typedef struct a2pack_feed a2pack_feed;
+typedef struct a2pack_feed_batch a2pack_feed_batch;
+
+/* The columns a feed can fill; select them with bits (1u << column) of
+ * a2pack_feed_options.columns. */
+typedef enum a2pack_feed_column {
+  A2PACK_FEED_EXPONENTS = 0,    /* uint8 [rows, 16]: tile exponents, cell 0 (top-left) first */
+  A2PACK_FEED_MOVES = 1,        /* [rows] chosen move 0..3, in moves_dtype */
+  A2PACK_FEED_LEGAL = 2,        /* bool (uint8 0/1) [rows, 4] */
+  A2PACK_FEED_EV_VALUES = 3,    /* float32 [rows, 4] */
+  A2PACK_FEED_BOARDS = 4,       /* uint64 [rows]: the packed board */
+  A2PACK_FEED_RUN_IDS = 5,      /* uint32 [rows] */
+  A2PACK_FEED_STEP_INDICES = 6, /* uint16 [rows]: the step within its run */
+  A2PACK_FEED_LEGAL_MASK = 7,   /* uint8 [rows]: the ev_legal bitmask */
+  A2PACK_FEED_INDICES = 8       /* int64 [rows]: the dataset rows of the batch (always filled) */
+} a2pack_feed_column;
+
+enum {
+  A2PACK_FEED_COLUMN_COUNT = 9,
+  /* The default selection: exponents, moves, legal, ev_values. */
+  A2PACK_FEED_COLUMNS_DEFAULT = 15
+};
+
+/* Element types of feed columns. */
+typedef enum a2pack_feed_dtype {
+  A2PACK_FEED_DTYPE_U8 = 0,
+  A2PACK_FEED_DTYPE_BOOL = 1, /* one byte, 0 or 1 */
+  A2PACK_FEED_DTYPE_U16 = 2,
+  A2PACK_FEED_DTYPE_U32 = 3,
+  A2PACK_FEED_DTYPE_U64 = 4,
+  A2PACK_FEED_DTYPE_I32 = 5,
+  A2PACK_FEED_DTYPE_I64 = 6,
+  A2PACK_FEED_DTYPE_F32 = 7
+} a2pack_feed_dtype;
+
+/* Page-locking of the ring. */
+typedef enum a2pack_feed_pin {
+  /* Pin when a CUDA runtime is present: $A2PACK_CUDART (a path) when set,
+   * else a libcudart already loaded in the process (torch, jax, cupy); plain
+   * memory when there is none or cudaHostRegister fails. */
+  A2PACK_FEED_PIN_AUTO = 0,
+  A2PACK_FEED_PIN_OFF = 1, /* plain memory */
+  A2PACK_FEED_PIN_ON = 2   /* as AUTO, else load libcudart by name; or fail naming why */
+} a2pack_feed_pin;
+
+typedef struct a2pack_feed_options {
+  size_t size;            /* sizeof(a2pack_feed_options) */
+  uint64_t batch_size;    /* rows of a global batch (all ranks together), default 4096 */
+  uint32_t depth;         /* batches filled ahead of the consumer, default 4; 0: each batch
+                             is gathered inside next(), on the calling thread */
+  uint32_t threads;       /* producer threads, default 1 (each gathers whole batches) */
+  uint32_t slots;         /* ring slots, 0 (default) = depth + 2; at least depth + 1 */
+  uint32_t columns;       /* bits (1u << a2pack_feed_column), default A2PACK_FEED_COLUMNS_DEFAULT */
+  a2pack_feed_dtype moves_dtype; /* U8 (default), I32 or I64: the moves column is written
+                                    in this type directly */
+  uint64_t seed;          /* the sampler's seed, default 0 */
+  int32_t shuffle;        /* 1 (default): the sampler's permutation of (seed, epoch);
+                             0: the indices in the order given, every epoch */
+  int32_t drop_last;      /* 1: leave out an epoch's short last batch; default 0 */
+  uint32_t rank;          /* this consumer's rank, default 0 */
+  uint32_t world;         /* ranks sharing each global batch, default 1 */
+  uint64_t epochs;        /* the feed ends before epoch `epochs` (counting from 0);
+                             0 (default): never */
+  uint64_t start_epoch;   /* the first epoch, default 0 (a loaded state overrides it) */
+  a2pack_feed_pin pin;    /* default A2PACK_FEED_PIN_AUTO */
+} a2pack_feed_options;
+
+A2PACK_API void a2pack_feed_options_init(a2pack_feed_options *opts);
+
+/* Open a feed over the rows indices[0..n) of `ds` (copied), or over every
+ * row when `indices` is NULL. The feed keeps the dataset's rows alive (the
+ * handle may be closed first). Indices outside the dataset are
+ * A2PACK_E_OUT_OF_RANGE naming the first; an empty selection, a batch size
+ * of 0, rank >= world or slots <= depth are A2PACK_E_INVALID_ARGUMENT.
+ * Producer threads start at once. `opts` may be NULL. */
+A2PACK_API a2pack_status a2pack_feed_open(const a2pack_dataset *ds, const int64_t *indices,
+                                          uint64_t n, const a2pack_feed_options *opts,
+                                          a2pack_feed **out);
+
+/* Stop and join the producers and release the feed. Batches still held stay
+ * valid until released. Accepts NULL. */
+A2PACK_API void a2pack_feed_close(a2pack_feed *f);
+
+/* The next batch, in the sampler's order: `*out` holds one reference
+ * (a2pack_feed_batch_release). Waits for it as long as it takes; at the end
+ * (`epochs` reached) A2PACK_OK with *out NULL. A2PACK_E_FULL when the
+ * consumer holds every slot of the ring. */
+A2PACK_API a2pack_status a2pack_feed_next(a2pack_feed *f, a2pack_feed_batch **out);
+
+/* As a2pack_feed_next, but waits at most `timeout_ms` (< 0: as long as it
+ * takes; 0: not at all). *out is NULL when the wait timed out or at the end;
+ * `*ended` (may be NULL) is 1 at the end, else 0. A binding that must react
+ * to signals while waiting (Ctrl-C) waits in slices with this. */
+A2PACK_API a2pack_status a2pack_feed_next_timeout(a2pack_feed *f, int64_t timeout_ms,
+                                                  a2pack_feed_batch **out, int32_t *ended);
+
+/* Add / drop one reference to a batch (see the section's introduction). Any
+ * thread. release accepts NULL. */
+A2PACK_API void a2pack_feed_batch_retain(a2pack_feed_batch *b);
+A2PACK_API void a2pack_feed_batch_release(a2pack_feed_batch *b);
+
+typedef struct a2pack_feed_batch_info {
+  size_t size;          /* sizeof(a2pack_feed_batch_info), set by the caller */
+  uint64_t epoch;
+  uint64_t batch;       /* index of the global batch in its epoch */
+  uint64_t rows;        /* this rank's rows of it (may be 0 when world > rows) */
+  uint64_t global_rows; /* rows of the global batch (all ranks) */
+  uint64_t sequence;    /* the epoch's batch count times epoch plus batch: the batch's
+                           place in the feed's whole sequence */
+} a2pack_feed_batch_info;
+
+A2PACK_API a2pack_status a2pack_feed_batch_get_info(const a2pack_feed_batch *b,
+                                                    a2pack_feed_batch_info *out);
+
+/* A column of a batch: a view into its slot, C-contiguous, valid until the
+ * batch's last reference is released. */
+typedef struct a2pack_feed_column_view {
+  size_t size;             /* sizeof(a2pack_feed_column_view), set by the caller */
+  void *data;              /* view; 64-byte aligned (NULL when the batch has no rows) */
+  a2pack_feed_dtype dtype;
+  uint32_t ndim;           /* 1 or 2 */
+  uint64_t rows;           /* shape[0] */
+  uint64_t width;          /* shape[1] (1 when ndim is 1) */
+  uint64_t nbytes;         /* rows * width * element size */
+  int32_t pinned;          /* 1 when the memory is page-locked for CUDA */
+} a2pack_feed_column_view;
+
+/* Fill `out` with column `column` of the batch. A2PACK_E_NOT_FOUND when the
+ * feed was opened without that column. */
+A2PACK_API a2pack_status a2pack_feed_batch_column(const a2pack_feed_batch *b,
+                                                  a2pack_feed_column column,
+                                                  a2pack_feed_column_view *out);
+
+typedef struct a2pack_feed_stats {
+  size_t size;               /* sizeof(a2pack_feed_stats), set by the caller */
+  uint64_t batches_served;   /* handed out by next() since open */
+  uint64_t rows_served;
+  uint64_t consumer_wait_ns; /* time next() waited for a batch (producers behind) */
+  uint64_t producer_idle_ns; /* summed over producer threads: time they waited for a free
+                                slot or for the consumer to fall within `depth` (consumer
+                                behind); excludes the time after the end */
+  uint64_t producer_busy_ns; /* summed over producer threads: time spent gathering */
+  uint64_t epoch;            /* of the next batch next() hands out */
+  uint64_t next_batch;       /* its index in that epoch */
+  uint64_t batches_per_epoch;
+  uint64_t slot_bytes;       /* bytes of one slot */
+  uint32_t threads;
+  uint32_t depth;
+  uint32_t slots;
+  uint32_t held;             /* slots handed out and not yet released */
+  uint32_t ready;            /* slots filled and waiting for next() */
+  int32_t pinned;            /* 1 when the ring is page-locked */
+  uint64_t seed;             /* the sampler's seed (a loaded state's, after load_state) */
+} a2pack_feed_stats;
+
+/* Fill `out` (set out->size first). Cheap; any time before close. */
+A2PACK_API a2pack_status a2pack_feed_stats_get(const a2pack_feed *f, a2pack_feed_stats *out);
+
+/* Checkpoint: the position after the batches next() has handed out, as a
+ * small versioned byte string (owned, a2pack_free): a feed header (the
+ * dataset's row count and CRC, the shuffle flag) around the epoch sampler's
+ * state (seed, epoch, next global batch, batch size, a hash of the rows).
+ * Never the permutation; not the world size, so a state can be loaded by a
+ * job with another number of ranks. */
+A2PACK_API a2pack_status a2pack_feed_state(const a2pack_feed *f, uint8_t **out_data,
+                                           size_t *out_len);
+
+/* Move to a saved position: the next batch is the one after those handed
+ * out when the state was taken (also across an epoch boundary). Batches
+ * filled ahead are dropped and the producers restart there; batches the
+ * consumer holds stay valid. Refused, naming what differs (nothing
+ * changes): a damaged state, another version, a state taken over another
+ * dataset, row set, batch size or shuffle setting. */
+A2PACK_API a2pack_status a2pack_feed_load_state(a2pack_feed *f, const void *data, size_t len);
+
+/* Every function of this section, for a2pack_api_table.feed. */
+typedef struct a2pack_feed_api {
+  size_t size;
+  void (*options_init)(a2pack_feed_options *);
+  a2pack_status (*open)(const a2pack_dataset *, const int64_t *, uint64_t,
+                        const a2pack_feed_options *, a2pack_feed **);
+  void (*close)(a2pack_feed *);
+  a2pack_status (*next)(a2pack_feed *, a2pack_feed_batch **);
+  a2pack_status (*next_timeout)(a2pack_feed *, int64_t, a2pack_feed_batch **, int32_t *);
+  void (*batch_retain)(a2pack_feed_batch *);
+  void (*batch_release)(a2pack_feed_batch *);
+  a2pack_status (*batch_get_info)(const a2pack_feed_batch *, a2pack_feed_batch_info *);
+  a2pack_status (*batch_column)(const a2pack_feed_batch *, a2pack_feed_column,
+                                a2pack_feed_column_view *);
+  a2pack_status (*stats_get)(const a2pack_feed *, a2pack_feed_stats *);
+  a2pack_status (*state)(const a2pack_feed *, uint8_t **, size_t *);
+  a2pack_status (*load_state)(a2pack_feed *, const void *, size_t);
+} a2pack_feed_api;
+/* (end of section feed) */
+
+/* ======================================================================
  * Section: api table — every function, for hosts that dlopen() the library
  * ====================================================================== */
 
@@ -1847,6 +2081,7 @@ struct a2pack_dataset_api;
 struct a2pack_bag_api;
 struct a2pack_logger_api;
 struct a2pack_arrow_api;
+struct a2pack_feed_api;
 
 typedef struct a2pack_api_table {
   size_t size;          /* sizeof the table this library provides */
@@ -1907,6 +2142,8 @@ typedef struct a2pack_api_table {
   /* added later: run */
   a2pack_status (*run_batch_load)(const char *const *, size_t, uint32_t, a2pack_run_batch **);
   uint64_t (*run_batch_payload_bytes)(const a2pack_run_batch *);
+  /* added later: the training feed (section feed; NULL without the dataset capability) */
+  const struct a2pack_feed_api *feed;
 } a2pack_api_table;
 
 /* The table of every function, for `abi_version` == A2PACK_ABI_VERSION; NULL

@@ -11,6 +11,7 @@ __attribute__((weak)) const a2pack_dataset_api* dataset_api_table() { return nul
 __attribute__((weak)) const a2pack_bag_api* bag_api_table() { return nullptr; }
 __attribute__((weak)) const a2pack_logger_api* logger_api_table() { return nullptr; }
 __attribute__((weak)) const a2pack_arrow_api* arrow_api_table() { return nullptr; }
+__attribute__((weak)) const a2pack_feed_api* feed_api_table() { return nullptr; }
 }  // namespace a2pack::capi
 
 namespace {
@@ -59,6 +60,7 @@ const a2pack_api_table kTable = {
     a2pack_clean_temps,
     a2pack_run_batch_load,
     a2pack_run_batch_payload_bytes,
+    a2pack::capi::feed_api_table(),
 };
 
 }  // namespace

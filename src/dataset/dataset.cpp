@@ -318,6 +318,8 @@ inline void emit_columns(size_t i, const uint8_t* row, const ColumnsOut& o) {
   if (o.ev_values) std::memcpy(o.ev_values + 4 * i, r.ev_values, 16);
   if (o.run_ids) o.run_ids[i] = r.run_id;
   if (o.step_indices) o.step_indices[i] = r.step_index;
+  if (o.moves_i32) o.moves_i32[i] = r.move;
+  if (o.moves_i64) o.moves_i64[i] = r.move;
 }
 }  // namespace
 

@@ -37,6 +37,8 @@ struct ColumnsOut {
   float* ev_values = nullptr;     // n * 4
   uint32_t* run_ids = nullptr;    // n
   uint16_t* step_indices = nullptr; // n
+  int32_t* moves_i32 = nullptr;   // n: the chosen move widened (a training loss's target type)
+  int64_t* moves_i64 = nullptr;   // n
 };
 
 // Consecutive step indices [first, first + count): one run's rows.

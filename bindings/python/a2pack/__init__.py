@@ -29,6 +29,7 @@ from .gen import GenOptions, generate_run, generate_dir
 from .pack import PackReader, PackWriter, PackStats, PackEntry, PackBuildSummary, pack_dir
 # capability: dataset
 from .dataset import STEP_DTYPE, Dataset, EpochSampler, build_dataset, append_dataset, verify_dataset
+from .feed import Feed, FeedBatch  # the training feed (docs/training.md)
 # capability: bag (the sackli-compatible API is the submodule a2pack.bag)
 from . import bag
 from .logger import DataLogger, LogData, LogStream, LogProblem, DecodeWarning  # capability: logger

@@ -699,6 +699,124 @@ struct a2pack_arrow_api
     pack_export_stream::Ptr{Cvoid}  # a2pack_status (*pack_export_stream)(const a2pack_pack *arg1, a2pack_arrow_layout arg2, const uint64_t *arg3, size_t arg4, size_t arg5, uint32_t arg6, uint32_t arg7, struct ArrowArrayStream *arg8)
 end
 
+# a2pack_feed (opaque: used through Ptr{a2pack_feed} only)
+mutable struct a2pack_feed end
+
+# a2pack_feed_batch (opaque: used through Ptr{a2pack_feed_batch} only)
+mutable struct a2pack_feed_batch end
+
+# a2pack_feed_column
+const a2pack_feed_column = Cuint
+const A2PACK_FEED_EXPONENTS = a2pack_feed_column(0)
+const A2PACK_FEED_MOVES = a2pack_feed_column(1)
+const A2PACK_FEED_LEGAL = a2pack_feed_column(2)
+const A2PACK_FEED_EV_VALUES = a2pack_feed_column(3)
+const A2PACK_FEED_BOARDS = a2pack_feed_column(4)
+const A2PACK_FEED_RUN_IDS = a2pack_feed_column(5)
+const A2PACK_FEED_STEP_INDICES = a2pack_feed_column(6)
+const A2PACK_FEED_LEGAL_MASK = a2pack_feed_column(7)
+const A2PACK_FEED_INDICES = a2pack_feed_column(8)
+
+# enum { ... }
+const A2PACK_FEED_COLUMN_COUNT = Cint(9)
+const A2PACK_FEED_COLUMNS_DEFAULT = Cint(15)
+
+# a2pack_feed_dtype
+const a2pack_feed_dtype = Cuint
+const A2PACK_FEED_DTYPE_U8 = a2pack_feed_dtype(0)
+const A2PACK_FEED_DTYPE_BOOL = a2pack_feed_dtype(1)
+const A2PACK_FEED_DTYPE_U16 = a2pack_feed_dtype(2)
+const A2PACK_FEED_DTYPE_U32 = a2pack_feed_dtype(3)
+const A2PACK_FEED_DTYPE_U64 = a2pack_feed_dtype(4)
+const A2PACK_FEED_DTYPE_I32 = a2pack_feed_dtype(5)
+const A2PACK_FEED_DTYPE_I64 = a2pack_feed_dtype(6)
+const A2PACK_FEED_DTYPE_F32 = a2pack_feed_dtype(7)
+
+# a2pack_feed_pin
+const a2pack_feed_pin = Cuint
+const A2PACK_FEED_PIN_AUTO = a2pack_feed_pin(0)
+const A2PACK_FEED_PIN_OFF = a2pack_feed_pin(1)
+const A2PACK_FEED_PIN_ON = a2pack_feed_pin(2)
+
+# a2pack_feed_options
+struct a2pack_feed_options
+    size::Csize_t  # size_t size
+    batch_size::UInt64  # uint64_t batch_size
+    depth::UInt32  # uint32_t depth
+    threads::UInt32  # uint32_t threads
+    slots::UInt32  # uint32_t slots
+    columns::UInt32  # uint32_t columns
+    moves_dtype::a2pack_feed_dtype  # a2pack_feed_dtype moves_dtype
+    seed::UInt64  # uint64_t seed
+    shuffle::Int32  # int32_t shuffle
+    drop_last::Int32  # int32_t drop_last
+    rank::UInt32  # uint32_t rank
+    world::UInt32  # uint32_t world
+    epochs::UInt64  # uint64_t epochs
+    start_epoch::UInt64  # uint64_t start_epoch
+    pin::a2pack_feed_pin  # a2pack_feed_pin pin
+end
+
+# a2pack_feed_batch_info
+struct a2pack_feed_batch_info
+    size::Csize_t  # size_t size
+    epoch::UInt64  # uint64_t epoch
+    batch::UInt64  # uint64_t batch
+    rows::UInt64  # uint64_t rows
+    global_rows::UInt64  # uint64_t global_rows
+    sequence::UInt64  # uint64_t sequence
+end
+
+# a2pack_feed_column_view
+struct a2pack_feed_column_view
+    size::Csize_t  # size_t size
+    data::Ptr{Cvoid}  # void *data
+    dtype::a2pack_feed_dtype  # a2pack_feed_dtype dtype
+    ndim::UInt32  # uint32_t ndim
+    rows::UInt64  # uint64_t rows
+    width::UInt64  # uint64_t width
+    nbytes::UInt64  # uint64_t nbytes
+    pinned::Int32  # int32_t pinned
+end
+
+# a2pack_feed_stats
+struct a2pack_feed_stats
+    size::Csize_t  # size_t size
+    batches_served::UInt64  # uint64_t batches_served
+    rows_served::UInt64  # uint64_t rows_served
+    consumer_wait_ns::UInt64  # uint64_t consumer_wait_ns
+    producer_idle_ns::UInt64  # uint64_t producer_idle_ns
+    producer_busy_ns::UInt64  # uint64_t producer_busy_ns
+    epoch::UInt64  # uint64_t epoch
+    next_batch::UInt64  # uint64_t next_batch
+    batches_per_epoch::UInt64  # uint64_t batches_per_epoch
+    slot_bytes::UInt64  # uint64_t slot_bytes
+    threads::UInt32  # uint32_t threads
+    depth::UInt32  # uint32_t depth
+    slots::UInt32  # uint32_t slots
+    held::UInt32  # uint32_t held
+    ready::UInt32  # uint32_t ready
+    pinned::Int32  # int32_t pinned
+    seed::UInt64  # uint64_t seed
+end
+
+# a2pack_feed_api
+struct a2pack_feed_api
+    size::Csize_t  # size_t size
+    options_init::Ptr{Cvoid}  # void (*options_init)(a2pack_feed_options *arg1)
+    open::Ptr{Cvoid}  # a2pack_status (*open)(const a2pack_dataset *arg1, const int64_t *arg2, uint64_t arg3, const a2pack_feed_options *arg4, a2pack_feed **arg5)
+    close::Ptr{Cvoid}  # void (*close)(a2pack_feed *arg1)
+    next::Ptr{Cvoid}  # a2pack_status (*next)(a2pack_feed *arg1, a2pack_feed_batch **arg2)
+    next_timeout::Ptr{Cvoid}  # a2pack_status (*next_timeout)(a2pack_feed *arg1, int64_t arg2, a2pack_feed_batch **arg3, int32_t *arg4)
+    batch_retain::Ptr{Cvoid}  # void (*batch_retain)(a2pack_feed_batch *arg1)
+    batch_release::Ptr{Cvoid}  # void (*batch_release)(a2pack_feed_batch *arg1)
+    batch_get_info::Ptr{Cvoid}  # a2pack_status (*batch_get_info)(const a2pack_feed_batch *arg1, a2pack_feed_batch_info *arg2)
+    batch_column::Ptr{Cvoid}  # a2pack_status (*batch_column)(const a2pack_feed_batch *arg1, a2pack_feed_column arg2, a2pack_feed_column_view *arg3)
+    stats_get::Ptr{Cvoid}  # a2pack_status (*stats_get)(const a2pack_feed *arg1, a2pack_feed_stats *arg2)
+    state::Ptr{Cvoid}  # a2pack_status (*state)(const a2pack_feed *arg1, uint8_t **arg2, size_t *arg3)
+    load_state::Ptr{Cvoid}  # a2pack_status (*load_state)(a2pack_feed *arg1, const void *arg2, size_t arg3)
+end
+
 # a2pack_api_table
 struct a2pack_api_table
     size::Csize_t  # size_t size
@@ -744,6 +862,7 @@ struct a2pack_api_table
     clean_temps::Ptr{Cvoid}  # a2pack_status (*clean_temps)(const char *arg1, a2pack_removed_fn arg2, void *arg3, uint64_t *arg4)
     run_batch_load::Ptr{Cvoid}  # a2pack_status (*run_batch_load)(const char *const *arg1, size_t arg2, uint32_t arg3, a2pack_run_batch **arg4)
     run_batch_payload_bytes::Ptr{Cvoid}  # uint64_t (*run_batch_payload_bytes)(const a2pack_run_batch *arg1)
+    feed::Ptr{a2pack_feed_api}  # const struct a2pack_feed_api *feed
 end
 
 # ---------------------------------------------------------------- functions
@@ -890,6 +1009,18 @@ const _fp_a2pack_pack_export_arrow_stats = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_pack_export_arrow_stream = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_bag_batch_export_arrow = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_logger_data_export_arrow = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_a2pack_feed_options_init = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_a2pack_feed_open = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_a2pack_feed_close = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_a2pack_feed_next = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_a2pack_feed_next_timeout = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_a2pack_feed_batch_retain = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_a2pack_feed_batch_release = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_a2pack_feed_batch_get_info = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_a2pack_feed_batch_column = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_a2pack_feed_stats_get = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_a2pack_feed_state = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_a2pack_feed_load_state = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_api = Ref{Ptr{Cvoid}}(C_NULL)
 
 # (symbol, pointer slot) of every function above.
@@ -1036,6 +1167,18 @@ const SYMBOLS = (
     (:a2pack_pack_export_arrow_stream, _fp_a2pack_pack_export_arrow_stream),
     (:a2pack_bag_batch_export_arrow, _fp_a2pack_bag_batch_export_arrow),
     (:a2pack_logger_data_export_arrow, _fp_a2pack_logger_data_export_arrow),
+    (:a2pack_feed_options_init, _fp_a2pack_feed_options_init),
+    (:a2pack_feed_open, _fp_a2pack_feed_open),
+    (:a2pack_feed_close, _fp_a2pack_feed_close),
+    (:a2pack_feed_next, _fp_a2pack_feed_next),
+    (:a2pack_feed_next_timeout, _fp_a2pack_feed_next_timeout),
+    (:a2pack_feed_batch_retain, _fp_a2pack_feed_batch_retain),
+    (:a2pack_feed_batch_release, _fp_a2pack_feed_batch_release),
+    (:a2pack_feed_batch_get_info, _fp_a2pack_feed_batch_get_info),
+    (:a2pack_feed_batch_column, _fp_a2pack_feed_batch_column),
+    (:a2pack_feed_stats_get, _fp_a2pack_feed_stats_get),
+    (:a2pack_feed_state, _fp_a2pack_feed_state),
+    (:a2pack_feed_load_state, _fp_a2pack_feed_load_state),
     (:a2pack_api, _fp_a2pack_api),
 )
 
@@ -1773,6 +1916,66 @@ end
 # a2pack_status a2pack_logger_data_export_arrow(const a2pack_logger_data *data, struct ArrowSchema *out_schema, struct ArrowArray *out_array)
 function a2pack_logger_data_export_arrow(data, out_schema, out_array)
     @ccall $(_fp_a2pack_logger_data_export_arrow[])(data::Ptr{a2pack_logger_data}, out_schema::Ptr{ArrowSchema}, out_array::Ptr{ArrowArray})::a2pack_status
+end
+
+# void a2pack_feed_options_init(a2pack_feed_options *opts)
+function a2pack_feed_options_init(opts)
+    @ccall $(_fp_a2pack_feed_options_init[])(opts::Ptr{a2pack_feed_options})::Cvoid
+end
+
+# a2pack_status a2pack_feed_open(const a2pack_dataset *ds, const int64_t *indices, uint64_t n, const a2pack_feed_options *opts, a2pack_feed **out)
+function a2pack_feed_open(ds, indices, n, opts, out)
+    @ccall $(_fp_a2pack_feed_open[])(ds::Ptr{a2pack_dataset}, indices::Ptr{Int64}, n::UInt64, opts::Ptr{a2pack_feed_options}, out::Ptr{Ptr{a2pack_feed}})::a2pack_status
+end
+
+# void a2pack_feed_close(a2pack_feed *f)
+function a2pack_feed_close(f)
+    @ccall $(_fp_a2pack_feed_close[])(f::Ptr{a2pack_feed})::Cvoid
+end
+
+# a2pack_status a2pack_feed_next(a2pack_feed *f, a2pack_feed_batch **out)
+function a2pack_feed_next(f, out)
+    @ccall $(_fp_a2pack_feed_next[])(f::Ptr{a2pack_feed}, out::Ptr{Ptr{a2pack_feed_batch}})::a2pack_status
+end
+
+# a2pack_status a2pack_feed_next_timeout(a2pack_feed *f, int64_t timeout_ms, a2pack_feed_batch **out, int32_t *ended)
+function a2pack_feed_next_timeout(f, timeout_ms, out, ended)
+    @ccall $(_fp_a2pack_feed_next_timeout[])(f::Ptr{a2pack_feed}, timeout_ms::Int64, out::Ptr{Ptr{a2pack_feed_batch}}, ended::Ptr{Int32})::a2pack_status
+end
+
+# void a2pack_feed_batch_retain(a2pack_feed_batch *b)
+function a2pack_feed_batch_retain(b)
+    @ccall $(_fp_a2pack_feed_batch_retain[])(b::Ptr{a2pack_feed_batch})::Cvoid
+end
+
+# void a2pack_feed_batch_release(a2pack_feed_batch *b)
+function a2pack_feed_batch_release(b)
+    @ccall $(_fp_a2pack_feed_batch_release[])(b::Ptr{a2pack_feed_batch})::Cvoid
+end
+
+# a2pack_status a2pack_feed_batch_get_info(const a2pack_feed_batch *b, a2pack_feed_batch_info *out)
+function a2pack_feed_batch_get_info(b, out)
+    @ccall $(_fp_a2pack_feed_batch_get_info[])(b::Ptr{a2pack_feed_batch}, out::Ptr{a2pack_feed_batch_info})::a2pack_status
+end
+
+# a2pack_status a2pack_feed_batch_column(const a2pack_feed_batch *b, a2pack_feed_column column, a2pack_feed_column_view *out)
+function a2pack_feed_batch_column(b, column, out)
+    @ccall $(_fp_a2pack_feed_batch_column[])(b::Ptr{a2pack_feed_batch}, column::a2pack_feed_column, out::Ptr{a2pack_feed_column_view})::a2pack_status
+end
+
+# a2pack_status a2pack_feed_stats_get(const a2pack_feed *f, a2pack_feed_stats *out)
+function a2pack_feed_stats_get(f, out)
+    @ccall $(_fp_a2pack_feed_stats_get[])(f::Ptr{a2pack_feed}, out::Ptr{a2pack_feed_stats})::a2pack_status
+end
+
+# a2pack_status a2pack_feed_state(const a2pack_feed *f, uint8_t **out_data, size_t *out_len)
+function a2pack_feed_state(f, out_data, out_len)
+    @ccall $(_fp_a2pack_feed_state[])(f::Ptr{a2pack_feed}, out_data::Ptr{Ptr{UInt8}}, out_len::Ptr{Csize_t})::a2pack_status
+end
+
+# a2pack_status a2pack_feed_load_state(a2pack_feed *f, const void *data, size_t len)
+function a2pack_feed_load_state(f, data, len)
+    @ccall $(_fp_a2pack_feed_load_state[])(f::Ptr{a2pack_feed}, data::Ptr{Cvoid}, len::Csize_t)::a2pack_status
 end
 
 # const a2pack_api_table *a2pack_api(uint32_t abi_version)

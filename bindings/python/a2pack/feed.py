@@ -1,0 +1,313 @@
+"""The training feed: batches gathered ahead of the training step by library
+threads into a ring of reusable (and, with CUDA, page-locked) buffers.
+
+``Feed(dataset, ...)`` iterates :class:`FeedBatch` objects in exactly the
+epoch sampler's order. Each column of a batch is a numpy array viewing its
+ring slot (no copy); ``torch.from_dlpack``, ``jax.numpy.from_dlpack``,
+``cupy`` and numpy take it without a copy either. The slot goes back to the
+producers only when the batch and every view of it (including tensors made
+from it) are gone, so keeping a batch keeps it valid; a consumer that holds
+every slot gets an error from ``next()`` rather than a hang.
+
+See docs/training.md for the recipes and the knobs.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
+
+import numpy as np
+import numpy.typing as npt
+
+from ._native import check, ffi, lib, view_array
+
+# Column names, in the order of a2pack_feed_column.
+COLUMNS: Tuple[str, ...] = ("exponents", "moves", "legal", "ev_values", "boards", "run_ids",
+                            "step_indices", "legal_mask", "indices")
+DEFAULT_COLUMNS: Tuple[str, ...] = ("exponents", "moves", "legal", "ev_values")
+
+_DTYPES = {
+    lib.A2PACK_FEED_DTYPE_U8: np.dtype(np.uint8),
+    lib.A2PACK_FEED_DTYPE_BOOL: np.dtype(np.bool_),
+    lib.A2PACK_FEED_DTYPE_U16: np.dtype(np.uint16),
+    lib.A2PACK_FEED_DTYPE_U32: np.dtype(np.uint32),
+    lib.A2PACK_FEED_DTYPE_U64: np.dtype(np.uint64),
+    lib.A2PACK_FEED_DTYPE_I32: np.dtype(np.int32),
+    lib.A2PACK_FEED_DTYPE_I64: np.dtype(np.int64),
+    lib.A2PACK_FEED_DTYPE_F32: np.dtype(np.float32),
+}
+_MOVES_DTYPES = {np.dtype(np.uint8): lib.A2PACK_FEED_DTYPE_U8,
+                 np.dtype(np.int32): lib.A2PACK_FEED_DTYPE_I32,
+                 np.dtype(np.int64): lib.A2PACK_FEED_DTYPE_I64}
+_PIN = {"auto": lib.A2PACK_FEED_PIN_AUTO, "off": lib.A2PACK_FEED_PIN_OFF,
+        "on": lib.A2PACK_FEED_PIN_ON}
+
+# How long one wait inside the library lasts before Python looks at its
+# signals again (Ctrl-C), in milliseconds.
+_WAIT_SLICE_MS = 100
+
+
+class _Slot:
+    """Holds one reference to a ring slot; every column array's base keeps
+    it alive, and collecting it releases the slot."""
+
+    __slots__ = ("h", "__weakref__")
+
+    def __init__(self, h: Any) -> None:
+        self.h = ffi.gc(h, lib.a2pack_feed_batch_release)
+
+
+class FeedBatch(Mapping[str, "npt.NDArray[Any]"]):
+    """One batch: a read-only mapping of column name to numpy array (views
+    of the ring slot), plus where it lies in the order.
+
+    ``epoch``, ``batch`` (index of the global batch in its epoch), ``rows``
+    (this rank's rows), ``global_rows`` (all ranks'), ``sequence`` (the
+    batch's place in the feed's whole sequence), ``pinned``.
+    """
+
+    __slots__ = ("_arrays", "epoch", "batch", "rows", "global_rows", "sequence", "pinned")
+
+    def __init__(self, arrays: Dict[str, "npt.NDArray[Any]"], info: Any, pinned: bool) -> None:
+        self._arrays = arrays
+        self.epoch = int(info.epoch)
+        self.batch = int(info.batch)
+        self.rows = int(info.rows)
+        self.global_rows = int(info.global_rows)
+        self.sequence = int(info.sequence)
+        self.pinned = pinned
+
+    def __getitem__(self, name: str) -> "npt.NDArray[Any]":
+        return self._arrays[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._arrays)
+
+    def __len__(self) -> int:
+        return len(self._arrays)
+
+    def __getattr__(self, name: str) -> "npt.NDArray[Any]":
+        try:
+            return self._arrays[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def __repr__(self) -> str:
+        cols = ", ".join(f"{k}: {a.dtype}{list(a.shape)}" for k, a in self._arrays.items())
+        return f"FeedBatch(epoch={self.epoch}, batch={self.batch}, rows={self.rows}, {cols})"
+
+
+def _column_bits(columns: Sequence[str]) -> int:
+    bits = 0
+    for c in columns:
+        if c not in COLUMNS:
+            raise ValueError(f"unknown column {c!r}; the columns are {', '.join(COLUMNS)}")
+        bits |= 1 << COLUMNS.index(c)
+    return bits
+
+
+class Feed:
+    """Batches of a dataset for a training loop, filled ahead by library
+    threads, in the epoch sampler's order (see docs/training.md).
+
+    ``indices`` selects rows (default: all); or pass ``sampler=`` an
+    :class:`~a2pack.EpochSampler` to take its indices, batch size, seed,
+    drop_last and epoch. ``batch_size`` is the global batch (all ranks);
+    with ``world`` > 1 this rank gets its contiguous part of each. The feed
+    runs through epochs by itself and stops before epoch ``epochs`` (0:
+    never). ``depth`` batches are filled ahead by ``threads`` threads
+    (``depth=0``: gathered inside ``next()``); the ring has ``slots``
+    buffers (default depth + 2). ``moves_dtype`` is uint8, int32 or int64
+    (written in that type directly). ``pin``: "auto" page-locks the ring
+    when a CUDA runtime is loaded in the process, "on" insists, "off" never.
+    """
+
+    def __init__(self, dataset: Any, indices: Optional[npt.ArrayLike] = None, *,
+                 batch_size: int = 4096, depth: int = 4, threads: int = 1, slots: int = 0,
+                 columns: Sequence[str] = DEFAULT_COLUMNS,
+                 moves_dtype: "npt.DTypeLike" = np.uint8, seed: int = 0, shuffle: bool = True,
+                 drop_last: bool = False, rank: int = 0, world: int = 1, epochs: int = 0,
+                 start_epoch: int = 0, pin: str = "auto", sampler: Any = None) -> None:
+        if sampler is not None:
+            if indices is not None:
+                raise ValueError("give indices or sampler, not both")
+            sel = getattr(sampler, "_indices", None)
+            n = int(sampler.num_indices)
+            if sel is None and n != len(dataset):
+                sel = np.arange(n, dtype=np.int64)
+            indices = sel
+            batch_size = int(sampler.batch_size)
+            seed = int(sampler.seed)
+            drop_last = bool(sampler.drop_last)
+            start_epoch = int(sampler.epoch)
+        mdt = np.dtype(moves_dtype)
+        if mdt not in _MOVES_DTYPES:
+            raise ValueError(f"moves_dtype must be uint8, int32 or int64, not {mdt}")
+        if pin not in _PIN:
+            raise ValueError(f"pin must be 'auto', 'on' or 'off', not {pin!r}")
+        self._columns: Tuple[str, ...] = tuple(c for c in COLUMNS if c in set(columns)) + (
+            () if "indices" in columns else ("indices",))
+        o = ffi.new("a2pack_feed_options *")
+        lib.a2pack_feed_options_init(o)
+        o.batch_size = int(batch_size)
+        o.depth = int(depth)
+        o.threads = int(threads)
+        o.slots = int(slots)
+        o.columns = _column_bits([c for c in columns if c != "indices"])
+        o.moves_dtype = _MOVES_DTYPES[mdt]
+        o.seed = int(seed)
+        o.shuffle = bool(shuffle)
+        o.drop_last = bool(drop_last)
+        o.rank = int(rank)
+        o.world = int(world)
+        o.epochs = int(epochs)
+        o.start_epoch = int(start_epoch)
+        o.pin = _PIN[pin]
+        h = dataset._check_open()
+        if indices is None:
+            ptr, n = ffi.NULL, 0
+        else:
+            idx = np.ascontiguousarray(np.asarray(indices), dtype=np.int64)
+            if idx.ndim != 1:
+                raise ValueError("indices must be one-dimensional")
+            n = int(idx.size)
+            ptr = ffi.cast("int64_t *", idx.ctypes.data) if n else ffi.new("int64_t[1]")
+        out = ffi.new("a2pack_feed **")
+        check(lib.a2pack_feed_open(h, ptr, n, o, out))
+        self._h: Any = ffi.gc(out[0], lib.a2pack_feed_close)
+        self._dataset = dataset  # keeps the Python object (and its path) around for repr
+        self._info = ffi.new("a2pack_feed_batch_info *")
+        self._info.size = ffi.sizeof("a2pack_feed_batch_info")
+        self._view = ffi.new("a2pack_feed_column_view *")
+        self._view.size = ffi.sizeof("a2pack_feed_column_view")
+        self._out = ffi.new("a2pack_feed_batch **")
+        self._ended = ffi.new("int32_t *")
+        self._ids = [(c, COLUMNS.index(c)) for c in self._columns]
+
+    # -- iteration -----------------------------------------------------------
+    def __iter__(self) -> "Feed":
+        return self
+
+    def __next__(self) -> FeedBatch:
+        h = self._check_open()
+        out, ended = self._out, self._ended
+        # The wait happens inside the library with the GIL released (cffi
+        # releases it around every call), in slices so Ctrl-C is seen.
+        # A KeyboardInterrupt raised as a call returns must not lose a batch
+        # the call handed out: it is released unless wrapped.
+        try:
+            while True:
+                st = lib.a2pack_feed_next_timeout(h, _WAIT_SLICE_MS, out, ended)
+                if st:
+                    check(st)
+                if out[0] != ffi.NULL:
+                    break
+                if ended[0]:
+                    raise StopIteration
+            slot = _Slot(out[0])
+            out[0] = ffi.NULL
+        except BaseException:
+            if out[0] != ffi.NULL:
+                lib.a2pack_feed_batch_release(out[0])
+                out[0] = ffi.NULL
+            raise
+        check(lib.a2pack_feed_batch_get_info(slot.h, self._info))
+        v = self._view
+        cols = []
+        pinned = False
+        for name, cid in self._ids:
+            check(lib.a2pack_feed_batch_column(slot.h, cid, v))
+            shape: Tuple[int, ...] = (int(v.rows),) if v.ndim == 1 else (int(v.rows), int(v.width))
+            cols.append((name, int(ffi.cast("uintptr_t", v.data)), int(v.nbytes), shape,
+                         _DTYPES[v.dtype]))
+            pinned = bool(v.pinned)
+        arrays: Dict[str, "npt.NDArray[Any]"] = {}
+        if int(self._info.rows) == 0:
+            for name, _addr, _n, shape, dt in cols:
+                arrays[name] = np.zeros(shape, dt)
+        else:
+            # The columns lie in one slot: one array over the span they cover
+            # (its base keeps the slot), each column a typed view into it.
+            lo = min(c[1] for c in cols)
+            hi = max(c[1] + c[2] for c in cols)
+            whole = view_array(slot, ffi.cast("uint8_t *", lo), (hi - lo,), np.uint8,
+                               readonly=False)
+            for name, addr, nbytes, shape, dt in cols:
+                arrays[name] = whole[addr - lo: addr - lo + nbytes].view(dt).reshape(shape)
+        return FeedBatch(arrays, self._info, pinned)
+
+    # -- state and statistics ----------------------------------------------
+    def stats(self) -> Dict[str, Any]:
+        """Counters since open: ``batches_served``, ``rows_served``,
+        ``consumer_wait_s`` (time ``next()`` waited: the producers were
+        behind), ``producer_idle_s`` and ``producer_busy_s`` (summed over the
+        producer threads: idle = waiting for a free slot or for the consumer,
+        i.e. the consumer was behind), and the ring's shape and position."""
+        s = ffi.new("a2pack_feed_stats *")
+        s.size = ffi.sizeof("a2pack_feed_stats")
+        check(lib.a2pack_feed_stats_get(self._check_open(), s))
+        return {
+            "batches_served": int(s.batches_served), "rows_served": int(s.rows_served),
+            "consumer_wait_s": s.consumer_wait_ns / 1e9,
+            "producer_idle_s": s.producer_idle_ns / 1e9,
+            "producer_busy_s": s.producer_busy_ns / 1e9,
+            "epoch": int(s.epoch), "next_batch": int(s.next_batch),
+            "batches_per_epoch": int(s.batches_per_epoch), "slot_bytes": int(s.slot_bytes),
+            "threads": int(s.threads), "depth": int(s.depth), "slots": int(s.slots),
+            "held": int(s.held), "ready": int(s.ready), "pinned": bool(s.pinned),
+            "seed": int(s.seed),
+        }
+
+    def state_dict(self) -> Dict[str, Any]:
+        """The position after the batches handed out so far: ``state`` (the
+        library's versioned bytes, what :meth:`load_state_dict` needs) and,
+        for reading, ``epoch`` and ``batch`` of the next batch, ``seed`` and
+        ``batch_size``."""
+        h = self._check_open()
+        data = ffi.new("uint8_t **")
+        n = ffi.new("size_t *")
+        check(lib.a2pack_feed_state(h, data, n))
+        try:
+            raw = bytes(ffi.buffer(data[0], n[0]))
+        finally:
+            lib.a2pack_free(data[0])
+        st = self.stats()
+        return {"state": raw, "epoch": st["epoch"], "batch": st["next_batch"],
+                "seed": st["seed"], "batches_per_epoch": st["batches_per_epoch"]}
+
+    def load_state_dict(self, state: Union[Mapping[str, Any], bytes]) -> None:
+        """Continue from a :meth:`state_dict`: the next batch is the one after
+        those handed out when it was taken. Batches filled ahead are dropped;
+        batches already taken stay valid. A state of another dataset, row
+        selection, batch size or shuffle setting is refused, naming it."""
+        raw = state if isinstance(state, (bytes, bytearray, memoryview)) else state["state"]
+        raw = bytes(raw)
+        check(lib.a2pack_feed_load_state(self._check_open(), raw, len(raw)))
+
+    # -- lifetime --------------------------------------------------------------
+    def _check_open(self) -> Any:
+        if self._h is None:
+            from .errors import ClosedError
+            raise ClosedError("the feed was closed")
+        return self._h
+
+    def close(self) -> None:
+        """Stop and join the producer threads. Batches still held stay valid."""
+        self._h = None  # the last reference: its finalizer closes now
+
+    def __enter__(self) -> "Feed":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def columns(self) -> Tuple[str, ...]:
+        return self._columns
+
+    def __repr__(self) -> str:
+        state = "closed" if self._h is None else "open"
+        return f"Feed({self._dataset!r}, columns={list(self._columns)}, {state})"
+
+
+__all__: List[str] = ["Feed", "FeedBatch", "COLUMNS", "DEFAULT_COLUMNS"]

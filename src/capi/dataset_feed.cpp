@@ -1,0 +1,279 @@
+// C ABI of the feed section (src/feed): open over a dataset, next, batch
+// views, stats, checkpoints. Named dataset_* so a build without the dataset
+// capability leaves it out with the dataset's other files.
+#include <chrono>
+#include <memory>
+#include <vector>
+
+#include "capi/api_table.hpp"
+#include "capi/common.hpp"
+#include "dataset/dataset.hpp"
+#include "feed/feed.hpp"
+
+using namespace a2pack;
+using a2pack::capi::guard;
+using a2pack::capi::require;
+
+struct a2pack_feed {
+  std::unique_ptr<feed::Feed> f;
+};
+
+namespace a2pack::capi {
+std::shared_ptr<const dataset::Dataset> share_dataset(const a2pack_dataset* h);
+}  // namespace a2pack::capi
+
+namespace {
+
+feed::Slot* slot_of(const a2pack_feed_batch* b) {
+  return reinterpret_cast<feed::Slot*>(const_cast<a2pack_feed_batch*>(b));
+}
+a2pack_feed_batch* handle_of(feed::Slot* s) { return reinterpret_cast<a2pack_feed_batch*>(s); }
+
+feed::Options convert(const a2pack_feed_options& o) {
+  feed::Options r;
+  r.batch_size = o.batch_size;
+  r.depth = o.depth;
+  r.threads = o.threads;
+  r.slots = o.slots;
+  if (o.columns >> A2PACK_FEED_COLUMN_COUNT)
+    fail(A2PACK_E_INVALID_ARGUMENT, "feed options: columns 0x{:x} has bits beyond the {} columns",
+         o.columns, static_cast<int>(A2PACK_FEED_COLUMN_COUNT));
+  r.columns = o.columns;
+  switch (capi::enum_int(o.moves_dtype)) {
+    case A2PACK_FEED_DTYPE_U8: r.moves = feed::MovesType::kU8; break;
+    case A2PACK_FEED_DTYPE_I32: r.moves = feed::MovesType::kI32; break;
+    case A2PACK_FEED_DTYPE_I64: r.moves = feed::MovesType::kI64; break;
+    default:
+      fail(A2PACK_E_INVALID_ARGUMENT, "feed options: moves_dtype {} is not U8, I32 or I64",
+           capi::enum_int(o.moves_dtype));
+  }
+  r.seed = o.seed;
+  r.shuffle = o.shuffle != 0;
+  r.drop_last = o.drop_last != 0;
+  r.rank = o.rank;
+  r.world = o.world;
+  r.epochs = o.epochs;
+  r.start_epoch = o.start_epoch;
+  switch (capi::enum_int(o.pin)) {
+    case A2PACK_FEED_PIN_AUTO: r.pin = feed::Pin::kAuto; break;
+    case A2PACK_FEED_PIN_OFF: r.pin = feed::Pin::kOff; break;
+    case A2PACK_FEED_PIN_ON: r.pin = feed::Pin::kOn; break;
+    default:
+      fail(A2PACK_E_INVALID_ARGUMENT, "feed options: pin {} is not AUTO, OFF or ON",
+           capi::enum_int(o.pin));
+  }
+  return r;
+}
+
+void require_parent(const a2pack_feed* f) {
+  require(f, "feed");
+  if (f->f->stamp().forked())
+    fail(A2PACK_E_CLOSED, "feed: this process was forked from the one that opened the feed, and "
+         "its producer threads are not here; open a new feed in this process");
+}
+
+// Element type and width of a column as this batch's feed wrote it.
+struct Shape {
+  a2pack_feed_dtype dtype;
+  uint32_t ndim;
+  uint64_t width, itemsize;
+};
+Shape shape_of(uint32_t column, uint64_t moves_itemsize) {
+  switch (column) {
+    case A2PACK_FEED_EXPONENTS: return {A2PACK_FEED_DTYPE_U8, 2, 16, 1};
+    case A2PACK_FEED_MOVES:
+      return {moves_itemsize == 1 ? A2PACK_FEED_DTYPE_U8
+              : moves_itemsize == 4 ? A2PACK_FEED_DTYPE_I32 : A2PACK_FEED_DTYPE_I64,
+              1, 1, moves_itemsize};
+    case A2PACK_FEED_LEGAL: return {A2PACK_FEED_DTYPE_BOOL, 2, 4, 1};
+    case A2PACK_FEED_EV_VALUES: return {A2PACK_FEED_DTYPE_F32, 2, 4, 4};
+    case A2PACK_FEED_BOARDS: return {A2PACK_FEED_DTYPE_U64, 1, 1, 8};
+    case A2PACK_FEED_RUN_IDS: return {A2PACK_FEED_DTYPE_U32, 1, 1, 4};
+    case A2PACK_FEED_STEP_INDICES: return {A2PACK_FEED_DTYPE_U16, 1, 1, 2};
+    case A2PACK_FEED_LEGAL_MASK: return {A2PACK_FEED_DTYPE_U8, 1, 1, 1};
+    default: return {A2PACK_FEED_DTYPE_I64, 1, 1, 8};  // indices
+  }
+}
+
+}  // namespace
+
+A2PACK_EXPORT void a2pack_feed_options_init(a2pack_feed_options* o) {
+  if (!o) return;
+  *o = a2pack_feed_options{};
+  o->size = sizeof *o;
+  o->batch_size = 4096;
+  o->depth = 4;
+  o->threads = 1;
+  o->slots = 0;
+  o->columns = A2PACK_FEED_COLUMNS_DEFAULT;
+  o->moves_dtype = A2PACK_FEED_DTYPE_U8;
+  o->seed = 0;
+  o->shuffle = 1;
+  o->drop_last = 0;
+  o->rank = 0;
+  o->world = 1;
+  o->epochs = 0;
+  o->start_epoch = 0;
+  o->pin = A2PACK_FEED_PIN_AUTO;
+}
+
+A2PACK_EXPORT a2pack_status a2pack_feed_open(const a2pack_dataset* ds, const int64_t* indices,
+                                             uint64_t n, const a2pack_feed_options* opts,
+                                             a2pack_feed** out) {
+  capi::reset_out(out);
+  return guard([&] {
+    require(ds, "dataset");
+    require(out, "out");
+    auto o = convert(capi::read_options(opts, a2pack_feed_options_init));
+    std::vector<int64_t> idx;
+    if (indices) idx.assign(indices, indices + n);
+    auto f = std::make_unique<feed::Feed>(capi::share_dataset(ds), std::move(idx), !indices, o);
+    *out = new a2pack_feed{std::move(f)};
+  });
+}
+
+A2PACK_EXPORT void a2pack_feed_close(a2pack_feed* f) {
+  if (!f) return;
+  // In a forked child the producer threads cannot be joined (they are the
+  // parent's) and the ring's lock may be held by one of them: the child's
+  // copy is left alone, a leak of the child's address space only.
+  if (f->f->stamp().forked()) return;
+  delete f;
+}
+
+A2PACK_EXPORT a2pack_status a2pack_feed_next_timeout(a2pack_feed* f, int64_t timeout_ms,
+                                                     a2pack_feed_batch** out, int32_t* ended) {
+  capi::reset_out(out);
+  if (ended) *ended = 0;
+  return guard([&] {
+    require_parent(f);
+    require(out, "out");
+    bool end = false;
+    feed::Slot* s = f->f->next(std::chrono::milliseconds(timeout_ms < 0 ? -1 : timeout_ms), &end);
+    *out = s ? handle_of(s) : nullptr;
+    if (ended) *ended = end ? 1 : 0;
+  });
+}
+
+A2PACK_EXPORT a2pack_status a2pack_feed_next(a2pack_feed* f, a2pack_feed_batch** out) {
+  return a2pack_feed_next_timeout(f, -1, out, nullptr);
+}
+
+A2PACK_EXPORT void a2pack_feed_batch_retain(a2pack_feed_batch* b) {
+  if (b) slot_of(b)->refs.fetch_add(1, std::memory_order_relaxed);
+}
+
+A2PACK_EXPORT void a2pack_feed_batch_release(a2pack_feed_batch* b) {
+  if (b) feed::Ring::release(slot_of(b));
+}
+
+A2PACK_EXPORT a2pack_status a2pack_feed_batch_get_info(const a2pack_feed_batch* b,
+                                                       a2pack_feed_batch_info* out) {
+  return guard([&] {
+    require(b, "batch");
+    const feed::Slot* s = slot_of(b);
+    a2pack_feed_batch_info i{};
+    i.size = sizeof i;
+    i.epoch = s->epoch;
+    i.batch = s->batch;
+    i.rows = s->rows;
+    i.global_rows = s->global_rows;
+    i.sequence = s->sequence;
+    capi::write_out(out, i);
+  });
+}
+
+A2PACK_EXPORT a2pack_status a2pack_feed_batch_column(const a2pack_feed_batch* b,
+                                                     a2pack_feed_column column,
+                                                     a2pack_feed_column_view* out) {
+  return guard([&] {
+    require(b, "batch");
+    const long long c = capi::enum_int(column);
+    if (c < 0 || c >= A2PACK_FEED_COLUMN_COUNT)
+      fail(A2PACK_E_INVALID_ARGUMENT, "feed: column {} is not an a2pack_feed_column", c);
+    const feed::Slot* s = slot_of(b);
+    const feed::Ring& r = *s->ring;
+    if (!r.has(static_cast<size_t>(c)))
+      fail(A2PACK_E_NOT_FOUND, "feed: column {} was not selected when the feed was opened", c);
+    Shape sh = shape_of(static_cast<uint32_t>(c), r.moves_itemsize);
+    a2pack_feed_column_view v{};
+    v.size = sizeof v;
+    v.data = s->rows ? s->base + r.offset(static_cast<size_t>(c)) : nullptr;
+    v.dtype = sh.dtype;
+    v.ndim = sh.ndim;
+    v.rows = s->rows;
+    v.width = sh.width;
+    v.nbytes = s->rows * sh.width * sh.itemsize;
+    v.pinned = r.pinned() ? 1 : 0;
+    capi::write_out(out, v);
+  });
+}
+
+A2PACK_EXPORT a2pack_status a2pack_feed_stats_get(const a2pack_feed* f, a2pack_feed_stats* out) {
+  return guard([&] {
+    require_parent(f);
+    feed::Stats st = f->f->stats();
+    a2pack_feed_stats o{};
+    o.size = sizeof o;
+    o.batches_served = st.batches_served;
+    o.rows_served = st.rows_served;
+    o.consumer_wait_ns = st.consumer_wait_ns;
+    o.producer_idle_ns = st.producer_idle_ns;
+    o.producer_busy_ns = st.producer_busy_ns;
+    o.epoch = st.epoch;
+    o.next_batch = st.next_batch;
+    o.batches_per_epoch = st.batches_per_epoch;
+    o.slot_bytes = st.slot_bytes;
+    o.threads = st.threads;
+    o.depth = st.depth;
+    o.slots = st.slots;
+    o.held = st.held;
+    o.ready = st.ready;
+    o.pinned = st.pinned ? 1 : 0;
+    o.seed = st.seed;
+    capi::write_out(out, o);
+  });
+}
+
+A2PACK_EXPORT a2pack_status a2pack_feed_state(const a2pack_feed* f, uint8_t** out_data,
+                                              size_t* out_len) {
+  if (out_data) *out_data = nullptr;
+  if (out_len) *out_len = 0;
+  return guard([&] {
+    require_parent(f);
+    require(out_data, "out_data");
+    require(out_len, "out_len");
+    std::string s = f->f->save_state();
+    *out_data = capi::owned_copy(s.data(), s.size());
+    *out_len = s.size();
+  });
+}
+
+A2PACK_EXPORT a2pack_status a2pack_feed_load_state(a2pack_feed* f, const void* data, size_t len) {
+  return guard([&] {
+    require_parent(f);
+    require(data, "data");
+    f->f->load_state(data, len);
+  });
+}
+
+namespace a2pack::capi {
+const a2pack_feed_api* feed_api_table() {
+  static const a2pack_feed_api table = {
+      sizeof(a2pack_feed_api),
+      a2pack_feed_options_init,
+      a2pack_feed_open,
+      a2pack_feed_close,
+      a2pack_feed_next,
+      a2pack_feed_next_timeout,
+      a2pack_feed_batch_retain,
+      a2pack_feed_batch_release,
+      a2pack_feed_batch_get_info,
+      a2pack_feed_batch_column,
+      a2pack_feed_stats_get,
+      a2pack_feed_state,
+      a2pack_feed_load_state,
+  };
+  return &table;
+}
+}  // namespace a2pack::capi

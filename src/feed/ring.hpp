@@ -1,0 +1,85 @@
+// The feed's ring: a fixed number of equally laid out batch buffers
+// ("slots") in one page-aligned mapping, page-locked for CUDA when a runtime
+// is found, handed to the consumer with a reference count. The ring's
+// memory, lock and free list outlive the feed while the consumer holds
+// batches (shared ownership), so a slot can be released after close.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "base/fork_stamp.hpp"
+
+namespace a2pack::dataset {
+class Sampler;
+}
+
+namespace a2pack::feed {
+
+class CudaHost;
+class Ring;
+
+// One batch buffer; handed out to the C ABI as a2pack_feed_batch*.
+struct Slot {
+  Ring* ring = nullptr;
+  uint8_t* base = nullptr;  // the slot's bytes: columns at Ring::offset(c)
+  std::atomic<uint32_t> refs{0};
+  // While handed out: the ring (so it outlives the feed) and the sampler of
+  // the batch's epoch (the feed's checkpoint is taken from it).
+  std::shared_ptr<Ring> keep;
+  std::shared_ptr<const dataset::Sampler> sampler;
+  uint64_t epoch = 0, batch = 0, rows = 0, global_rows = 0, sequence = 0;
+};
+
+enum class Pin { kAuto, kOff, kOn };
+
+class Ring {
+ public:
+  // `column_bytes[c]`: room each slot needs for column c (0: not selected).
+  Ring(size_t slots, const std::vector<size_t>& column_bytes, Pin pin);
+  ~Ring();
+  Ring(const Ring&) = delete;
+  Ring& operator=(const Ring&) = delete;
+
+  size_t slot_count() const { return slots_.size(); }
+  size_t slot_bytes() const { return slot_bytes_; }
+  Slot& slot(size_t i) { return *slots_[i]; }
+  size_t offset(size_t column) const { return offsets_[column]; }
+  bool has(size_t column) const { return column_bytes_[column] != 0; }
+  bool pinned() const { return pinned_; }
+  // Why the ring is not pinned (empty when it is, or pinning was off).
+  const std::string& pin_note() const { return pin_note_; }
+
+  // Drop one reference to a handed-out slot; the last one returns it to the
+  // free list (under mu, waking the producers). Any thread. In a process
+  // forked from the ring's owner the slot is left as it is: the lock may be
+  // held by a thread that does not exist here.
+  static void release(Slot* s);
+
+  // Guarded by mu: the free slots and the count handed out.
+  std::mutex mu;
+  std::condition_variable freed;  // a slot came back
+  std::vector<Slot*> free_list;
+  uint32_t held = 0;
+  ForkStamp stamp;
+  // Bytes of one element of the moves column (set by the feed before any
+  // slot is handed out; read by the column views).
+  uint32_t moves_itemsize = 1;
+
+ private:
+  std::vector<std::unique_ptr<Slot>> slots_;
+  std::vector<size_t> column_bytes_, offsets_;
+  size_t slot_bytes_ = 0, map_bytes_ = 0;
+  uint8_t* map_ = nullptr;
+  const CudaHost* cuda_ = nullptr;  // set while the mapping is registered
+  bool pinned_ = false;
+  std::string pin_note_;
+};
+
+}  // namespace a2pack::feed

@@ -1,0 +1,307 @@
+"""a2pack.Feed: the library-side training feed.
+
+Order equal to the epoch sampler's whatever the threads, every batch equal to
+the rows it names, zero-copy views (numpy, the buffer protocol, DLPack into
+numpy and torch) that keep their slot alive, held batches past the ring,
+checkpoints across epochs, fork, shutdown on exceptions and garbage
+collection, and the pinning code without CUDA and through a recording
+stand-in for libcudart (compiled here)."""
+
+import gc
+import os
+import pathlib
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+import a2pack
+from a2pack import errors
+
+from test_dataset import make_run, write_runs
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def ds(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("feedds")
+    write_runs(tmp / "runs", [make_run(s, 40 + 11 * s) for s in range(14)])
+    a2pack.build_dataset(tmp / "runs", tmp / "ds")
+    return a2pack.Dataset(tmp / "ds")
+
+
+def exponents_of(boards):
+    shifts = np.arange(60, -4, -4, dtype=np.uint64)
+    return ((boards[:, None] >> shifts) & np.uint64(0xF)).astype(np.uint8)
+
+
+def check_batch(ds, b, moves_dtype=np.uint8):
+    rows = ds.steps[b["indices"]]
+    assert b.rows == len(rows)
+    np.testing.assert_array_equal(b["exponents"], exponents_of(rows["board"]))
+    assert b["moves"].dtype == moves_dtype
+    np.testing.assert_array_equal(b["moves"], rows["move"])
+    assert b["legal"].dtype == np.bool_ and b["legal"].shape == (len(rows), 4)
+    np.testing.assert_array_equal(b["legal"], (rows["ev_legal"][:, None] >> np.arange(4)) & 1)
+    np.testing.assert_array_equal(b["ev_values"], rows["ev_values"])
+
+
+def task_count():
+    return len(os.listdir("/proc/self/task"))
+
+
+@pytest.mark.parametrize("threads", range(1, 9))
+def test_order_is_the_samplers(ds, threads):
+    sel = np.arange(0, len(ds), 2)
+    sampler = a2pack.EpochSampler(sel, batch_size=50, seed=4)
+    want = []
+    for e in range(2):
+        sampler.set_epoch(e)
+        want += [b.copy() for b in sampler]
+    with a2pack.Feed(ds, sel, batch_size=50, seed=4, threads=threads, depth=3, epochs=2) as feed:
+        got = []
+        for b in feed:
+            check_batch(ds, b)
+            got.append(b["indices"].copy())
+        del b  # the last batch's slot goes back
+        st = feed.stats()
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
+    assert st["batches_served"] == len(want) and st["epoch"] == 2 and st["held"] == 0
+
+
+def test_sampler_argument_and_synchronous_depth(ds):
+    sampler = a2pack.EpochSampler(n=len(ds), batch_size=64, seed=9, epoch=1)
+    want = [b.copy() for b in sampler]
+    feed = a2pack.Feed(ds, sampler=sampler, depth=0, epochs=2)
+    got = [b["indices"].copy() for b in feed]
+    assert [len(g) for g in got] == [len(w) for w in want]
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
+    assert feed.stats()["threads"] == 0
+
+
+def test_all_columns_and_wide_moves(ds):
+    feed = a2pack.Feed(ds, batch_size=100, columns=a2pack.feed.COLUMNS, moves_dtype=np.int64,
+                       epochs=1, threads=2)
+    n = 0
+    for b in feed:
+        check_batch(ds, b, np.int64)
+        rows = ds.steps[b["indices"]]
+        np.testing.assert_array_equal(b["boards"], rows["board"])
+        np.testing.assert_array_equal(b["run_ids"], rows["run_id"])
+        np.testing.assert_array_equal(b["step_indices"], rows["step_index"])
+        np.testing.assert_array_equal(b["legal_mask"], rows["ev_legal"])
+        assert b.exponents is b["exponents"]
+        n += b.rows
+    assert n == len(ds)
+    with pytest.raises(ValueError, match="unknown column"):
+        a2pack.Feed(ds, columns=("exponents", "nope"))
+    with pytest.raises(ValueError, match="moves_dtype"):
+        a2pack.Feed(ds, moves_dtype=np.float32)
+
+
+def test_views_are_the_slot_zero_copy(ds):
+    feed = a2pack.Feed(ds, batch_size=64, depth=1, slots=2)
+    b = next(feed)
+    col = b["ev_values"]
+    addr = col.ctypes.data
+    assert addr % 64 == 0
+    assert np.frombuffer(memoryview(col), np.float32).ctypes.data == addr  # buffer protocol
+    assert np.from_dlpack(col).ctypes.data == addr
+    assert col.__dlpack_device__() == (1, 0)  # kDLCPU
+    torch = pytest.importorskip("torch")
+    t = torch.from_dlpack(b["moves"])
+    assert t.data_ptr() == b["moves"].ctypes.data
+    ev = torch.from_dlpack(col)
+    assert ev.data_ptr() == addr
+    keep = ev.clone()
+    # Drop every Python view but the tensor: the slot stays held, the feed
+    # goes on through the other slot, and the tensor's data never changes.
+    del b, col, t
+    gc.collect()
+    assert feed.stats()["held"] == 1
+    for _ in range(20):
+        nb = next(feed)
+        assert nb["ev_values"].ctypes.data != addr
+        del nb
+    assert torch.equal(ev, keep)
+    del ev
+    gc.collect()
+    assert feed.stats()["held"] == 0
+
+
+def test_holding_every_slot_raises_instead_of_hanging(ds):
+    feed = a2pack.Feed(ds, batch_size=32, depth=2, slots=3, columns=("boards",))
+    held = [next(feed) for _ in range(3)]
+    copies = [h["boards"].copy() for h in held]
+    with pytest.raises(errors.FullError, match="holds all 3 ring slots"):
+        next(feed)
+    st = feed.stats()
+    assert st["held"] == 3 and st["ready"] == 0
+    del held[0]
+    gc.collect()
+    for _ in range(10):
+        check = next(feed)
+        np.testing.assert_array_equal(check["boards"], ds.steps[check["indices"]]["board"])
+        del check
+    for h, c in zip(held, copies[1:]):
+        np.testing.assert_array_equal(h["boards"], c)
+    feed.close()
+    for h, c in zip(held, copies[1:]):  # valid after close too
+        np.testing.assert_array_equal(h["boards"], c)
+    with pytest.raises(errors.ClosedError):
+        next(feed)
+
+
+def test_state_dict_resumes_across_epochs(ds):
+    sel = np.arange(0, len(ds), 3)
+    kw = dict(batch_size=40, seed=12, epochs=3)
+    full = [b["indices"].copy() for b in a2pack.Feed(ds, sel, **kw)]
+    per_epoch = -(-len(sel) // 40)
+    for k in (0, 2, per_epoch, per_epoch + 1):
+        feed = a2pack.Feed(ds, sel, threads=2, **kw)
+        for i in range(k):
+            np.testing.assert_array_equal(next(feed)["indices"], full[i])
+        sd = feed.state_dict()
+        assert isinstance(sd["state"], bytes)
+        assert (sd["epoch"], sd["batch"]) == divmod(k, per_epoch)
+        assert sd["seed"] == 12 and sd["batches_per_epoch"] == per_epoch
+        feed.close()
+        other = a2pack.Feed(ds, sel, threads=3, depth=1, **{**kw, "seed": 0})
+        other.load_state_dict(sd)
+        rest = [b["indices"].copy() for b in other]
+        assert len(rest) == len(full) - k
+        for g, w in zip(rest, full[k:]):
+            np.testing.assert_array_equal(g, w)
+    bad = bytearray(sd["state"])
+    bad[-9] ^= 1
+    with pytest.raises(errors.CorruptError, match="damaged"):
+        a2pack.Feed(ds, sel, **kw).load_state_dict(bytes(bad))
+    with pytest.raises(errors.InvalidArgumentError, match="another set of rows"):
+        a2pack.Feed(ds, sel[:-1], **kw).load_state_dict(sd)
+
+
+def test_ranks_split_each_global_batch(ds):
+    kw = dict(batch_size=70, seed=2, epochs=1)
+    whole = [b["indices"].copy() for b in a2pack.Feed(ds, **kw)]
+    parts = [[b["indices"].copy() for b in a2pack.Feed(ds, rank=r, world=3, **kw)]
+             for r in range(3)]
+    for i, w in enumerate(whole):
+        np.testing.assert_array_equal(np.concatenate([p[i] for p in parts]), w)
+
+
+def test_exceptions_and_garbage_collection_stop_the_threads(ds):
+    before = task_count()
+    feed = a2pack.Feed(ds, batch_size=16, threads=4, depth=4)
+    assert task_count() >= before + 4  # (+1 while the next epoch's order is made)
+    kept = None
+    with pytest.raises(KeyboardInterrupt):
+        with feed:
+            for i, b in enumerate(feed):
+                kept = b
+                if i == 3:
+                    raise KeyboardInterrupt
+    assert task_count() == before
+    check_batch(ds, kept)  # a batch kept past the exception is intact
+    feed2 = a2pack.Feed(ds, batch_size=16, threads=3)
+    next(feed2)
+    assert task_count() >= before + 3
+    del feed2
+    gc.collect()
+    assert task_count() == before
+
+
+def test_fork_after_open(ds):
+    feed = a2pack.Feed(ds, batch_size=32, threads=2)
+    b = next(feed)
+    idx = b["indices"].copy()
+    pid = os.fork()
+    if pid == 0:
+        code = 0
+        try:
+            next(feed)
+            code = 1
+        except errors.ClosedError as e:
+            code = 0 if "forked" in str(e) else 2
+        except BaseException:
+            code = 3
+        if not np.array_equal(b["indices"], idx):
+            code = 4
+        del b
+        feed.close()
+        os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+    for _ in range(5):
+        check_batch(ds, next(feed))
+
+
+# ---------------------------------------------------------------- pinning
+@pytest.fixture(scope="module")
+def fake_cudart(tmp_path_factory):
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if not cc:
+        pytest.skip("no C compiler to build the libcudart stand-in")
+    out = tmp_path_factory.mktemp("cudart") / "libfakecudart.so"
+    subprocess.run([cc, "-shared", "-fPIC", "-o", str(out),
+                    str(REPO / "tests" / "capi" / "fake_cudart.c")], check=True)
+    return out
+
+
+def test_without_cuda_the_ring_is_plain_memory(ds, monkeypatch):
+    monkeypatch.setenv("A2PACK_CUDART", "/nonexistent/libcudart.so.12")
+    feed = a2pack.Feed(ds, batch_size=32)  # auto: falls back
+    assert feed.stats()["pinned"] is False
+    b = next(feed)
+    assert b.pinned is False
+    check_batch(ds, b)
+    with pytest.raises(errors.UnsupportedError, match="/nonexistent/libcudart.so.12"):
+        a2pack.Feed(ds, batch_size=32, pin="on")
+    with pytest.raises(ValueError, match="pin must be"):
+        a2pack.Feed(ds, pin="maybe")
+
+
+def test_pinning_through_a_cuda_runtime(ds, fake_cudart, monkeypatch):
+    import ctypes
+    monkeypatch.setenv("A2PACK_CUDART", str(fake_cudart))
+    stub = ctypes.CDLL(str(fake_cudart))
+    regs = ctypes.c_int.in_dll(stub, "fake_cudart_registers")
+    unregs = ctypes.c_int.in_dll(stub, "fake_cudart_unregisters")
+    size = ctypes.c_size_t.in_dll(stub, "fake_cudart_last_size")
+    r0, u0 = regs.value, unregs.value
+    feed = a2pack.Feed(ds, batch_size=32, pin="on", threads=2)
+    st = feed.stats()
+    assert st["pinned"] is True and regs.value == r0 + 1
+    assert size.value == st["slot_bytes"] * st["slots"]
+    b = next(feed)
+    assert b.pinned is True
+    check_batch(ds, b)
+    # Every column (and what torch or numpy make of it) is the registered ring's memory.
+    ring = ctypes.c_void_p.in_dll(stub, "fake_cudart_last_ptr").value
+    for name in b:
+        addr = np.from_dlpack(b[name]).ctypes.data
+        assert addr == b[name].ctypes.data and ring <= addr < ring + size.value
+    feed.close()
+    assert unregs.value == u0  # the held batch keeps the ring
+    del b
+    gc.collect()
+    assert unregs.value == u0 + 1
+    monkeypatch.setenv("FAKE_CUDART_FAIL", "1")
+    assert a2pack.Feed(ds, batch_size=32).stats()["pinned"] is False
+    with pytest.raises(errors.UnsupportedError, match="no CUDA-capable device"):
+        a2pack.Feed(ds, batch_size=32, pin="on")
+
+
+def test_a_rank_may_get_no_rows(ds):
+    # Global batches of 2 over 3 ranks: rank 0's part is empty.
+    b = next(a2pack.Feed(ds, batch_size=2, rank=0, world=3, columns=a2pack.feed.COLUMNS))
+    assert b.rows == 0 and b.global_rows == 2
+    assert b["exponents"].shape == (0, 16) and b["legal"].shape == (0, 4)
+    assert b["moves"].shape == (0,) and b["indices"].dtype == np.int64
+    b = next(a2pack.Feed(ds, batch_size=2, rank=2, world=3))
+    assert b.rows == 1
+    check_batch(ds, b)
