@@ -146,11 +146,14 @@ fn build_bundled(root: &Path) -> PathBuf {
     }
     let mut cfg = cmake::Config::new(root);
     // One build folder for every profile and for clippy/doc runs (cargo
-    // gives each its own OUT_DIR): target/a2pack-cmake. The library is
-    // built the same way for all of them, so it is built once.
+    // gives each its own OUT_DIR): target/a2pack-cmake/<source hash>. The
+    // library is built the same way for all of them, so it is built once;
+    // the hash of the source folder keeps two checkouts that share a
+    // target directory apart (CMake refuses a build folder configured
+    // from other sources).
     let out_dir = PathBuf::from(env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
     let build_root = match out_dir.ancestors().nth(4) {
-        Some(target) => target.join("a2pack-cmake"),
+        Some(target) => target.join("a2pack-cmake").join(source_key(root)),
         None => out_dir.clone(),
     };
     cfg.out_dir(&build_root);
@@ -182,6 +185,16 @@ fn build_bundled(root: &Path) -> PathBuf {
         cfg.define("CMAKE_C_COMPILER_LAUNCHER", "ccache").define("CMAKE_CXX_COMPILER_LAUNCHER", "ccache");
     }
     cfg.build().join("build")
+}
+
+/// A short name for the source folder (FNV-1a of its path).
+#[cfg(feature = "bundled")]
+fn source_key(root: &Path) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    let hash = root.as_os_str().as_bytes().iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    });
+    format!("{hash:016x}")
 }
 
 #[cfg(not(feature = "bundled"))]

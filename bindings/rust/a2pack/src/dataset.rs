@@ -77,7 +77,7 @@ impl StepRow {
 /// Row positions (`usize`) as the C API's `int64_t` indices: the same bits
 /// on the 64-bit targets the library supports (a position past
 /// `i64::MAX` reads as negative, which the library rejects as out of range).
-fn positions_ptr(idx: &[usize]) -> *const i64 {
+pub(crate) fn positions_ptr(idx: &[usize]) -> *const i64 {
     const _: () = assert!(std::mem::size_of::<usize>() == std::mem::size_of::<i64>());
     idx.as_ptr().cast()
 }
