@@ -111,16 +111,16 @@ fn link(lib_dir: &Path, pkg_config: bool) {
 }
 
 /// The checkout to build from, when the `bundled` feature is on and the
-/// sources are there: A2PACK_SOURCE_DIR, the crate's vendored copy
-/// (`vendor/`, made by vendor.sh before packaging), or the repository this
-/// crate sits in. A2PACK_SYS_USE_PKG_CONFIG=1 forces the installed library.
+/// sources are there: A2PACK_SOURCE_DIR, the repository this crate sits
+/// in, or the crate's vendored copy (`vendor/`, made by vendor.sh before
+/// packaging; a checkout's own sources win over a stale copy). A2PACK_SYS_USE_PKG_CONFIG=1 forces the installed library.
 fn bundled_source(manifest_dir: &Path) -> Option<PathBuf> {
     if !cfg!(feature = "bundled") || env::var_os("A2PACK_SYS_USE_PKG_CONFIG").is_some() {
         return None;
     }
     let candidates = match env::var_os("A2PACK_SOURCE_DIR") {
         Some(dir) => vec![PathBuf::from(dir)],
-        None => vec![manifest_dir.join("vendor"), manifest_dir.join("../../..")],
+        None => vec![manifest_dir.join("../../.."), manifest_dir.join("vendor")],
     };
     candidates
         .into_iter()
@@ -128,11 +128,14 @@ fn bundled_source(manifest_dir: &Path) -> Option<PathBuf> {
         .map(|root| root.canonicalize().unwrap_or(root))
 }
 
-/// The header for a library given by A2PACK_SYS_LIB_DIR.
+/// The header for a library given by A2PACK_SYS_LIB_DIR:
+/// A2PACK_SYS_INCLUDE_DIR, else the checkout's, else the vendored copy.
 fn built_include(manifest_dir: &Path) -> PathBuf {
+    let checkout = manifest_dir.join("../../../include");
     let include = match env::var_os("A2PACK_SYS_INCLUDE_DIR") {
         Some(dir) => PathBuf::from(dir),
-        None => manifest_dir.join("../../../include"),
+        None if checkout.join("a2pack.h").is_file() => checkout,
+        None => manifest_dir.join("vendor/include"),
     };
     include.canonicalize().unwrap_or(include)
 }
