@@ -24,11 +24,24 @@ rust-toolchain:
 	  "$$RUSTUP" component add clippy; \
 	fi
 
+# The static archive (CMake target a2pack_static: the shared library's own
+# objects, no compile) is what a2pack-sys links when the folder has one, so
+# the test programs and consumer-test's binary need no LD_LIBRARY_PATH.
 test-rust: build python test-deps $(STAMPS)/apt-rust rust-toolchain
+	cmake --build $(BUILD) --target a2pack_static
 	cd $(RUST_DIR) && A2PACK_SYS_LIB_DIR=$(CURDIR)/$(BUILD) A2PACK_CLI=$(CURDIR)/$(BUILD)/a2pack \
 	  A2PACK_PYTHON=$(PYTHON) $(CARGO) test --all-targets --no-fail-fast
 	cd $(RUST_DIR) && A2PACK_SYS_LIB_DIR=$(CURDIR)/$(BUILD) A2PACK_CLI=$(CURDIR)/$(BUILD)/a2pack \
 	  A2PACK_PYTHON=$(PYTHON) $(CARGO) test --doc
 	cd $(RUST_DIR) && A2PACK_SYS_LIB_DIR=$(CURDIR)/$(BUILD) $(CARGO) clippy --all-targets -- -D warnings
+	cd $(RUST_DIR) && A2PACK_SYS_LIB_DIR=$(CURDIR)/$(BUILD) CARGO=$(CARGO) consumer-test/run.sh
+
+# What goes to crates.io: vendor.sh copies the C++ sources into a2pack-sys
+# (for `bundled`), then both crates are packaged and a publish is rehearsed.
+.PHONY: rust-package
+rust-package: rust-toolchain
+	$(RUST_DIR)/a2pack-sys/vendor.sh
+	cd $(RUST_DIR) && A2PACK_SYS_LIB_DIR=$(CURDIR)/$(BUILD) $(CARGO) package --workspace --allow-dirty
+	cd $(RUST_DIR) && A2PACK_SYS_LIB_DIR=$(CURDIR)/$(BUILD) $(CARGO) publish --workspace --dry-run --allow-dirty
 
 TEST_EXTRA += test-rust

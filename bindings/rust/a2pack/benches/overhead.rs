@@ -106,7 +106,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let rows = ds.info().rows;
     for &(n, workers) in &[(1024usize, 1u32), (65536, 0)] {
-        let idx: Vec<i64> = rand_indices(n, rows, 9).into_iter().map(|i| i as i64).collect();
+        let idx: Vec<usize> = rand_indices(n, rows, 9).into_iter().map(|i| i as usize).collect();
         let mut a = vec![StepRow::default(); n];
         let mut b = vec![StepRow::default(); n];
         // The dataset's raw handle, for the C-side call.
@@ -119,7 +119,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 black_box(&a);
             },
             || unsafe {
-                let st = sys::a2pack_dataset_gather(raw, idx.as_ptr(), idx.len(), b.as_mut_ptr().cast(), workers);
+                let st = sys::a2pack_dataset_gather(raw, idx.as_ptr().cast(), idx.len(), b.as_mut_ptr().cast(), workers);
                 assert_eq!(st, 0);
                 black_box(&b);
             },

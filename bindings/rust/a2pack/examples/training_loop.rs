@@ -25,8 +25,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for epoch in 0..epochs {
         sampler.set_epoch(epoch)?;
         let (mut seen, mut checksum) = (0usize, 0f64);
-        for b in 0..sampler.batch_count() {
-            let idx = sampler.batch(b)?;
+        let batches = sampler.len();
+        for idx in sampler.by_ref() {
             let mut cols = ColumnsMut {
                 exponents: Some(&mut exponents),
                 legal: Some(&mut legal),
@@ -39,7 +39,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             checksum += targets.iter().map(|&v| f64::from(v)).sum::<f64>();
             seen += idx.len();
         }
-        println!("epoch {epoch}: {} batches, {seen} rows, target sum {checksum:.1}", sampler.batch_count());
+        println!("epoch {epoch}: {batches} batches, {seen} rows, target sum {checksum:.1}");
     }
     Ok(())
 }

@@ -11,13 +11,17 @@ use crate::ffi::{path_cstr, take_owned, text_cstr, unsafe_send, unsafe_sync, vie
 
 /// One dataset row, exactly the 32-byte numpy dtype
 /// `[('board','<u8'),('move','u1'),('ev_legal','u1'),('ev_values','<f4',(4,)),('run_id','<u4'),('step_index','<u2')]`
-/// (little-endian, packed). Read fields by value (`{ row.board }`): a
-/// packed struct's fields cannot be borrowed.
+/// (little-endian, packed). Read fields through the accessors
+/// (`row.run_id()`), which return copies: a packed struct's fields cannot
+/// be borrowed, so `format!("{}", row.run_id)` is refused by the compiler
+/// (E0793) while `format!("{}", row.run_id())` works. The public fields
+/// are there to build rows.
 ///
 /// ```
 /// assert_eq!(std::mem::size_of::<a2pack::StepRow>(), 32);
-/// let row = a2pack::StepRow::default();
-/// assert_eq!({ row.run_id }, 0);
+/// let row = a2pack::StepRow { run_id: 7, ev_values: [1.0, 0.0, 0.5, 0.0], ..Default::default() };
+/// assert_eq!(format!("run {} step {} values {:?}", row.run_id(), row.step_index(), row.ev_values()),
+///            "run 7 step 0 values [1.0, 0.0, 0.5, 0.0]");
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 #[repr(C, packed)]
@@ -37,6 +41,51 @@ pub struct StepRow {
 }
 
 const _: () = assert!(std::mem::size_of::<StepRow>() == sys::A2PACK_DATASET_ROW_BYTES as usize);
+
+impl StepRow {
+    /// Board before the step.
+    pub fn board(&self) -> u64 {
+        self.board
+    }
+
+    /// Chosen move 0..3.
+    pub fn mv(&self) -> u8 {
+        self.mv
+    }
+
+    /// Bit i = move i legal.
+    pub fn ev_legal(&self) -> u8 {
+        self.ev_legal
+    }
+
+    /// The chosen move 1.0, illegal 0.0, others their normalised values.
+    pub fn ev_values(&self) -> [f32; 4] {
+        self.ev_values
+    }
+
+    /// Run id.
+    pub fn run_id(&self) -> u32 {
+        self.run_id
+    }
+
+    /// Step index within the run.
+    pub fn step_index(&self) -> u16 {
+        self.step_index
+    }
+}
+
+/// Row positions (`usize`) as the C API's `int64_t` indices: the same bits
+/// on the 64-bit targets the library supports (a position past
+/// `i64::MAX` reads as negative, which the library rejects as out of range).
+pub(crate) fn positions_ptr(idx: &[usize]) -> *const i64 {
+    const _: () = assert!(std::mem::size_of::<usize>() == std::mem::size_of::<i64>());
+    idx.as_ptr().cast()
+}
+
+/// The C API's non-negative `int64_t` positions as `usize` (in place).
+fn into_positions(v: Vec<i64>) -> Vec<usize> {
+    v.into_iter().map(|i| i as usize).collect()
+}
 
 /// Options of [`build`] and [`append`], as a typed builder (the progress
 /// closure is a separate argument).
@@ -463,7 +512,7 @@ impl Dataset {
     /// Copy rows `idx` into `out` (same length), in index order, on up to
     /// `workers` threads (0 = all cores). An index out of range fails before
     /// anything is written.
-    pub fn gather(&self, idx: &[i64], out: &mut [StepRow], workers: u32) -> Result<()> {
+    pub fn gather(&self, idx: &[usize], out: &mut [StepRow], workers: u32) -> Result<()> {
         if out.len() != idx.len() {
             return Err(Error::new(
                 Status::InvalidArgument,
@@ -472,19 +521,19 @@ impl Dataset {
         }
         // SAFETY: out holds idx.len() rows.
         check(unsafe {
-            sys::a2pack_dataset_gather(self.raw, idx.as_ptr(), idx.len(), out.as_mut_ptr().cast(), workers)
+            sys::a2pack_dataset_gather(self.raw, positions_ptr(idx), idx.len(), out.as_mut_ptr().cast(), workers)
         })
     }
 
     /// Gather rows `idx` into a new vector.
-    pub fn gather_vec(&self, idx: &[i64], workers: u32) -> Result<Vec<StepRow>> {
+    pub fn gather_vec(&self, idx: &[usize], workers: u32) -> Result<Vec<StepRow>> {
         let mut out = vec![StepRow::default(); idx.len()];
         self.gather(idx, &mut out, workers)?;
         Ok(out)
     }
 
     /// Gather rows `idx` straight into training arrays.
-    pub fn gather_columns(&self, idx: &[i64], out: &mut ColumnsMut<'_>, workers: u32) -> Result<()> {
+    pub fn gather_columns(&self, idx: &[usize], out: &mut ColumnsMut<'_>, workers: u32) -> Result<()> {
         let n = idx.len();
         fn ptr<T>(what: &str, s: &mut Option<&mut [T]>, want: usize) -> Result<*mut T> {
             match s {
@@ -508,7 +557,7 @@ impl Dataset {
             step_indices: ptr("step_indices", &mut out.step_indices, n)?,
         };
         // SAFETY: every non-NULL destination has the checked length.
-        check(unsafe { sys::a2pack_dataset_gather_columns(self.raw, idx.as_ptr(), n, &raw, workers) })
+        check(unsafe { sys::a2pack_dataset_gather_columns(self.raw, positions_ptr(idx), n, &raw, workers) })
     }
 
     fn select_fn(
@@ -535,18 +584,20 @@ impl Dataset {
         Ok(unsafe { take_owned(out, n) })
     }
 
-    /// Step indices (ascending) of the runs matching an SQL expression over
-    /// metadata.db's `runs` columns (`None` = every run), `?` bound to `params`.
-    pub fn select(&self, where_: Option<&str>, params: &[SqlParam<'_>]) -> Result<Vec<i64>> {
-        self.select_fn(sys::a2pack_dataset_select, where_, params)
+    /// Row positions (ascending) of the runs matching an SQL expression
+    /// over metadata.db's `runs` columns (`None` = every run), `?` bound to
+    /// `params`.
+    pub fn select(&self, where_: Option<&str>, params: &[SqlParam<'_>]) -> Result<Vec<usize>> {
+        self.select_fn(sys::a2pack_dataset_select, where_, params).map(into_positions)
     }
 
     /// Ids (ascending) of the runs matching the filter.
-    pub fn select_runs(&self, where_: Option<&str>, params: &[SqlParam<'_>]) -> Result<Vec<i64>> {
-        self.select_fn(sys::a2pack_dataset_select_runs, where_, params)
+    pub fn select_runs(&self, where_: Option<&str>, params: &[SqlParam<'_>]) -> Result<Vec<u64>> {
+        let ids = self.select_fn(sys::a2pack_dataset_select_runs, where_, params)?;
+        Ok(ids.into_iter().map(|i| i as u64).collect())
     }
 
-    /// Run-disjoint (train, validation) step indices of the runs matching
+    /// Run-disjoint (train, validation) row positions of the runs matching
     /// `where_`: the runs matching `val_where`, or each with probability
     /// `val_fraction` by a hash of (seed, run id).
     pub fn split(
@@ -557,7 +608,7 @@ impl Dataset {
         seed: u64,
         val_where: Option<&str>,
         val_params: &[SqlParam<'_>],
-    ) -> Result<(Vec<i64>, Vec<i64>)> {
+    ) -> Result<(Vec<usize>, Vec<usize>)> {
         let (w, vw) = (where_cstr(where_)?, where_cstr(val_where)?);
         let (p, vp) = (raw_params(params), raw_params(val_params));
         let (mut tr, mut ntr, mut va, mut nva) = (std::ptr::null_mut(), 0usize, std::ptr::null_mut(), 0usize);
@@ -580,21 +631,21 @@ impl Dataset {
             )
         })?;
         // SAFETY: owned arrays of the given lengths.
-        Ok(unsafe { (take_owned(tr, ntr), take_owned(va, nva)) })
+        Ok(unsafe { (into_positions(take_owned(tr, ntr)), into_positions(take_owned(va, nva))) })
     }
 
     /// Rows `idx` as an Arrow record batch (one copy).
-    pub fn to_arrow(&self, idx: &[i64], workers: u32) -> Result<crate::arrow::RecordBatch> {
+    pub fn to_arrow(&self, idx: &[usize], workers: u32) -> Result<crate::arrow::RecordBatch> {
         // SAFETY: n indices, checked by the library.
         crate::arrow::export(|s, a| unsafe {
-            sys::a2pack_dataset_export_arrow(self.raw, idx.as_ptr(), idx.len(), workers, s, a)
+            sys::a2pack_dataset_export_arrow(self.raw, positions_ptr(idx), idx.len(), workers, s, a)
         })
     }
 
     /// Every row, or rows `idx`, as an Arrow stream of `chunk_rows`-row
     /// batches (0 = 65536). The stream holds the rows.
-    pub fn arrow_stream(&self, idx: Option<&[i64]>, chunk_rows: usize, workers: u32) -> Result<crate::arrow::Stream> {
-        let (p, n) = idx.map_or((std::ptr::null(), 0), |i| (i.as_ptr(), i.len()));
+    pub fn arrow_stream(&self, idx: Option<&[usize]>, chunk_rows: usize, workers: u32) -> Result<crate::arrow::Stream> {
+        let (p, n) = idx.map_or((std::ptr::null(), 0), |i| (positions_ptr(i), i.len()));
         // SAFETY: n indices or NULL (copied).
         crate::arrow::Stream::fill(|out| unsafe {
             sys::a2pack_dataset_export_arrow_stream(self.raw, p, n, chunk_rows, workers, out)
@@ -612,20 +663,26 @@ impl Dataset {
 }
 
 /// Epoch sampler: batches of a permutation that depends only on
-/// (seed, epoch).
+/// (seed, epoch). It is an [`Iterator`] over the current epoch's batches
+/// (row positions); [`set_epoch`](Sampler::set_epoch) reshuffles and starts
+/// over, and [`batch`](Sampler::batch) reads any batch directly.
 ///
 /// ```
 /// let mut s = a2pack::Sampler::new(None, 10, 42, 4, false)?;
 /// assert_eq!(s.batch_count(), 3);
-/// let mut all: Vec<i64> = (0..3).flat_map(|b| s.batch(b).unwrap()).collect();
+/// let mut all: Vec<usize> = s.by_ref().flatten().collect();
 /// all.sort();
-/// assert_eq!(all, (0..10).collect::<Vec<i64>>());
+/// assert_eq!(all, (0..10).collect::<Vec<usize>>());
 /// s.set_epoch(1)?;
+/// assert_eq!(s.len(), 3);
+/// assert_eq!(s.next(), Some(s.batch(0)?));
 /// # Ok::<(), a2pack::Error>(())
 /// ```
 pub struct Sampler {
     raw: *mut sys::a2pack_dataset_sampler,
     batch_size: usize,
+    /// The batch `next` returns.
+    cursor: usize,
 }
 
 unsafe_send!(Sampler);
@@ -639,27 +696,34 @@ impl Drop for Sampler {
 
 impl fmt::Debug for Sampler {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Sampler").field("batch_size", &self.batch_size).field("batches", &self.batch_count()).finish()
+        f.debug_struct("Sampler")
+            .field("batch_size", &self.batch_size)
+            .field("batches", &self.batch_count())
+            .field("next", &self.cursor)
+            .finish()
     }
 }
 
 impl Sampler {
-    /// A sampler over `indices` (copied), or over `0..n` when `None`.
-    pub fn new(indices: Option<&[i64]>, n: u64, seed: u64, batch_size: usize, drop_last: bool) -> Result<Sampler> {
+    /// A sampler over `indices` (row positions, copied), or over `0..n`
+    /// when `None`.
+    pub fn new(indices: Option<&[usize]>, n: usize, seed: u64, batch_size: usize, drop_last: bool) -> Result<Sampler> {
         let (ptr, n) = match indices {
-            Some(i) => (i.as_ptr(), i.len() as u64),
-            None => (std::ptr::null(), n),
+            Some(i) => (positions_ptr(i), i.len() as u64),
+            None => (std::ptr::null(), n as u64),
         };
         let mut out = std::ptr::null_mut();
         // SAFETY: n indices or NULL; copied.
         check(unsafe { sys::a2pack_dataset_sampler_open(ptr, n, seed, batch_size, i32::from(drop_last), &mut out) })?;
-        Ok(Sampler { raw: out, batch_size })
+        Ok(Sampler { raw: out, batch_size, cursor: 0 })
     }
 
-    /// Reshuffle for `epoch`.
+    /// Reshuffle for `epoch`; iteration starts again at batch 0.
     pub fn set_epoch(&mut self, epoch: u64) -> Result<()> {
         // SAFETY: owned sampler used through &mut.
-        check(unsafe { sys::a2pack_dataset_sampler_set_epoch(self.raw, epoch) })
+        check(unsafe { sys::a2pack_dataset_sampler_set_epoch(self.raw, epoch) })?;
+        self.cursor = 0;
+        Ok(())
     }
 
     /// Batches per epoch.
@@ -669,12 +733,33 @@ impl Sampler {
     }
 
     /// Batch `b` of the current epoch.
-    pub fn batch(&self, b: usize) -> Result<Vec<i64>> {
-        let mut out = vec![0i64; self.batch_size];
+    pub fn batch(&self, b: usize) -> Result<Vec<usize>> {
+        let mut out = vec![0usize; self.batch_size];
         let mut n = 0usize;
-        // SAFETY: out has room for batch_size values.
-        check(unsafe { sys::a2pack_dataset_sampler_batch(self.raw, b, out.as_mut_ptr(), &mut n) })?;
+        // SAFETY: out has room for batch_size values (usize is int64_t's size).
+        check(unsafe { sys::a2pack_dataset_sampler_batch(self.raw, b, out.as_mut_ptr().cast(), &mut n) })?;
         out.truncate(n);
         Ok(out)
     }
 }
+
+impl Iterator for Sampler {
+    type Item = Vec<usize>;
+
+    /// The next batch of the current epoch; `None` after the last.
+    fn next(&mut self) -> Option<Vec<usize>> {
+        if self.cursor >= self.batch_count() {
+            return None;
+        }
+        let b = self.batch(self.cursor).ok()?;
+        self.cursor += 1;
+        Some(b)
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let left = self.batch_count().saturating_sub(self.cursor);
+        (left, Some(left))
+    }
+}
+
+impl ExactSizeIterator for Sampler {}

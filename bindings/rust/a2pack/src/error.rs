@@ -101,7 +101,11 @@ impl Status {
 /// assert!(err.message().contains("/no/such/run.a2run2"));
 /// println!("{err}"); // "A2PACK_E_NOT_FOUND: ..."
 /// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
+///
+/// `Debug` prints the same one line as `Display`, so a `main` returning
+/// `Result<(), a2pack::Error>` ends with `Error: A2PACK_E_NOT_FOUND: ...`;
+/// `{:#?}` (or [`Error::details`]) prints the fields.
+#[derive(Clone, PartialEq, Eq)]
 pub struct Error {
     status: Status,
     message: String,
@@ -131,6 +135,12 @@ impl Error {
         self.accepted
     }
 
+    /// The status, message and accepted count as a struct whose `Debug`
+    /// prints each field (`Error`'s own `Debug` prints one line).
+    pub fn details(&self) -> ErrorDetails<'_> {
+        ErrorDetails(self)
+    }
+
     pub(crate) fn with_accepted(mut self, n: usize) -> Error {
         self.accepted = Some(n);
         self
@@ -152,6 +162,35 @@ impl fmt::Display for Error {
         } else {
             write!(f, "{}: {}", self.status.name(), self.message)
         }
+    }
+}
+
+impl fmt::Debug for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if f.alternate() {
+            fmt::Debug::fmt(&self.details(), f)
+        } else {
+            fmt::Display::fmt(self, f)
+        }
+    }
+}
+
+/// The fields of an [`Error`], for `{:?}`: [`Error::details`].
+///
+/// ```
+/// let err = a2pack::Error::new(a2pack::Status::Corrupt, "bad magic");
+/// assert_eq!(format!("{err:?}"), "A2PACK_E_CORRUPT: bad magic");
+/// assert_eq!(format!("{:?}", err.details()), r#"Error { status: Corrupt, message: "bad magic", accepted: None }"#);
+/// ```
+pub struct ErrorDetails<'a>(&'a Error);
+
+impl fmt::Debug for ErrorDetails<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Error")
+            .field("status", &self.0.status)
+            .field("message", &self.0.message)
+            .field("accepted", &self.0.accepted)
+            .finish()
     }
 }
 

@@ -6,6 +6,7 @@
 //! - [`Run`], [`RunBatch`]: `.a2run2` run files (v1 and v2), columnar batches;
 //! - [`Pack`], [`PackWriter`]: packfiles;
 //! - [`Dataset`], [`dataset::build`], [`Sampler`]: step datasets;
+//! - [`Feed`]: training batches gathered ahead by library threads;
 //! - [`bag::Reader`], [`bag::Writer`]: Bagz record files;
 //! - [`DataLogger`], [`logger::decode`]: the sparse-vector data logger;
 //! - [`Board`], [`GenOptions`]: boards and the game generator;
@@ -29,6 +30,7 @@
 
 mod board;
 mod error;
+mod feed;
 mod ffi;
 mod gen;
 mod pack;
@@ -44,7 +46,8 @@ pub use board::{branches_normalise, Board, Move, MoveSet};
 pub use dataset::{
     BuildOptions, BuildResult, ColumnsMut, Dataset, DatasetInfo, OpenOptions, Sampler, SqlParam, StepRow,
 };
-pub use error::{Error, Result, Status};
+pub use error::{Error, ErrorDetails, Result, Status};
+pub use feed::{Feed, FeedBatch, FeedBatchInfo, FeedColumn, FeedOptions, FeedStats, Moves, MovesDtype, Pin};
 pub use gen::{GenOptions, Policy};
 pub use logger::{DataLogger, LoggerOptions, StreamId};
 pub use pack::{

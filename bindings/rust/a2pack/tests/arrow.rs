@@ -47,8 +47,8 @@ fn runs_packs_and_datasets_export_their_values() {
     dataset::build(&runs, &ds_dir, &BuildOptions::new(), None).unwrap();
     let ds = Dataset::open(&ds_dir).unwrap();
     let rb = ds.to_arrow(&[2, 0], 1).unwrap();
-    assert_eq!(column::<u64>(&rb, "board"), &[{ ds.rows()[2].board }, { ds.rows()[0].board }]);
-    assert_eq!(ds.to_arrow(&[ds.info().rows as i64], 1).unwrap_err().status(), Status::OutOfRange);
+    assert_eq!(column::<u64>(&rb, "board"), &[ds.rows()[2].board(), ds.rows()[0].board()]);
+    assert_eq!(ds.to_arrow(&[ds.rows().len()], 1).unwrap_err().status(), Status::OutOfRange);
     let rows = ds.info().rows as usize;
     let stream = ds.arrow_stream(None, 100, 1).unwrap();
     drop(ds);

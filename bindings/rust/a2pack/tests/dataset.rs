@@ -30,11 +30,11 @@ fn gather_equals_numpy_index() {
     let dir = tempfile::tempdir().unwrap();
     let ds_dir = built(dir.path());
     let ds = Dataset::open(&ds_dir).unwrap();
-    let n = ds.info().rows as i64;
-    let idx: Vec<i64> = (0..200).map(|k| (k * 7919 + 13) % n).collect();
+    let n = ds.rows().len();
+    let idx: Vec<usize> = (0..200).map(|k| (k * 7919 + 13) % n).collect();
     let rows = ds.gather_vec(&idx, 2).unwrap();
     for (k, &i) in idx.iter().enumerate() {
-        assert_eq!(rows[k], ds.rows()[i as usize]);
+        assert_eq!(rows[k], ds.rows()[i]);
     }
     let Some(py) = common::python() else { return };
     let idx_text = idx.iter().map(|i| i.to_string()).collect::<Vec<_>>().join(",");
@@ -52,7 +52,7 @@ fn columns_filters_split_and_sampler() {
     let dir = tempfile::tempdir().unwrap();
     let ds = Dataset::open_with(built(dir.path()), &OpenOptions::new().mmap(true)).unwrap();
     assert!(ds.info().mapped);
-    let idx = [3i64, 0, 5];
+    let idx = [3usize, 0, 5];
     let mut boards = vec![0u64; 3];
     let mut moves = vec![0u8; 3];
     let mut legal = vec![0u8; 12];
@@ -70,12 +70,12 @@ fn columns_filters_split_and_sampler() {
     )
     .unwrap();
     for (k, &i) in idx.iter().enumerate() {
-        let row = ds.rows()[i as usize];
-        assert_eq!(boards[k], { row.board });
-        assert_eq!(moves[k], row.mv);
-        assert_eq!(&exps[k * 16..k * 16 + 16], &a2pack::Board(row.board).cells());
+        let row = ds.rows()[i];
+        assert_eq!(boards[k], row.board());
+        assert_eq!(moves[k], row.mv());
+        assert_eq!(&exps[k * 16..k * 16 + 16], &a2pack::Board(row.board()).cells());
         for m in 0..4 {
-            assert_eq!(legal[k * 4 + m], (row.ev_legal >> m) & 1);
+            assert_eq!(legal[k * 4 + m], (row.ev_legal() >> m) & 1);
         }
     }
     let err =
@@ -87,13 +87,13 @@ fn columns_filters_split_and_sampler() {
     let runs = ds.select_runs(Some("id BETWEEN ? AND ?"), &[SqlParam::Integer(2), SqlParam::Integer(4)]).unwrap();
     assert_eq!(runs, vec![2, 3, 4]);
     let steps = ds.select(Some("id = ?"), &[SqlParam::Integer(2)]).unwrap();
-    assert!(steps.iter().all(|&i| { ds.rows()[i as usize].run_id } == 2));
+    assert!(steps.iter().all(|&i| ds.rows()[i].run_id() == 2));
     let err = ds.select(Some("no_such_column > ?"), &[SqlParam::Real(1.0)]).unwrap_err();
     assert_eq!(err.status(), Status::InvalidArgument);
     assert!(err.message().contains("no_such_column"), "{err}");
 
     let (train, val) = ds.split(None, &[], 0.0, 1, Some("id < ?"), &[SqlParam::Integer(2)]).unwrap();
-    assert!(val.iter().all(|&i| { ds.rows()[i as usize].run_id } < 2));
+    assert!(val.iter().all(|&i| ds.rows()[i].run_id() < 2));
     assert_eq!(train.len() + val.len(), all.len());
     assert!(ds.stats_json(1).unwrap().contains("\"rows\""));
 
@@ -104,6 +104,13 @@ fn columns_filters_split_and_sampler() {
     s.set_epoch(1).unwrap();
     assert_ne!(s.batch(0).unwrap(), b0);
     assert_eq!(s.batch(s.batch_count()).unwrap_err().status(), Status::OutOfRange);
+    // As an iterator: the epoch's batches in order, then None; set_epoch starts over.
+    let epoch1: Vec<Vec<usize>> = (0..s.batch_count()).map(|b| s.batch(b).unwrap()).collect();
+    assert_eq!(s.len(), epoch1.len());
+    assert_eq!(s.by_ref().collect::<Vec<_>>(), epoch1);
+    assert_eq!(s.next(), None);
+    s.set_epoch(1).unwrap();
+    assert_eq!(s.next().as_ref(), epoch1.first());
 }
 
 #[test]
@@ -118,7 +125,7 @@ fn append_verify_and_bad_input() {
     assert!(report.contains("\"ok\": true") || report.contains("\"ok\":true"), "{report}");
 
     let ds = Dataset::open(&ds_dir).unwrap();
-    let rows = ds.info().rows as i64;
+    let rows = ds.rows().len();
     let err = ds.gather_vec(&[0, rows], 1).unwrap_err();
     assert_eq!(err.status(), Status::OutOfRange);
     assert!(err.message().contains(&rows.to_string()), "{err}");
@@ -145,14 +152,14 @@ fn append_verify_and_bad_input() {
 fn a_dataset_is_shared_between_threads() {
     let dir = tempfile::tempdir().unwrap();
     let ds = Dataset::open(built(dir.path())).unwrap();
-    let n = ds.info().rows as i64;
+    let n = ds.rows().len();
     std::thread::scope(|s| {
         for t in 0..2 {
             let ds = &ds;
             s.spawn(move || {
-                let idx: Vec<i64> = (t..n).step_by(2).collect();
+                let idx: Vec<usize> = (t..n).step_by(2).collect();
                 let rows = ds.gather_vec(&idx, 1).unwrap();
-                assert_eq!(rows[0], ds.rows()[t as usize]);
+                assert_eq!(rows[0], ds.rows()[t]);
             });
         }
     });

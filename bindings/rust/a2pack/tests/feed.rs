@@ -1,0 +1,193 @@
+//! The feed: batches come in the sampler's order, each equals a gather of
+//! its rows, checkpoints round-trip, ranks split each global batch, and bad
+//! options, absent columns, damaged states and a full ring are errors.
+
+mod common;
+
+use a2pack::{
+    dataset, BuildOptions, ColumnsMut, Dataset, Feed, FeedColumn, FeedOptions, Moves, MovesDtype, Pin, Sampler,
+    Status,
+};
+
+fn built(dir: &std::path::Path) -> Dataset {
+    let runs = dir.join("runs");
+    common::gen_runs(&runs, 6, 31);
+    let out = dir.join("ds");
+    dataset::build(&runs, &out, &BuildOptions::new().workers(1), None).unwrap();
+    Dataset::open(&out).unwrap()
+}
+
+const BATCH: u64 = 37;
+
+fn opts() -> FeedOptions {
+    FeedOptions::new().batch_size(BATCH).seed(11).pin(Pin::Off)
+}
+
+/// Every batch's indices until the end.
+fn all_indices(feed: &mut Feed) -> Vec<(u64, u64, Vec<usize>)> {
+    feed.by_ref()
+        .map(|b| {
+            let b = b.unwrap();
+            (b.info().epoch, b.info().batch, b.indices().unwrap().to_vec())
+        })
+        .collect()
+}
+
+#[test]
+fn order_equals_the_samplers_for_any_threads_and_depth() {
+    let dir = tempfile::tempdir().unwrap();
+    let ds = built(dir.path());
+    let n = ds.rows().len();
+    let mut sampler = Sampler::new(None, n, 11, BATCH as usize, false).unwrap();
+    let mut want = Vec::new();
+    for epoch in 0..3 {
+        sampler.set_epoch(epoch).unwrap();
+        want.extend(sampler.by_ref().enumerate().map(|(b, idx)| (epoch, b as u64, idx)));
+    }
+    for (threads, depth) in [(1, 0), (1, 1), (2, 4), (3, 8)] {
+        let mut feed = Feed::open(&ds, None, &opts().threads(threads).depth(depth).epochs(3)).unwrap();
+        assert_eq!(all_indices(&mut feed), want, "threads {threads} depth {depth}");
+        assert!(feed.ended());
+        assert!(feed.next_batch().unwrap().is_none(), "the end stays the end");
+        let stats = feed.stats();
+        // Depth 0 gathers inside next(), with no producer thread.
+        let producers = if depth == 0 { 0 } else { threads };
+        assert_eq!((stats.batches_served as usize, stats.threads, stats.depth), (want.len(), producers, depth));
+        assert_eq!(stats.rows_served as usize, 3 * n);
+        assert_eq!(stats.seed, 11);
+    }
+    // A subset of rows, in the given order without shuffling.
+    let subset: Vec<usize> = (0..n).rev().step_by(3).collect();
+    let mut feed = Feed::open(&ds, Some(&subset), &opts().shuffle(false).epochs(1)).unwrap();
+    let got: Vec<usize> = all_indices(&mut feed).into_iter().flat_map(|(_, _, i)| i).collect();
+    assert_eq!(got, subset);
+}
+
+#[test]
+fn a_batch_equals_a_gather_of_its_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let ds = built(dir.path());
+    let every = [
+        FeedColumn::Exponents,
+        FeedColumn::Moves,
+        FeedColumn::Legal,
+        FeedColumn::EvValues,
+        FeedColumn::Boards,
+        FeedColumn::RunIds,
+        FeedColumn::StepIndices,
+        FeedColumn::LegalMask,
+    ];
+    for dtype in [MovesDtype::U8, MovesDtype::I32, MovesDtype::I64] {
+        let feed = Feed::open(&ds, None, &opts().threads(2).columns(&every).moves_dtype(dtype).epochs(1)).unwrap();
+        for batch in feed {
+            let batch = batch.unwrap();
+            let idx = batch.indices().unwrap();
+            let n = idx.len();
+            assert_eq!(n, batch.len());
+            let (mut exps, mut boards, mut moves) = (vec![0u8; n * 16], vec![0u64; n], vec![0u8; n]);
+            let (mut legal, mut mask, mut values) = (vec![0u8; n * 4], vec![0u8; n], vec![0f32; n * 4]);
+            let (mut runs, mut steps) = (vec![0u32; n], vec![0u16; n]);
+            let mut cols = ColumnsMut {
+                exponents: Some(&mut exps),
+                boards: Some(&mut boards),
+                moves: Some(&mut moves),
+                legal: Some(&mut legal),
+                legal_mask: Some(&mut mask),
+                ev_values: Some(&mut values),
+                run_ids: Some(&mut runs),
+                step_indices: Some(&mut steps),
+            };
+            ds.gather_columns(idx, &mut cols, 1).unwrap();
+            assert_eq!(batch.exponents().unwrap(), &exps[..]);
+            assert_eq!(batch.boards().unwrap(), &boards[..]);
+            assert_eq!(batch.legal().unwrap(), &legal[..]);
+            assert_eq!(batch.legal_mask().unwrap(), &mask[..]);
+            assert_eq!(batch.ev_values().unwrap(), &values[..]);
+            assert_eq!(batch.run_ids().unwrap(), &runs[..]);
+            assert_eq!(batch.step_indices().unwrap(), &steps[..]);
+            let m = batch.moves().unwrap();
+            match (dtype, m) {
+                (MovesDtype::U8, Moves::U8(_)) | (MovesDtype::I32, Moves::I32(_)) | (MovesDtype::I64, Moves::I64(_)) => {}
+                other => panic!("moves in the wrong type: {other:?}"),
+            }
+            assert_eq!((0..m.len()).map(|i| m.get(i).unwrap()).collect::<Vec<u8>>(), moves);
+        }
+    }
+    // A column the feed was opened without is an error naming it.
+    let mut feed = Feed::open(&ds, None, &opts().columns(&[FeedColumn::Moves]).epochs(1)).unwrap();
+    let batch = feed.next().unwrap().unwrap();
+    assert_eq!(batch.exponents().unwrap_err().status(), Status::NotFound);
+    assert!(matches!(batch.moves().unwrap(), Moves::U8(_)));
+}
+
+#[test]
+fn state_round_trips_and_bad_states_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let ds = built(dir.path());
+    let o = opts().threads(2).depth(3).epochs(3);
+    let mut feed = Feed::open(&ds, None, &o).unwrap();
+    let per_epoch = feed.stats().batches_per_epoch as usize;
+    // Stop just before an epoch boundary, so the rest crosses it.
+    for _ in 0..per_epoch - 1 {
+        feed.next().unwrap().unwrap();
+    }
+    let state = feed.state().unwrap();
+    let rest = all_indices(&mut feed);
+    assert_eq!(rest.len(), 2 * per_epoch + 1);
+
+    let mut again = Feed::open(&ds, None, &o).unwrap();
+    again.next().unwrap().unwrap(); // somewhere else first
+    again.load_state(&state).unwrap();
+    assert_eq!(all_indices(&mut again), rest, "the batches after the checkpoint, again");
+
+    // Damaged, truncated or foreign states change nothing.
+    let mut other = Feed::open(&ds, None, &o).unwrap();
+    let mut damaged = state.clone();
+    let last = damaged.len() - 1;
+    damaged[last] ^= 0x55;
+    assert!(other.load_state(&damaged).is_err());
+    let err = other.load_state(&state[..state.len() / 2]).unwrap_err();
+    assert!(!err.message().is_empty(), "{err}");
+    let mut bigger = Feed::open(&ds, None, &o.batch_size(BATCH + 1)).unwrap();
+    let err = bigger.load_state(&state).unwrap_err();
+    assert!(err.message().contains("batch"), "{err}");
+    let first = other.next().unwrap().unwrap();
+    assert_eq!((first.info().epoch, first.info().batch), (0, 0), "a refused state left the feed at its start");
+}
+
+#[test]
+fn ranks_split_each_global_batch() {
+    let dir = tempfile::tempdir().unwrap();
+    let ds = built(dir.path());
+    let whole = all_indices(&mut Feed::open(&ds, None, &opts().epochs(1)).unwrap());
+    let parts: Vec<_> = (0..3).map(|r| all_indices(&mut Feed::open(&ds, None, &opts().rank(r, 3).epochs(1)).unwrap())).collect();
+    for (b, (_, _, idx)) in whole.iter().enumerate() {
+        let joined: Vec<usize> = parts.iter().flat_map(|p| p[b].2.clone()).collect();
+        assert_eq!(&joined, idx, "batch {b}");
+    }
+}
+
+#[test]
+fn bad_options_a_full_ring_and_batches_past_close() {
+    let dir = tempfile::tempdir().unwrap();
+    let ds = built(dir.path());
+    let err = Feed::open(&ds, None, &opts().batch_size(0)).unwrap_err();
+    assert_eq!(err.status(), Status::InvalidArgument);
+    let err = Feed::open(&ds, None, &opts().rank(2, 2)).unwrap_err();
+    assert_eq!(err.status(), Status::InvalidArgument);
+    let err = Feed::open(&ds, Some(&[0, ds.rows().len()]), &opts()).unwrap_err();
+    assert_eq!(err.status(), Status::OutOfRange);
+    assert!(err.message().contains(&ds.rows().len().to_string()), "{err}");
+
+    // Holding every slot: next() says so instead of waiting for ever.
+    let mut feed = Feed::open(&ds, None, &opts().depth(1).slots(2)).unwrap();
+    let held: Vec<_> = (0..2).map(|_| feed.next().unwrap().unwrap()).collect();
+    assert_eq!(feed.next().unwrap().unwrap_err().status(), Status::Full);
+    // Batches (and clones) stay valid after the feed is closed.
+    let copy = held[1].clone();
+    let want = held[1].indices().unwrap().to_vec();
+    drop(feed);
+    drop(held);
+    assert_eq!(copy.indices().unwrap(), &want[..]);
+    assert_eq!(copy.exponents().unwrap().len(), want.len() * 16);
+}
