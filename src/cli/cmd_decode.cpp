@@ -107,8 +107,13 @@ void decode_window(const DecodeArgs& a, std::vector<const char*>& files, Totals&
     if (c.meta_steps[r] != len) {
       // Upstream decodes such a v2 run without a word; warn (--strict fails).
       ++t.steps_mismatched;
-      status("a2pack: warning: {}: meta.steps {} but the run stores {} steps\n",
-                 files[r], c.meta_steps[r], len);
+      // Under --strict it is part of the error, which -q does not silence.
+      if (a.strict)
+        fmt::print(stderr, "a2pack: error: {}: meta.steps {} but the run stores {} steps\n",
+                   files[r], c.meta_steps[r], len);
+      else
+        status("a2pack: warning: {}: meta.steps {} but the run stores {} steps\n", files[r],
+               c.meta_steps[r], len);
     }
     t.max_len = std::max(t.max_len, len);
     t.min_len = std::min(t.min_len, len);

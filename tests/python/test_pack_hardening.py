@@ -273,8 +273,10 @@ def test_inspect_and_decode_warn_on_a_forged_meta_steps_and_fail_under_strict(tm
     assert f"steps         150 (meta.steps {claim})" in p.stdout
     p = cli("inspect", "--run", f, "--strict", ok=False)
     assert p.returncode == 1 and why in p.stderr and p.stdout == ""
-    p = cli("decode", "--input", d, "--json", "-q", ok=True)
+    p = cli("decode", "--input", d, "--json", ok=True)
     assert f"{f}: {why}" in p.stderr and json.loads(p.stdout)["steps_mismatched"] == 1
+    p = cli("decode", "--input", d, "--json", "-q", ok=True)  # -q: only data and errors
+    assert p.stderr == "" and json.loads(p.stdout)["steps_mismatched"] == 1
     p = cli("decode", "--input", d, "--strict", "-q", ok=False)
     assert p.returncode == 1 and why in p.stderr
     # In a pack: inspect warns (or fails under --strict), validate --strict fails.
@@ -312,7 +314,7 @@ def test_upstream_fixture_passes_every_strict_check_without_a_warning(tmp_path, 
     assert cli("decode", "--input", d, "--strict", "-q", ok=True).stderr == ""
     pack = tmp_path / "p.a2pack"
     cli("pack", "--input", d, "--output", pack, "-q", ok=True)
-    assert cli("validate", "--packfile", pack, "--full", "--strict", ok=True).stderr == ""
+    assert cli("validate", "--packfile", pack, "--full", "--strict", "-q", ok=True).stderr == ""
     assert cli("inspect", "--packfile", pack, "--index", 0, "--strict", ok=True).stderr == ""
     assert cli("stats", "--packfile", pack, ok=True).stderr == ""
     with warnings.catch_warnings():
