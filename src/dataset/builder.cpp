@@ -20,6 +20,7 @@
 #include "base/file_io.hpp"
 #include "base/path_prefix.hpp"
 #include "base/worker_pool.hpp"
+#include "dataset/db_check.hpp"
 #include "dataset/foreign.hpp"
 #include "dataset/fsutil.hpp"
 #include "dataset/journal.hpp"
@@ -296,6 +297,10 @@ Manifest recover_locked(const std::string& dir, const RecoverOptions& ro, Recove
   bool had_journal = path_exists(journal);
   Db db(db_path, Db::Mode::read_write);
   check_schema(db);  // the first read rolls back a hot journal
+  // Nothing is written into a damaged file: SQLite would write the zeroed
+  // tail of a cut page back as if it were data.
+  check_db_size(db);
+  check_db_indexes(db);
   if (had_journal && !path_exists(journal))
     rep.actions.push_back("rolled back an interrupted metadata.db transaction");
 

@@ -18,6 +18,7 @@
 #include "base/path_prefix.hpp"
 #include "base/worker_pool.hpp"
 #include "dataset/builder.hpp"
+#include "dataset/db_check.hpp"
 #include "dataset/foreign.hpp"
 #include "dataset/fsutil.hpp"
 #include "dataset/journal.hpp"
@@ -207,7 +208,9 @@ void Dataset::open_db() {
   // interrupted append left; nothing here writes to the file otherwise.
   bool writable = ::access(path.c_str(), W_OK) == 0 && ::access(dir_.c_str(), W_OK) == 0;
   db_ = std::make_unique<Db>(path, writable ? Db::Mode::read_write : Db::Mode::read_only);
-  check_schema(*db_);
+  check_schema(*db_);  // the first read rolls back a hot journal
+  check_db_size(*db_);
+  check_db_indexes(*db_);
 }
 
 void Dataset::check_metadata(const Unrecorded& u) {
@@ -473,7 +476,9 @@ std::string Dataset::stats_json(uint32_t workers) const {
     for (size_t k = 0; k < 9; ++k) tot[k] += h[k];
   j["moves"] = {{"up", tot[0]}, {"down", tot[1]}, {"left", tot[2]}, {"right", tot[3]}};
   j["legal_moves"] = {{"0", tot[4]}, {"1", tot[5]}, {"2", tot[6]}, {"3", tot[7]}, {"4", tot[8]}};
-  return j.dump();
+  // The folder's name and engine strings another tool wrote need not be
+  // UTF-8: such bytes become U+FFFD.
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 // ---------------------------------------------------------------- checks
@@ -562,7 +567,9 @@ std::string VerifyReport::to_json() const {
   j["notes"] = notes;
   j["warnings"] = warnings;
   j["actions"] = actions;
-  return j.dump();
+  // Messages quote paths and file contents, which need not be UTF-8: such
+  // bytes become U+FFFD rather than failing the report.
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 namespace {

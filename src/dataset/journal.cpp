@@ -10,6 +10,7 @@
 #include "base/error.hpp"
 #include "base/file_io.hpp"
 #include "dataset/fsutil.hpp"
+#include "dataset/manifest.hpp"
 
 namespace a2pack::dataset {
 
@@ -71,7 +72,7 @@ std::optional<Journal> read_journal(const std::string& dir) {
     j.steps_ino = o.at("new_steps").at("ino").get<uint64_t>();
     return j;
   } catch (const json::exception& e) {
-    fail(A2PACK_E_CORRUPT, "{}: damaged append journal: {}", path, e.what());
+    fail(A2PACK_E_CORRUPT, "{}: damaged append journal: {}", path, printable(e.what()));
   }
 }
 

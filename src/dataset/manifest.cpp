@@ -40,6 +40,16 @@ std::string utc_now() {
   return buf;
 }
 
+std::string printable(const std::string& s) {
+  std::string out;
+  out.reserve(s.size());
+  for (unsigned char c : s) {
+    if (c >= 0x20 && c < 0x7F) out += static_cast<char>(c);
+    else out += fmt::format("\\x{:02x}", c);
+  }
+  return out;
+}
+
 std::string to_json(const Manifest& m) {
   json j;
   j["format"] = kFormatName;
@@ -61,7 +71,9 @@ std::string to_json(const Manifest& m) {
     s.push_back(std::move(e));
   }
   j["sources"] = s;
-  return j.dump(2) + "\n";
+  // A source's input is the path given, which need not be UTF-8: such bytes
+  // are written as U+FFFD (the path is a record, never read back as a path).
+  return j.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
 }
 
 namespace {
@@ -83,7 +95,7 @@ T get(const json& j, const char* key, const std::string& path) {
       return it->get<T>();
     }
   } catch (const json::exception& e) {
-    fail(A2PACK_E_CORRUPT, "{}: \"{}\" has the wrong type: {}", path, key, e.what());
+    fail(A2PACK_E_CORRUPT, "{}: \"{}\" has the wrong type: {}", path, key, printable(e.what()));
   }
 }
 
@@ -100,8 +112,13 @@ Manifest parse_manifest(const std::string& text, const std::string& path) {
   json j;
   try {
     j = json::parse(text);
+  } catch (const json::parse_error& e) {
+    // e.byte: the 1-based position of the byte the parser stopped at (an
+    // invalid UTF-8 byte inside a string, say).
+    fail(A2PACK_E_CORRUPT, "{}: not valid JSON at byte offset {}: {}", path,
+         e.byte ? e.byte - 1 : 0, printable(e.what()));
   } catch (const json::exception& e) {
-    fail(A2PACK_E_CORRUPT, "{}: not valid JSON: {}", path, e.what());
+    fail(A2PACK_E_CORRUPT, "{}: not valid JSON: {}", path, printable(e.what()));
   }
   if (!j.is_object()) fail(A2PACK_E_CORRUPT, "{}: not a JSON object", path);
   std::string format = get_str(j, "format", path);

@@ -50,6 +50,12 @@ Manifest parse_manifest(const std::string& text, const std::string& path);
 // written by the upstream tool have none).
 std::optional<Manifest> read_manifest(const std::string& dir);
 
+// A JSON library message made safe to carry in an error: bytes outside
+// printable ASCII (nlohmann quotes the offending input, which may be invalid
+// UTF-8) become \xNN, so the message can itself be written as JSON or
+// decoded by a binding.
+std::string printable(const std::string& s);
+
 // The current time as "2025-08-23T12:34:56Z".
 std::string utc_now();
 
