@@ -463,7 +463,7 @@ void Reader::size_record(PendingRead& p, size_t k, std::atomic<uint64_t>* budget
   uint64_t s = ZstdCodec::content_size(p.src_[k], l.len, sh.path(), l.local);
   if (s == ZstdCodec::kUnknown) {
     p.unsized_[k] = codec_->decompress_unknown(p.src_[k], l.len, sh.path(), l.local, limit);
-    s = p.unsized_[k].size;
+    s = p.unsized_[k].size();
   } else if (s > limit) {
     too_large(sh, l.local, s, limit);  // before anything is allocated for it
   } else if (budget && s > 0) {
@@ -504,8 +504,8 @@ void PendingRead::fill(uint8_t* const* dests) const {
         uint8_t* dst = dests[k];
         if (!decoded_.empty() && decoded_[k]) {
           std::memcpy(dst, decoded_[k].get(), sizes_[k]);
-        } else if (unsized_[k].data) {
-          std::memcpy(dst, unsized_[k].data.get(), sizes_[k]);
+        } else if (unsized_[k]) {
+          std::memcpy(dst, unsized_[k].data(), sizes_[k]);
         } else if (!sh.compressed()) {
           std::memcpy(dst, src_[k], l.len);
         } else {

@@ -1,7 +1,7 @@
 #include "bag/zstd_codec.hpp"
 
 #include <algorithm>
-#include <cstdlib>
+#include <cstdint>
 #include <new>
 #include <vector>
 
@@ -100,38 +100,28 @@ void ZstdCodec::decompress_exact(const uint8_t* src, size_t n, uint8_t* dst, siz
     fail(A2PACK_E_CORRUPT, "{}: record {}: zstd frame decompressed to {} bytes, its header says {}", file, record, r, dn);
 }
 
-UnsizedRecord ZstdCodec::decompress_unknown(const uint8_t* src, size_t n, const std::string& file,
-                                            uint64_t record, uint64_t max_bytes) const {
-  UnsizedRecord out;
-  size_t cap = 0;
+GrowBuffer ZstdCodec::decompress_unknown(const uint8_t* src, size_t n, const std::string& file,
+                                         uint64_t record, uint64_t max_bytes) const {
+  GrowBuffer out;
   stream(src, n, file, record, max_bytes, [&](uint64_t at_most, size_t& got) -> uint8_t* {
-    if (out.size == cap) {
+    if (out.size() == out.capacity()) {
       // Double (from zstd's block size), but never past max_bytes + 1: the
       // byte after the limit is all it takes to know the record is too big.
-      uint64_t want = std::max<uint64_t>(ZSTD_DStreamOutSize(), cap);
+      uint64_t want = std::max<uint64_t>(ZSTD_DStreamOutSize(), out.capacity());
       want = std::min<uint64_t>(want, at_most);
-      if (want > SIZE_MAX - cap)
-        fail(A2PACK_E_NO_MEMORY, "{}: record {}: its decoded bytes do not fit in memory past {}",
-             file, record, cap);
-      void* p = std::realloc(out.data.get(), cap + want);
-      if (!p)
+      try {
+        if (want > SIZE_MAX - out.capacity()) throw std::bad_alloc();
+        out.reserve(out.capacity() + static_cast<size_t>(want));
+      } catch (const std::bad_alloc&) {
         fail(A2PACK_E_NO_MEMORY, "{}: record {}: out of memory growing its decoded bytes past {}",
-             file, record, cap);
-      (void)out.data.release();
-      out.data.reset(static_cast<uint8_t*>(p));
-      cap += static_cast<size_t>(want);
+             file, record, out.size());
+      }
     }
-    got = static_cast<size_t>(std::min<uint64_t>(cap - out.size, at_most));
-    uint8_t* at = out.data.get() + out.size;
-    out.size += got;
+    got = static_cast<size_t>(std::min<uint64_t>(out.capacity() - out.size(), at_most));
+    uint8_t* at = out.tail();
+    out.append(got);
     return at;
-  }, [&](size_t unused) { out.size -= unused; });
-  if (out.size && out.size < cap) {  // hand the unused tail back (a remap, not a copy)
-    if (void* p = std::realloc(out.data.get(), out.size)) {
-      (void)out.data.release();
-      out.data.reset(static_cast<uint8_t*>(p));
-    }
-  }
+  }, [&](size_t unused) { out.trim(unused); });
   return out;
 }
 

@@ -12,25 +12,12 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <cstdlib>
-#include <memory>
 #include <string>
 
 #include "bag/format.hpp"
+#include "bag/grow_buffer.hpp"
 
 namespace a2pack::bag {
-
-// The decoded bytes of frames without a stored size. The buffer comes from
-// malloc so that growing it is realloc, which glibc serves for large blocks
-// by remapping the pages rather than copying them: while a frame of unknown
-// size streams in, memory stays near what has been decoded, not 1.5-3x it.
-struct UnsizedRecord {
-  struct Free {
-    void operator()(uint8_t* p) const { std::free(p); }
-  };
-  std::unique_ptr<uint8_t, Free> data;
-  size_t size = 0;
-};
 
 // A compression context owned by one thread at a time.
 class ZstdCompressor {
@@ -73,8 +60,8 @@ class ZstdCodec {
   // doubles but never holds more than limit + 1 bytes); UNSUPPORTED naming
   // file, record and limit as soon as the output passes `limit` bytes, so a
   // small frame that inflates to gigabytes costs about `limit` of memory.
-  UnsizedRecord decompress_unknown(const uint8_t* src, size_t n, const std::string& file,
-                                   uint64_t record, uint64_t limit) const;
+  GrowBuffer decompress_unknown(const uint8_t* src, size_t n, const std::string& file,
+                                uint64_t record, uint64_t limit) const;
   // The decoded length of frames without a stored size, counted through a
   // small scratch buffer (nothing kept); the same errors.
   uint64_t decoded_length(const uint8_t* src, size_t n, const std::string& file, uint64_t record,
