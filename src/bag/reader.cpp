@@ -462,9 +462,8 @@ void Reader::size_record(PendingRead& p, size_t k, std::atomic<uint64_t>* budget
   const uint64_t limit = options_.max_record_bytes;
   uint64_t s = ZstdCodec::content_size(p.src_[k], l.len, sh.path(), l.local);
   if (s == ZstdCodec::kUnknown) {
-    p.unsized_[k] = std::make_unique<std::string>(
-        codec_->decompress_unknown(p.src_[k], l.len, sh.path(), l.local, limit));
-    s = p.unsized_[k]->size();
+    p.unsized_[k] = codec_->decompress_unknown(p.src_[k], l.len, sh.path(), l.local, limit);
+    s = p.unsized_[k].size();
   } else if (s > limit) {
     too_large(sh, l.local, s, limit);  // before anything is allocated for it
   } else if (budget && s > 0) {
@@ -506,7 +505,7 @@ void PendingRead::fill(uint8_t* const* dests) const {
         if (!decoded_.empty() && decoded_[k]) {
           std::memcpy(dst, decoded_[k].get(), sizes_[k]);
         } else if (unsized_[k]) {
-          std::memcpy(dst, unsized_[k]->data(), sizes_[k]);
+          std::memcpy(dst, unsized_[k].data(), sizes_[k]);
         } else if (!sh.compressed()) {
           std::memcpy(dst, src_[k], l.len);
         } else {

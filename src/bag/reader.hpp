@@ -73,7 +73,7 @@ class PendingRead {
   PooledBuffer scratch_;  // stored bytes of records not read through a mapping
   std::vector<uint64_t> sizes_;
   uint64_t bytes_ = 0;
-  std::vector<std::unique_ptr<std::string>> unsized_;  // frames without a content size, decoded
+  std::vector<GrowBuffer> unsized_;  // frames without a content size, decoded
   std::vector<std::unique_ptr<uint8_t[]>> decoded_;  // frames decoded while the batch was read
 };
 

@@ -1,5 +1,7 @@
 #include "bag/zstd_codec.hpp"
 
+#include <algorithm>
+#include <cstdint>
 #include <new>
 #include <vector>
 
@@ -98,18 +100,28 @@ void ZstdCodec::decompress_exact(const uint8_t* src, size_t n, uint8_t* dst, siz
     fail(A2PACK_E_CORRUPT, "{}: record {}: zstd frame decompressed to {} bytes, its header says {}", file, record, r, dn);
 }
 
-std::string ZstdCodec::decompress_unknown(const uint8_t* src, size_t n, const std::string& file,
-                                          uint64_t record, uint64_t max_bytes) const {
-  std::string out;
-  stream(src, n, file, record, max_bytes, [&](size_t grow) -> uint8_t* {
-    try {
-      out.resize(out.size() + grow);
-    } catch (const std::bad_alloc&) {
-      fail(A2PACK_E_NO_MEMORY, "{}: record {}: out of memory growing its decoded bytes past {}",
-           file, record, out.size());
+GrowBuffer ZstdCodec::decompress_unknown(const uint8_t* src, size_t n, const std::string& file,
+                                         uint64_t record, uint64_t max_bytes) const {
+  GrowBuffer out;
+  stream(src, n, file, record, max_bytes, [&](uint64_t at_most, size_t& got) -> uint8_t* {
+    if (out.size() == out.capacity()) {
+      // Double (from zstd's block size), but never past max_bytes + 1: the
+      // byte after the limit is all it takes to know the record is too big.
+      uint64_t want = std::max<uint64_t>(ZSTD_DStreamOutSize(), out.capacity());
+      want = std::min<uint64_t>(want, at_most);
+      try {
+        if (want > SIZE_MAX - out.capacity()) throw std::bad_alloc();
+        out.reserve(out.capacity() + static_cast<size_t>(want));
+      } catch (const std::bad_alloc&) {
+        fail(A2PACK_E_NO_MEMORY, "{}: record {}: out of memory growing its decoded bytes past {}",
+             file, record, out.size());
+      }
     }
-    return reinterpret_cast<uint8_t*>(out.data()) + out.size() - grow;
-  }, [&](size_t unused) { out.resize(out.size() - unused); });
+    got = static_cast<size_t>(std::min<uint64_t>(out.capacity() - out.size(), at_most));
+    uint8_t* at = out.tail();
+    out.append(got);
+    return at;
+  }, [&](size_t unused) { out.trim(unused); });
   return out;
 }
 
@@ -117,8 +129,9 @@ uint64_t ZstdCodec::decoded_length(const uint8_t* src, size_t n, const std::stri
                                    uint64_t record, uint64_t max_bytes) const {
   thread_local std::vector<uint8_t> scratch(ZSTD_DStreamOutSize());
   uint64_t total = 0;
-  stream(src, n, file, record, max_bytes, [&](size_t grow) {
-    total += grow;
+  stream(src, n, file, record, max_bytes, [&](uint64_t at_most, size_t& got) {
+    got = static_cast<size_t>(std::min<uint64_t>(scratch.size(), at_most));
+    total += got;
     return scratch.data();
   }, [&](size_t unused) { total -= unused; });
   return total;
@@ -132,20 +145,20 @@ void ZstdCodec::stream(const uint8_t* src, size_t n, const std::string& file, ui
   if (ddict_) ZSTD_DCtx_refDDict(d, ddict_);
   ZSTD_inBuffer in{src, n, 0};
   const uint64_t limit = static_cast<uint64_t>(n) * kMaxExpansion;
+  // Output stops at max_bytes + 1 bytes: reaching it proves the record too
+  // big without decoding (or holding) the rest of it.
+  const uint64_t cap = max_bytes == UINT64_MAX ? max_bytes : max_bytes + 1;
   uint64_t produced = 0;
   size_t r = 1;
   while (in.pos < in.size || r != 0) {
-    size_t grow = ZSTD_DStreamOutSize();
-    if (produced + grow > limit + grow)
-      fail(A2PACK_E_CORRUPT, "{}: record {}: zstd frame of {} bytes expands past {} bytes", file, record, n, limit);
-    if (produced > max_bytes) {
+    if (produced > limit) {
       ZSTD_DCtx_reset(d, ZSTD_reset_session_and_parameters);
-      fail(A2PACK_E_UNSUPPORTED,
-           "{}: record {}: decodes to more than the reader's limit of {} bytes "
-           "(max_record_bytes; raise it to read this record)",
-           file, record, max_bytes);
+      fail(A2PACK_E_CORRUPT, "{}: record {}: zstd frame of {} bytes expands past {} bytes", file, record, n, limit);
     }
-    ZSTD_outBuffer o{grow_by(grow), grow, 0};
+    if (produced >= cap) break;  // past the limit: refused below
+    size_t grow = 0;
+    uint8_t* at = grow_by(cap - produced, grow);
+    ZSTD_outBuffer o{at, grow, 0};
     size_t in_before = in.pos;
     r = ZSTD_decompressStream(d, &o, &in);
     give_back(grow - o.pos);
@@ -162,9 +175,9 @@ void ZstdCodec::stream(const uint8_t* src, size_t n, const std::string& file, ui
   ZSTD_DCtx_reset(d, ZSTD_reset_session_and_parameters);
   if (produced > max_bytes)
     fail(A2PACK_E_UNSUPPORTED,
-         "{}: record {}: decodes to {} bytes, more than the reader's limit of {} bytes "
+         "{}: record {}: decodes to more than the reader's limit of {} bytes "
          "(max_record_bytes; raise it to read this record)",
-         file, record, produced, max_bytes);
+         file, record, max_bytes);
 }
 
 }  // namespace a2pack::bag

@@ -15,6 +15,7 @@
 #include <string>
 
 #include "bag/format.hpp"
+#include "bag/grow_buffer.hpp"
 
 namespace a2pack::bag {
 
@@ -55,18 +56,21 @@ class ZstdCodec {
   // Decompress into exactly `dn` bytes; CORRUPT naming file and record otherwise.
   void decompress_exact(const uint8_t* src, size_t n, uint8_t* dst, size_t dn,
                         const std::string& file, uint64_t record) const;
-  // Decompress frames without a stored size (streaming); UNSUPPORTED naming
-  // file, record and limit when the output would pass `limit` bytes.
-  std::string decompress_unknown(const uint8_t* src, size_t n, const std::string& file,
-                                 uint64_t record, uint64_t limit) const;
+  // Decompress frames without a stored size (streaming, into a buffer that
+  // doubles but never holds more than limit + 1 bytes); UNSUPPORTED naming
+  // file, record and limit as soon as the output passes `limit` bytes, so a
+  // small frame that inflates to gigabytes costs about `limit` of memory.
+  GrowBuffer decompress_unknown(const uint8_t* src, size_t n, const std::string& file,
+                                uint64_t record, uint64_t limit) const;
   // The decoded length of frames without a stored size, counted through a
   // small scratch buffer (nothing kept); the same errors.
   uint64_t decoded_length(const uint8_t* src, size_t n, const std::string& file, uint64_t record,
                           uint64_t limit) const;
 
  private:
-  // Stream-decompress, asking grow_by(k) for k more output bytes each round
-  // and handing back the unused tail with give_back(unused).
+  // Stream-decompress, asking grow_by(at_most, got) for more output each
+  // round (at most `at_most` bytes, so the output never passes max_bytes + 1;
+  // it sets `got` >= 1) and handing back the unused tail with give_back(unused).
   template <typename Grow, typename Shrink>
   void stream(const uint8_t* src, size_t n, const std::string& file, uint64_t record,
               uint64_t max_bytes, Grow grow_by, Shrink give_back) const;

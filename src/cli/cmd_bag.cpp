@@ -283,16 +283,78 @@ struct CatArgs {
   bool lengths = false;
 };
 
+// Hex of p[0, n) written a piece at a time through one small buffer, so
+// memory does not grow with the record (a 200 MiB record is 400 MiB of hex).
+void write_hex(const uint8_t* p, size_t n) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  char buf[64 << 10];
+  for (size_t i = 0; i < n;) {
+    size_t m = std::min(n - i, sizeof buf / 2);
+    for (size_t j = 0; j < m; ++j) {
+      buf[2 * j] = kDigits[p[i + j] >> 4];
+      buf[2 * j + 1] = kDigits[p[i + j] & 15];
+    }
+    std::fwrite(buf, 1, 2 * m, stdout);
+    i += m;
+  }
+}
+
 void print_record(const CatArgs& a, uint64_t index, const uint8_t* p, size_t n) {
   if (a.lengths) {
     fmt::print("{}\t{}\n", index, n);
   } else if (a.hex) {
-    std::string s;
-    s.reserve(2 * n);
-    for (size_t i = 0; i < n; ++i) s += fmt::format("{:02x}", p[i]);
-    fmt::print("{}\t{}\n", index, s);
-  } else {
+    fmt::print("{}\t", index);
+    write_hex(p, n);
+    std::fputc('\n', stdout);
+  } else if (n) {
     std::fwrite(p, 1, n, stdout);
+  }
+}
+
+// Most stored bytes a batch of `bag cat` holds (a single larger record is
+// read alone): records are printed from batches of this size, never from the
+// whole range at once.
+constexpr uint64_t kCatBatchStored = 32u << 20;
+
+// The read-only mappings of every shard when all are mapped and stored as
+// they are (records are then printed straight from them, nothing copied);
+// empty otherwise.
+std::vector<const uint8_t*> shard_maps(const a2pack_bag_reader* r) {
+  std::vector<const uint8_t*> maps(a2pack_bag_reader_shard_count(r));
+  for (size_t i = 0; i < maps.size(); ++i) {
+    uint64_t size = 0;
+    if (a2pack_bag_reader_shard_map(r, i, &maps[i], &size) != A2PACK_OK) {
+      a2pack_clear_error();
+      return {};
+    }
+  }
+  return maps;
+}
+
+// Prints records idx, in order: from the mappings when there are some, else
+// read (and decoded) in batches of about kCatBatchStored stored bytes.
+void print_records(const CatArgs& a, const a2pack_bag_reader* r,
+                   const std::vector<const uint8_t*>& maps, const std::vector<uint64_t>& idx) {
+  const size_t n = idx.size();
+  std::vector<uint32_t> shard(n);
+  std::vector<uint64_t> begin(n), end(n);
+  check(a2pack_bag_reader_spans(r, idx.data(), n, shard.data(), begin.data(), end.data()));
+  if (!maps.empty()) {
+    for (size_t k = 0; k < n; ++k)
+      print_record(a, idx[k], maps[shard[k]] + begin[k], static_cast<size_t>(end[k] - begin[k]));
+    return;
+  }
+  for (size_t k0 = 0; k0 < n;) {
+    size_t k1 = k0 + 1;
+    uint64_t stored = end[k0] - begin[k0];
+    for (; k1 < n && stored + (end[k1] - begin[k1]) <= kCatBatchStored; ++k1)
+      stored += end[k1] - begin[k1];
+    a2pack_bag_batch* b = nullptr;
+    check(a2pack_bag_reader_read(r, idx.data() + k0, k1 - k0, a.flags.jobs, &b));
+    BatchView v = view(b);
+    for (size_t k = 0; k < v.n; ++k)
+      print_record(a, idx[k0 + k], v.data + v.offsets[k], v.offsets[k + 1] - v.offsets[k]);
+    k0 = k1;
   }
 }
 
@@ -317,25 +379,18 @@ void run_cat(const CatArgs& a) {
       idx.push_back(static_cast<uint64_t>(j));
     }
     if (a.lengths) return print_lengths(r.get(), idx, a.flags.jobs);
-    a2pack_bag_batch* b = nullptr;
-    check(a2pack_bag_reader_read(r.get(), idx.data(), idx.size(), a.flags.jobs, &b));
-    BatchView v = view(b);
-    for (size_t k = 0; k < v.n; ++k)
-      print_record(a, idx[k], v.data + v.offsets[k], v.offsets[k + 1] - v.offsets[k]);
-    return;
+    return print_records(a, r.get(), shard_maps(r.get()), idx);
   }
   uint64_t start = static_cast<uint64_t>(std::max<int64_t>(0, a.start));
   uint64_t end = a.count < 0 ? n : std::min<uint64_t>(n, start + static_cast<uint64_t>(a.count));
+  const std::vector<const uint8_t*> maps = a.lengths ? std::vector<const uint8_t*>{} : shard_maps(r.get());
   for (uint64_t s = start; s < end; s += 4096) {
-    if (a.lengths) {
-      std::vector<uint64_t> idx(std::min<uint64_t>(4096, end - s));
-      for (size_t k = 0; k < idx.size(); ++k) idx[k] = s + k;
+    std::vector<uint64_t> idx(std::min<uint64_t>(4096, end - s));
+    for (size_t k = 0; k < idx.size(); ++k) idx[k] = s + k;
+    if (a.lengths)
       print_lengths(r.get(), idx, a.flags.jobs);
-      continue;
-    }
-    BatchView v = read_range(r.get(), s, std::min<uint64_t>(4096, end - s), a.flags.jobs);
-    for (size_t k = 0; k < v.n; ++k)
-      print_record(a, s + k, v.data + v.offsets[k], v.offsets[k + 1] - v.offsets[k]);
+    else
+      print_records(a, r.get(), maps, idx);
   }
 }
 

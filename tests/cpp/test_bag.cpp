@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <random>
 
 #include "bag/index.hpp"
@@ -560,6 +561,98 @@ TEST(BagFormat, FramesWithoutContentSize) {
     EXPECT_EQ(fill_each(r, idx),
               (std::vector<std::string>{recs[3], recs[0], recs[2], recs[1], recs[0]}));
   }
+}
+
+namespace {
+// One zstd frame of `data` whose header carries no content size.
+std::string unsized_frame(const std::string& data) {
+  ZSTD_CCtx* c = ZSTD_createCCtx();
+  ZSTD_CCtx_setParameter(c, ZSTD_c_contentSizeFlag, 0);
+  std::string f(ZSTD_compressBound(data.size()), '\0');
+  size_t n = ZSTD_compress2(c, f.data(), f.size(), data.data(), data.size());
+  ZSTD_freeCCtx(c);
+  EXPECT_FALSE(ZSTD_isError(n));
+  f.resize(n);
+  return f;
+}
+}  // namespace
+
+// A small frame without a content size that inflates far past the reader's
+// limit is refused through every read path, naming file, record and limit;
+// a record of exactly the limit still reads. (Memory is measured in
+// tests/python/test_bag_memory.py: a process of its own.)
+TEST(BagBadInput, UnsizedFramePastTheLimit) {
+  a2test::TempDir d;
+  constexpr uint64_t kLimit = 4u << 20;
+  const std::string exact(kLimit, 'q');
+  std::vector<std::string> frames = {unsized_frame("ok"), unsized_frame(std::string(40u << 20, 'z')),
+                                     unsized_frame(exact), unsized_frame(exact + "!")};
+  ASSERT_LT(frames[1].size(), 8192u);  // a bomb: 40 MiB from a few KB
+  std::string file;
+  std::vector<uint64_t> limits;
+  for (const auto& f : frames) limits.push_back((file += f).size());
+  for (uint64_t l : limits) put_u64(file, l);
+  a2test::write_bytes(d / "b.bagz", file.data(), file.size());
+  auto expect_refused = [&](const std::function<void()>& f, uint64_t record) {
+    std::string msg;
+    EXPECT_EQ(status_of(f, &msg), A2PACK_E_UNSUPPORTED) << msg;
+    EXPECT_NE(msg.find("b.bagz: record " + std::to_string(record) + ": "), std::string::npos) << msg;
+    EXPECT_NE(msg.find("limit of 4194304 bytes"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("max_record_bytes"), std::string::npos) << msg;
+  };
+  for (auto cache : {CachePolicy::system, CachePolicy::drop_after_read}) {
+    ReaderOptions o;
+    o.cache_policy = cache;
+    o.max_record_bytes = kLimit;
+    Reader r({d / "b.bagz"}, o);
+    uint64_t one = 1, three = 3;
+    std::vector<uint64_t> idx = {0, 1};
+    uint64_t size = 0;
+    expect_refused([&] { r.read(&one, 1); }, 1);
+    expect_refused([&] { r.read_range(0, 2); }, 1);
+    expect_refused([&] { r.prepare(idx.data(), idx.size()); }, 1);
+    expect_refused([&] { r.sizes(&one, 1, &size); }, 1);
+    expect_refused([&] { Index index(r, nullptr, r.size(), 0); }, 1);
+    expect_refused([&] { r.read(&three, 1); }, 3);
+    // The limit itself is allowed, and the records beside the bomb read.
+    EXPECT_EQ(fill_each(r, {2, 0}), (std::vector<std::string>{exact, "ok"}));
+    std::vector<uint64_t> sizes(2), which = {0, 2};
+    r.sizes(which.data(), 2, sizes.data());
+    EXPECT_EQ(sizes, (std::vector<uint64_t>{2, kLimit}));
+  }
+  // The codec alone, at the boundary: limit bytes decode, limit + 1 do not.
+  ZstdCodec codec({});
+  const auto* f2 = reinterpret_cast<const uint8_t*>(frames[2].data());
+  GrowBuffer out = codec.decompress_unknown(f2, frames[2].size(), "x", 2, kLimit);
+  ASSERT_EQ(out.size(), kLimit);
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>(out.data()), out.size()), exact);
+  EXPECT_EQ(status_of([&] { codec.decompress_unknown(f2, frames[2].size(), "x", 2, kLimit - 1); }),
+            A2PACK_E_UNSUPPORTED);
+  EXPECT_EQ(codec.decoded_length(f2, frames[2].size(), "x", 2, kLimit), kLimit);
+  EXPECT_EQ(status_of([&] { codec.decoded_length(f2, frames[2].size(), "x", 2, kLimit - 1); }),
+            A2PACK_E_UNSUPPORTED);
+}
+
+// The buffer frames of unknown size decode into keeps its bytes as it moves
+// from the heap to pages of its own and grows there.
+TEST(BagFormat, GrowBufferKeepsItsBytes) {
+  GrowBuffer b;
+  EXPECT_FALSE(b);
+  std::string want;
+  for (size_t step : {size_t{100}, size_t{1} << 19, size_t{3} << 20, size_t{9} << 20, size_t{1}}) {
+    b.reserve(b.size() + step);
+    ASSERT_GE(b.capacity(), b.size() + step);
+    for (size_t i = 0; i < step; ++i) b.tail()[i] = static_cast<uint8_t>((want.size() + i) * 131);
+    for (size_t i = 0; i < step; ++i) want += static_cast<char>((want.size()) * 131);
+    b.append(step);
+  }
+  b.reserve(b.size() + 10);
+  b.append(10);
+  b.trim(10);
+  ASSERT_EQ(b.size(), want.size());
+  GrowBuffer moved = std::move(b);
+  EXPECT_FALSE(b);
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>(moved.data()), moved.size()), want);
 }
 
 TEST(BagBadInput, MissingFiles) {
