@@ -149,3 +149,37 @@ def test_cat_hex_streams(tmp_path, big_record, name):
     if name == "big.bag":
         # Printed straight from the mapping: no copy of the record beside it.
         assert res["peak_kib"] * 1024 < 1.25 * RECORD + 32 * MIB, res["peak_kib"]
+
+
+@pytest.mark.parametrize("ext", ["bag", "bagz"])
+def test_cat_prints_what_the_reader_reads(tmp_path, ext):
+    # Empty, small and 12 MiB records over three shards: the records go out
+    # straight from the mappings (.bag), or in batches that end at 32 MiB of
+    # stored bytes (.bagz, or any file under --cache drop).
+    rng = np.random.default_rng(3)
+    recs = [b"", b"a", bytes(rng.integers(0, 256, 1000, dtype=np.uint8))]
+    recs += [bytes(rng.integers(0, 256, 12 * MIB, dtype=np.uint8)) for _ in range(3)]
+    recs += [b"tail", b""]
+    spec = str(tmp_path / f"s@3.{ext}")
+    with bag.Writer(spec) as w:
+        for r in recs:
+            w.write(r)
+    # The writer deals records round robin; read concatenated, shard by shard.
+    recs = list(bag.Reader(spec))
+    assert len(recs) == 8 and sum(len(r) == 12 * MIB for r in recs) == 3
+
+    def cat(*argv):
+        out = subprocess.run([str(cli_path()), "bag", "cat", *map(str, argv), spec],
+                             capture_output=True)
+        assert out.returncode == 0, out.stderr
+        return out.stdout
+
+    for cache in ("system", "drop"):
+        assert cat("--cache", cache) == b"".join(recs)
+        assert cat("--cache", cache, "--start", 2, "-n", 3) == b"".join(recs[2:5])
+        assert cat("--cache", cache, "-i", "-1,4,0,4,1") == b"".join(recs[i] for i in (-1, 4, 0, 4, 1))
+        want = b"".join(b"%d\t%s\n" % (i, r.hex().encode()) for i, r in enumerate(recs))
+        assert cat("--cache", cache, "--hex") == want
+        # -7 is record 1: lines name the index counted from the start.
+        assert cat("--cache", cache, "--hex", "-i", "5,-7") == b"5\t%s\n1\t%s\n" % (
+            recs[5].hex().encode(), recs[1].hex().encode())
