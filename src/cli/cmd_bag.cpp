@@ -147,6 +147,10 @@ bool is_dir(const std::string& p) {
 
 bool is_packfile(const std::string& p) {
   if (ends_with(p, ".a2pack")) return true;
+  // Only a regular file can be a packfile: peeking into a FIFO would block
+  // (the library's own open refuses it with a clear error afterwards).
+  struct stat st;
+  if (::stat(p.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return false;
   std::ifstream f(p, std::ios::binary);
   char magic[8] = {};
   return f.read(magic, 8) && std::memcmp(magic, "A2PACK\0\0", 8) == 0;

@@ -209,6 +209,8 @@ def test_cli_commands_refuse_a_fifo_input_at_once(fifo_inputs):
         (["bag", "info", f["b.bagz"]], f["b.bagz"]),
         (["bag", "info", f["b.bag"], "--cache", "drop"], f["b.bag"]),
         (["bag", "info", f["b.bag"], "--cache", "direct"], f["b.bag"]),
+        (["bag", "convert", f["b.bag"], f["dataset"].parent / "c.bagz"], f["b.bag"]),
+        (["bag", "convert", f["p.a2pack"], f["dataset"].parent / "c2.bagz"], f["p.a2pack"]),
         (["dataset", "stats", "-d", f["dataset"]], f["dataset"] / "manifest.json"),
     ]
     for args, path in cases:
