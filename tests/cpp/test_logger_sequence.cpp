@@ -23,6 +23,7 @@
 #include "logger/logger.hpp"
 #include "logger/segment.hpp"
 #include "logger/sequence.hpp"
+#include "test_logger_util.hpp"
 #include "test_util.hpp"
 
 using namespace a2pack;
@@ -167,23 +168,9 @@ TEST(LoggerAmplification, EmptyRecordFramesAreRefusedForTheirSize) {
   auto frames = blocks_of(bomb);
 #if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
   // Under an address-space limit far below what the claims would take.
-  pid_t child = ::fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    rlimit lim{uint64_t{1} << 30, uint64_t{1} << 30};
-    ::setrlimit(RLIMIT_AS, &lim);
-    try {
-      DecodeOptions one;
-      one.workers = 1;
-      Decoded d = decode_dir(tmp.path(), one);
-      ::_exit(d.problems.size() == 8 && d.n_records() == 0 ? 0 : 1);
-    } catch (...) {
-      ::_exit(2);
-    }
-  }
-  int status = 0;
-  ::waitpid(child, &status, 0);
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  EXPECT_EQ(a2test::decode_under_address_limit(
+                tmp.path(), uint64_t{1} << 30, [](const Decoded& d) { return d.problems.size() == 8 && d.n_records() == 0; }),
+            0);
 #endif
   Decoded d = decode_dir(tmp.path(), {});
   EXPECT_EQ(d.n_records(), 0u);

@@ -5,7 +5,6 @@ refused once the limit is passed, holding about the limit (not twice it);
 process is measured by its own peak resident size (no timing)."""
 
 import json
-import struct
 import subprocess
 import sys
 
@@ -14,33 +13,14 @@ import pytest
 
 from a2pack import bag, errors
 from cli_util import cli_path
+from test_bag_limits import rle_frame, write_raw_bagz
 
 MIB = 1 << 20
-BLOCK = 128 << 10  # zstd's largest block
 
 
 def unsized_rle_frame(size: int, byte: int = 0) -> bytes:
-    """A zstd frame of `size` copies of `byte` whose header carries no content
-    size (window 128 KiB), made of RLE blocks: 4 bytes per 128 KiB decoded."""
-    out = bytearray(struct.pack("<I", 0xFD2FB528))
-    out += bytes([0x00, 0x38])  # no content size; window 128 KiB
-    left = size
-    while True:
-        n = min(BLOCK, left)
-        left -= n
-        last = 1 if left == 0 else 0
-        out += struct.pack("<I", (n << 3) | (1 << 1) | last)[:3]
-        out.append(byte)
-        if last:
-            return bytes(out)
-
-
-def write_raw_bagz(path, records) -> str:
-    """A .bagz whose records are the given bytes (zstd frames), stored as they are."""
-    with bag.Writer(str(path), bag.Writer.Options(compression=bag.CompressionNone())) as w:
-        for r in records:
-            w.write(r)
-    return str(path)
+    """A zstd frame of `size` copies of `byte` with no content size in its header."""
+    return rle_frame(size, sized=False, byte=byte)
 
 
 # Runs argv[2:] and prints its exit status and the peak resident size of that
