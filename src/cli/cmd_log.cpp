@@ -1,11 +1,5 @@
 // a2pack log: inspect, decode and export data-logger folders (docs/logger.md).
-#include <dlfcn.h>
-#include <unistd.h>
-
-#include <cerrno>
 #include <cmath>
-#include <cstdlib>
-#include <cstring>
 #include <map>
 #include <set>
 

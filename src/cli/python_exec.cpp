@@ -15,9 +15,7 @@
 namespace a2cli {
 
 std::string python_interpreter(const std::string& given) {
-  if (!given.empty()) return given;
-  const char* env = std::getenv("A2PACK_PYTHON");
-  return env && *env ? env : "python3";
+  return given.empty() ? default_python() : given;
 }
 
 void exec_python_main(const std::string& python, const std::string& module,
