@@ -5,6 +5,7 @@ refused once the limit is passed, holding about the limit (not twice it);
 process is measured by its own peak resident size (no timing)."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -43,6 +44,17 @@ def run_measured(argv, out_path):
 
 LIMIT = 128 * MIB
 
+# Under AddressSanitizer (make sanitize preloads it) a process's peak is the
+# sanitizer allocator's: freed blocks wait in its quarantine (256 MiB by
+# default) and every block gets redzones, so the peak of a CLI child says
+# nothing about a2pack's own buffers there. The behaviour is still checked.
+UNDER_ASAN = "libasan" in os.environ.get("LD_PRELOAD", "")
+
+
+def assert_peak_below(peak_kib: int, bound_bytes: float, what=None):
+    if not UNDER_ASAN:
+        assert peak_kib * 1024 < bound_bytes, (what, peak_kib)
+
 
 def test_unsized_bomb_stops_at_the_limit_python(tmp_path):
     # 1 GiB of zeros in a 32 KB frame with no content size, after a small record.
@@ -74,7 +86,7 @@ print(json.dumps({{"msgs": msgs, "grew_kib": after - before}}))
         assert "max_record_bytes" in msg
     # About the limit (plus zstd's small window): it used to take twice it,
     # the decoded bytes doubling once more past the limit before the check.
-    assert res["grew_kib"] * 1024 < 1.25 * LIMIT, res["grew_kib"]
+    assert_peak_below(res["grew_kib"], 1.25 * LIMIT)
 
 
 def test_unsized_bomb_stops_at_the_limit_cli(tmp_path):
@@ -84,12 +96,12 @@ def test_unsized_bomb_stops_at_the_limit_cli(tmp_path):
                            tmp_path / "out")
         assert res["rc"] != 0
         assert "bomb.bagz: record 1" in res["stderr"] and str(LIMIT) in res["stderr"], res["stderr"]
-        assert res["peak_kib"] * 1024 < 1.25 * LIMIT + 32 * MIB, (argv, res["peak_kib"])
+        assert_peak_below(res["peak_kib"], 1.25 * LIMIT + 32 * MIB, argv)
     # --lengths counts it without keeping anything.
     res = run_measured([cli_path(), "bag", "cat", "--lengths", "--max-record-bytes", LIMIT, p],
                        tmp_path / "out")
     assert res["rc"] != 0 and "bomb.bagz: record 1" in res["stderr"]
-    assert res["peak_kib"] * 1024 < 32 * MIB, res["peak_kib"]
+    assert_peak_below(res["peak_kib"], 32 * MIB)
 
 
 def test_a_record_of_exactly_the_limit_reads(tmp_path):
@@ -122,13 +134,13 @@ def test_cat_hex_streams(tmp_path, big_record, name):
     assert out.read_bytes() == b"0\t00ff\n1\t" + big_record.hex().encode() + b"\n"
     # The record once (decoded, or the file's mapping) and its stored bytes
     # at most; the hex is never held (it used to be ~7x the record).
-    assert res["peak_kib"] * 1024 < 2.5 * RECORD + 32 * MIB, res["peak_kib"]
+    assert_peak_below(res["peak_kib"], 2.5 * RECORD + 32 * MIB)
     res = run_measured([cli_path(), "bag", "cat", "-i", "1", p], out)
     assert res["rc"] == 0, res["stderr"]
     assert out.read_bytes() == big_record
     if name == "big.bag":
         # Printed straight from the mapping: no copy of the record beside it.
-        assert res["peak_kib"] * 1024 < 1.25 * RECORD + 32 * MIB, res["peak_kib"]
+        assert_peak_below(res["peak_kib"], 1.25 * RECORD + 32 * MIB)
 
 
 @pytest.mark.parametrize("ext", ["bag", "bagz"])
