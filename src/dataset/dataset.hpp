@@ -21,7 +21,8 @@ namespace a2pack::dataset {
 
 struct OpenOptions {
   bool mmap = false;              // map steps.npy instead of reading it into RAM
-  bool verify_crc = true;         // check the rows against manifest.json's CRC32C
+  bool verify_crc = true;         // check the rows against manifest.json's CRC32C, and
+                                  // metadata.db's indexes against its table
   bool huge_pages = true;         // ask for transparent huge pages (RAM mode)
   uint32_t workers = 0;           // threads for loading and checking, 0 = all cores
   bool allow_extra_files = false; // ignore files a dataset does not hold
@@ -118,7 +119,7 @@ class Dataset {
   // s3:// and gs:// datasets (remote.cpp).
   static std::unique_ptr<Dataset> open_remote(const std::string& url, const OpenOptions& opts);
   void load_rows(const ReadFd& f, uint64_t offset, const OpenOptions& o);
-  void open_db();
+  void open_db(bool check_indexes);
   void check_metadata(const Unrecorded& u);
   template <typename F>
   void for_each_run(const std::string& where, const std::vector<SqlParam>& params, F&& fn) const;

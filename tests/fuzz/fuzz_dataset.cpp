@@ -1,10 +1,12 @@
-// Step-dataset loader on an arbitrary steps.npy: the NPY header parser, the
-// dtype and shape checks, the row-count checks against metadata.db and
-// manifest.json, then gathers and a verify. The first input byte picks the
-// variant (bit 0: with the seed dataset's manifest.json, else none, as the
-// upstream tool writes; bit 1: mapped instead of loaded into RAM); the rest is
-// steps.npy. manifest.json and metadata.db come from the seed dataset named
-// by $A2PACK_FUZZ_DATASET (copied once).
+// Step-dataset loader on an arbitrary file of the folder: the NPY header
+// parser, the dtype and shape checks, SQLite's open of metadata.db and the
+// checks on it (whole pages, indexes against the table, the runs against the
+// rows), the manifest parser, then gathers and a verify. The first input byte
+// picks the variant (bit 0: with the seed dataset's manifest.json, else none,
+// as the upstream tool writes; bit 1: mapped instead of loaded into RAM; bits
+// 2-3: which file the rest of the input is - 0 steps.npy, 1 metadata.db,
+// 2 manifest.json (bit 0 then ignored)); the other files come from the seed
+// dataset named by $A2PACK_FUZZ_DATASET (read once).
 #include <a2pack.h>
 
 #include <cstdio>
@@ -16,26 +18,36 @@
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t len) {
   if (len < 1) return 0;
   const std::string dir = fuzz::scratch_dir() + "/dataset";
-  static const std::string manifest = [&] {
+  struct Seed {
+    std::string steps, db, manifest;
+  };
+  static const Seed seed = [&] {
     mkdir(dir.c_str(), 0700);
-    const char* seed = std::getenv("A2PACK_FUZZ_DATASET");
-    if (!seed) {
+    const char* d = std::getenv("A2PACK_FUZZ_DATASET");
+    if (!d) {
       std::fprintf(stderr, "set A2PACK_FUZZ_DATASET to a small dataset folder\n");
       std::abort();
     }
-    std::string db = fuzz::read_file(std::string(seed) + "/metadata.db");
-    fuzz::write_file(dir + "/metadata.db", reinterpret_cast<const uint8_t*>(db.data()), db.size());
-    return fuzz::read_file(std::string(seed) + "/manifest.json");
+    return Seed{fuzz::read_file(std::string(d) + "/steps.npy"),
+                fuzz::read_file(std::string(d) + "/metadata.db"),
+                fuzz::read_file(std::string(d) + "/manifest.json")};
   }();
+  auto put = [&](const char* name, const void* p, size_t n) {
+    fuzz::write_file(dir + "/" + name, static_cast<const uint8_t*>(p), n);
+  };
   const uint8_t mode = data[0];
+  const unsigned which = (mode >> 2) & 3;
   ++data, --len;
-  const std::string manifest_path = dir + "/manifest.json";
-  if (mode & 1)
-    fuzz::write_file(manifest_path, reinterpret_cast<const uint8_t*>(manifest.data()),
-                     manifest.size());
-  else
-    std::remove(manifest_path.c_str());
-  fuzz::write_file(dir + "/steps.npy", data, len);
+  // Every file is rewritten each time: the library may have rolled back or
+  // created SQLite's journal, and the previous input's files must not leak.
+  std::remove((dir + "/metadata.db-journal").c_str());
+  put("steps.npy", which == 0 ? data : reinterpret_cast<const uint8_t*>(seed.steps.data()),
+      which == 0 ? len : seed.steps.size());
+  put("metadata.db", which == 1 ? data : reinterpret_cast<const uint8_t*>(seed.db.data()),
+      which == 1 ? len : seed.db.size());
+  if (which == 2) put("manifest.json", data, len);
+  else if (mode & 1) put("manifest.json", seed.manifest.data(), seed.manifest.size());
+  else std::remove((dir + "/manifest.json").c_str());
 
   a2pack_dataset_open_options o;
   a2pack_dataset_open_options_init(&o);

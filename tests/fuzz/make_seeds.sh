@@ -43,10 +43,15 @@ with DataLogger(sys.argv[1], frame_bytes=4096) as log:
 PY
 cp "$w"/log/segments/*.seg.zst "$out/logger/"
 cp "$w"/log/streams/*.json "$out/logger-streams/"
-# fuzz_dataset: a small dataset (its manifest.json and metadata.db stay
-# fixed), and its steps.npy behind each mode byte (bit 0 manifest, bit 1 mmap).
+# fuzz_dataset: a small dataset (the files the input does not replace), and
+# each of its files behind the mode bytes that pick it (bit 0 manifest, bit 1
+# mmap; bits 2-3: 0 steps.npy, 1 metadata.db, 2 manifest.json).
 "$cli" -q dataset build --input "$w/ex" --out "$out/dataset-fixed"
 for m in 0 1 2 3; do
   { printf "\\x$(printf %02x $m)"; cat "$out/dataset-fixed/steps.npy"; } > "$out/dataset/steps-$m"
 done
+for m in 4 5 7; do
+  { printf "\\x$(printf %02x $m)"; cat "$out/dataset-fixed/metadata.db"; } > "$out/dataset/db-$m"
+done
+{ printf "\\x08"; cat "$out/dataset-fixed/manifest.json"; } > "$out/dataset/manifest-8"
 rm -rf "$w"
