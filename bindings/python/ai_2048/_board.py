@@ -179,7 +179,7 @@ class Board:
 
     def is_game_over(self) -> bool:
         """True when no move changes the board (so also for an empty board)."""
-        return native().lib.a2pack_board_legal_moves(self._raw) == 0
+        return int(native().lib.a2pack_board_legal_moves(self._raw)) == 0
 
     def highest_tile(self) -> int:
         """Value of the highest tile; 1 (2**0) for an empty board, as upstream."""

@@ -27,7 +27,8 @@ def convert(prefix: str, exc: BaseException) -> BaseException:
     if not isinstance(exc, errors.Error):
         return exc
     cls = _runtime_class(type(exc))
-    return cls(f"{prefix}: {exc.message}", exc.status)
+    made: BaseException = cls(f"{prefix}: {exc.message}", exc.status)
+    return made
 
 
 def call(prefix: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:

@@ -3,18 +3,21 @@ a2pack.PackReader: reading, decoding and JSONL export are a2pack's, and
 shuffled orders come from a2pack's copy of upstream's random stream, so the
 same seed gives the same order as upstream."""
 
-from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple, TypeVar
 
 from . import _errors
 from ._lib import native, u64
 from ._runs import RunV2, BranchV2, _ILLEGAL
 
 _PACK = "pack error"
+T = TypeVar("T")
 # Upstream's "near 1" test for the chosen branch: 1.0f32 - 1e-6f32.
 _NEAR_ONE = 0.9999989867210388
+# One step batch: (pre_boards, chosen_dirs, branch_evs).
+StepBatch = Tuple[List[List[int]], List[int], List[List[BranchV2]]]
 
 
-def _permute(items: List[int], seed: Optional[int]) -> List[int]:
+def _permute(items: List[T], seed: Optional[int]) -> List[T]:
     """items shuffled as upstream's `slice.shuffle(&mut StdRng::seed_from_u64(seed or 0))`."""
     if len(items) < 2:
         return list(items)
@@ -58,7 +61,8 @@ class _Source:
     def decode_batch(self, indices: Sequence[int]) -> List[RunV2]:
         if not indices:
             return []
-        return [RunV2._wrap(r) for r in _errors.call(_PACK, self.reader.decode_batch, list(indices))]
+        runs: List[Any] = _errors.call(_PACK, self.reader.decode_batch, list(indices))
+        return [RunV2._wrap(r) for r in runs]
 
     def meta_steps(self, runs: Sequence[int]) -> List[int]:
         """meta.steps of each run (upstream decodes every run for it, too)."""
@@ -73,7 +77,7 @@ class _Source:
         return _errors.call(_PACK, self.reader.decode_batch_columns, list(runs))
 
 
-def _rows(cols: Any, rows: Any) -> Tuple[List[List[int]], List[int], List[List[BranchV2]]]:
+def _rows(cols: Any, rows: Any) -> StepBatch:
     """Upstream's step-batch triple for the given rows of a RunBatch:
     16 exponents per board, the chosen move 0..3, and four BranchV2 with the
     chosen one set to exactly 1.0 when near 1 (Legal(1.0) alone when the step
@@ -100,7 +104,7 @@ def _rows(cols: Any, rows: Any) -> Tuple[List[List[int]], List[int], List[List[B
 
 
 def _step_batches(src: _Source, runs: List[int], batch_size: int, shuffle: bool,
-                  seed: Optional[int]) -> Iterator[Tuple[List[List[int]], List[int], List[List[BranchV2]]]]:
+                  seed: Optional[int]) -> Iterator[StepBatch]:
     import numpy as np  # noqa: PLC0415
     if not shuffle:
         # Runs in order, every stored step, batches spanning runs.
@@ -123,8 +127,7 @@ def _step_batches(src: _Source, runs: List[int], batch_size: int, shuffle: bool,
         return
     # Shuffled: every (run, step) pair by meta.steps, permuted as upstream.
     steps = src.meta_steps(runs)
-    pairs = [(ri, si) for ri, s in zip(runs, steps) for si in range(s)]
-    pairs = _permute(pairs, seed)  # type: ignore[arg-type]
+    pairs = _permute([(ri, si) for ri, s in zip(runs, steps) for si in range(s)], seed)
     for start in range(0, len(pairs), batch_size):
         chunk = pairs[start:start + batch_size]
         uniq = sorted({ri for ri, _ in chunk})
@@ -147,12 +150,12 @@ def _pack_error() -> type:
     return CorruptError
 
 
-def _join(parts: List[Tuple[list, list, list]]) -> Tuple[list, list, list]:
+def _join(parts: List[StepBatch]) -> StepBatch:
     if len(parts) == 1:
         return parts[0]
-    a: list = []
-    b: list = []
-    c: list = []
+    a: List[List[int]] = []
+    b: List[int] = []
+    c: List[List[BranchV2]] = []
     for x, y, z in parts:
         a += x
         b += y
@@ -201,7 +204,7 @@ class PackView:
         return _run_batches(self._src, order, b)
 
     def iter_step_batches(self, batch_size: int, shuffle: Optional[bool] = None,
-                          seed: Optional[int] = None) -> Iterator[Tuple[list, list, list]]:
+                          seed: Optional[int] = None) -> Iterator[StepBatch]:
         return _step_batches(self._src, self._runs, _batch_size(batch_size), bool(shuffle), seed)
 
 
@@ -212,6 +215,7 @@ class PackReader:
     workers and the rest of a2pack's options)."""
 
     __slots__ = ("_src",)
+    _src: _Source
 
     def __new__(cls, *args: Any, **kwargs: Any) -> "PackReader":
         raise TypeError("No constructor defined for PackReader; use PackReader.open(path)")
@@ -232,7 +236,8 @@ class PackReader:
         return len(self._src.reader)
 
     def kind(self, i: int) -> str:
-        return _errors.call(_PACK, self._src.reader.kind, u64(i, "i"))
+        kind: str = _errors.call(_PACK, self._src.reader.kind, u64(i, "i"))
+        return kind
 
     def decode(self, i: int) -> RunV2:
         return RunV2._wrap(_errors.call(_PACK, self._src.reader.decode, u64(i, "i")))
@@ -257,6 +262,9 @@ class PackReader:
     def iter(self) -> Iterator[RunV2]:
         return _iter_runs(self._src, list(range(len(self))))
 
+    def __iter__(self) -> Iterator[RunV2]:  # a2pack's addition: `for run in reader`
+        return self.iter()
+
     def iter_indices(self, indices: Sequence[int]) -> Iterator[RunV2]:
         return _iter_runs(self._src, _indices(indices))
 
@@ -271,7 +279,7 @@ class PackReader:
         return _run_batches(self._src, order, b)
 
     def iter_step_batches(self, batch_size: int, shuffle: Optional[bool] = None,
-                          seed: Optional[int] = None) -> Iterator[Tuple[list, list, list]]:
+                          seed: Optional[int] = None) -> Iterator[StepBatch]:
         """Step-level batches (pre_boards, chosen_dirs, branch_evs): 16
         exponents per board, moves 0..3, and four BranchV2 per step with the
         chosen move at exactly 1.0 when it is (near) the maximum. Unshuffled:

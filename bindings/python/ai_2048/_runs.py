@@ -3,7 +3,7 @@ constructors and properties. A RunV2 holds an a2pack.RunV2 (the run in
 liba2pack); encoding, decoding and files are a2pack's, and a2pack writes the
 bytes upstream writes."""
 
-from typing import Any, List, Optional, Sequence
+from typing import Any, List, Optional, Sequence, Tuple
 
 from . import _errors
 from ._board import Board, Move, _MOVES, move_index
@@ -110,13 +110,13 @@ class StepV2:
         self._pre = u64(pre_board_raw, "pre_board_raw")
         self._chosen = move_index(chosen, "chosen")
         if branches is None:
-            self._branches: Optional[tuple] = None
+            self._branches: Optional[Tuple[BranchV2, ...]] = None
         else:
             got = [_branch(b) for b in _seq(branches, "branches")][:4]
             self._branches = tuple(got + [_ILLEGAL] * (4 - len(got)))
 
     @classmethod
-    def _make(cls, pre: int, chosen: int, branches: Optional[tuple]) -> "StepV2":
+    def _make(cls, pre: int, chosen: int, branches: Optional[Tuple[BranchV2, ...]]) -> "StepV2":
         s = object.__new__(cls)
         s._pre, s._chosen, s._branches = pre, chosen, branches
         return s

@@ -74,6 +74,9 @@ class BranchEval:
     """The raw value of one root move: direction, expected_value, is_legal."""
 
     __slots__ = ("_direction", "_ev", "_legal")
+    _direction: Move
+    _ev: float
+    _legal: bool
 
     def __new__(cls, *args: Any, **kwargs: Any) -> "BranchEval":
         raise TypeError("No constructor defined for BranchEval")
