@@ -171,6 +171,33 @@ A2PACK_API uint32_t a2pack_board_legal_moves(uint64_t board);
 A2PACK_API void a2pack_branches_normalise(const float ev[4], uint32_t legal_mask,
                                           float out[4]);
 
+/* The same normalisation on raw double values, as the upstream tool's
+ * normalize_branches computes it (min and max in double, the ratio in float;
+ * equal values within DBL_EPSILON give 0.5 each). */
+A2PACK_API void a2pack_branches_normalise_f64(const double ev[4], uint32_t legal_mask,
+                                              float out[4]);
+
+/* The upstream ai-2048 tool's random stream (Rust rand 0.8 StdRng, ChaCha12,
+ * seeded as SeedableRng::seed_from_u64): a seed gives the boards and orders
+ * that tool gives. Behind a2pack's `ai_2048` Python module (docs/ai_2048.md).
+ * A handle is not thread-safe. */
+typedef struct a2pack_stdrng a2pack_stdrng;
+A2PACK_API a2pack_status a2pack_stdrng_open(uint64_t seed, a2pack_stdrng **out);
+/* An independent copy that continues the same stream. */
+A2PACK_API a2pack_status a2pack_stdrng_clone(const a2pack_stdrng *rng, a2pack_stdrng **out);
+/* Accepts NULL. */
+A2PACK_API void a2pack_stdrng_close(a2pack_stdrng *rng);
+/* Permute items[0..n) as the tool's slice.shuffle(&mut rng) does. */
+A2PACK_API a2pack_status a2pack_stdrng_shuffle(a2pack_stdrng *rng, uint64_t *items, size_t n);
+/* The tool's Board::with_random_tile: a 2 (p 0.9) or a 4 in a random empty
+ * cell. A2PACK_E_INVALID_ARGUMENT for a full board (which the tool panics on). */
+A2PACK_API a2pack_status a2pack_board_spawn_stdrng(uint64_t board, a2pack_stdrng *rng,
+                                                   uint64_t *out);
+/* The tool's Board::make_move: slide, then spawn only if the board changed.
+ * `move` must be 0..3. */
+A2PACK_API a2pack_status a2pack_board_make_move_stdrng(uint64_t board, uint32_t move,
+                                                       a2pack_stdrng *rng, uint64_t *out);
+
 /* ======================================================================
  * Section: run — .a2run2 run files, v1 (A2T1) and v2 (postcard)
  * ====================================================================== */
@@ -359,6 +386,43 @@ A2PACK_API a2pack_status a2pack_gen_run(const a2pack_gen_options *opts, uint64_t
 A2PACK_API a2pack_status a2pack_gen_dir(const a2pack_gen_options *opts, const char *out_dir,
                                         uint64_t n_runs, uint64_t seed,
                                         a2pack_progress_fn progress, void *progress_user);
+
+/* The upstream ai-2048 tool's single-threaded expectimax, node for node:
+ * depth max(3, distinct tiles - 2) (capped by depth_cap), its heuristic,
+ * probability pruning and per-call transposition cache, so branch values are
+ * bit-identical to the tool's. Behind `ai_2048.Expectimax`
+ * (docs/ai_2048.md). A handle is not thread-safe. */
+typedef struct a2pack_expectimax_options {
+  size_t size;            /* sizeof(a2pack_expectimax_options) */
+  float prob_cutoff;      /* default 1e-4: rarer chance nodes take the heuristic */
+  int32_t has_depth_cap;  /* default 0: no cap */
+  uint64_t depth_cap;
+  int32_t cache_enabled;  /* default 1 */
+} a2pack_expectimax_options;
+
+A2PACK_API void a2pack_expectimax_options_init(a2pack_expectimax_options *opts);
+
+typedef struct a2pack_expectimax a2pack_expectimax;
+/* opts may be NULL (defaults). */
+A2PACK_API a2pack_status a2pack_expectimax_open(const a2pack_expectimax_options *opts,
+                                                a2pack_expectimax **out);
+/* Accepts NULL. */
+A2PACK_API void a2pack_expectimax_close(a2pack_expectimax *ex);
+/* Raw expected value of each move (UDLR) from `board`; 0 and bit clear in
+ * *legal_mask for a move that does not change the board. */
+A2PACK_API a2pack_status a2pack_expectimax_branch_evals(a2pack_expectimax *ex, uint64_t board,
+                                                        double ev[4], uint32_t *legal_mask);
+/* Best move 0..3, or -1 when none is legal. */
+A2PACK_API a2pack_status a2pack_expectimax_best_move(a2pack_expectimax *ex, uint64_t board,
+                                                     int32_t *move);
+/* Value of the root (the best move's value; 0 when none is legal). */
+A2PACK_API a2pack_status a2pack_expectimax_state_value(a2pack_expectimax *ex, uint64_t board,
+                                                       double *value);
+/* Nodes visited by the last call, and the most of any call since the last
+ * reset. Either pointer may be NULL. */
+A2PACK_API void a2pack_expectimax_stats(const a2pack_expectimax *ex, uint64_t *nodes,
+                                        uint64_t *peak_nodes);
+A2PACK_API void a2pack_expectimax_reset_stats(a2pack_expectimax *ex);
 
 /* ======================================================================
  * Section: pack — A2PACK packfiles (FORMATS.md §4): many runs in one
@@ -2152,6 +2216,22 @@ typedef struct a2pack_api_table {
   uint64_t (*run_batch_payload_bytes)(const a2pack_run_batch *);
   /* added later: the training feed (section feed; NULL without the dataset capability) */
   const struct a2pack_feed_api *feed;
+  /* added later: the upstream ai-2048 tool's random stream and search (sections board, gen) */
+  void (*branches_normalise_f64)(const double *, uint32_t, float *);
+  a2pack_status (*stdrng_open)(uint64_t, a2pack_stdrng **);
+  a2pack_status (*stdrng_clone)(const a2pack_stdrng *, a2pack_stdrng **);
+  void (*stdrng_close)(a2pack_stdrng *);
+  a2pack_status (*stdrng_shuffle)(a2pack_stdrng *, uint64_t *, size_t);
+  a2pack_status (*board_spawn_stdrng)(uint64_t, a2pack_stdrng *, uint64_t *);
+  a2pack_status (*board_make_move_stdrng)(uint64_t, uint32_t, a2pack_stdrng *, uint64_t *);
+  void (*expectimax_options_init)(a2pack_expectimax_options *);
+  a2pack_status (*expectimax_open)(const a2pack_expectimax_options *, a2pack_expectimax **);
+  void (*expectimax_close)(a2pack_expectimax *);
+  a2pack_status (*expectimax_branch_evals)(a2pack_expectimax *, uint64_t, double *, uint32_t *);
+  a2pack_status (*expectimax_best_move)(a2pack_expectimax *, uint64_t, int32_t *);
+  a2pack_status (*expectimax_state_value)(a2pack_expectimax *, uint64_t, double *);
+  void (*expectimax_stats)(const a2pack_expectimax *, uint64_t *, uint64_t *);
+  void (*expectimax_reset_stats)(a2pack_expectimax *);
 } a2pack_api_table;
 
 /* The table of every function, for `abi_version` == A2PACK_ABI_VERSION; NULL

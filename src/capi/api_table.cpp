@@ -61,6 +61,21 @@ const a2pack_api_table kTable = {
     a2pack_run_batch_load,
     a2pack_run_batch_payload_bytes,
     a2pack::capi::feed_api_table(),
+    a2pack_branches_normalise_f64,
+    a2pack_stdrng_open,
+    a2pack_stdrng_clone,
+    a2pack_stdrng_close,
+    a2pack_stdrng_shuffle,
+    a2pack_board_spawn_stdrng,
+    a2pack_board_make_move_stdrng,
+    a2pack_expectimax_options_init,
+    a2pack_expectimax_open,
+    a2pack_expectimax_close,
+    a2pack_expectimax_branch_evals,
+    a2pack_expectimax_best_move,
+    a2pack_expectimax_state_value,
+    a2pack_expectimax_stats,
+    a2pack_expectimax_reset_stats,
 };
 
 }  // namespace

@@ -2,6 +2,7 @@
 #include "capi/common.hpp"
 #include "capi/handles.hpp"
 #include "engine/generator.hpp"
+#include "engine/upstream.hpp"
 
 using namespace a2pack;
 using a2pack::capi::guard;
@@ -59,4 +60,76 @@ A2PACK_EXPORT a2pack_status a2pack_gen_dir(const a2pack_gen_options* opts, const
       return !progress || progress(user, done, total) == 0;
     });
   });
+}
+
+// The upstream ai-2048 tool's expectimax (engine/upstream.hpp), for the
+// ai_2048 Python module.
+struct a2pack_expectimax {
+  engine::upstream::Expectimax search;
+};
+
+A2PACK_EXPORT void a2pack_expectimax_options_init(a2pack_expectimax_options* o) {
+  if (!o) return;
+  engine::upstream::SearchConfig d;
+  *o = a2pack_expectimax_options{};
+  o->size = sizeof *o;
+  o->prob_cutoff = d.prob_cutoff;
+  o->has_depth_cap = d.has_depth_cap ? 1 : 0;
+  o->depth_cap = d.depth_cap;
+  o->cache_enabled = d.cache_enabled ? 1 : 0;
+}
+
+A2PACK_EXPORT a2pack_status a2pack_expectimax_open(const a2pack_expectimax_options* opts,
+                                                   a2pack_expectimax** out) {
+  capi::reset_out(out);
+  return guard([&] {
+    require(out, "out");
+    const a2pack_expectimax_options o = capi::read_options(opts, a2pack_expectimax_options_init);
+    engine::upstream::SearchConfig c;
+    c.prob_cutoff = o.prob_cutoff;
+    c.has_depth_cap = o.has_depth_cap != 0;
+    c.depth_cap = o.depth_cap;
+    c.cache_enabled = o.cache_enabled != 0;
+    *out = new a2pack_expectimax{engine::upstream::Expectimax(c)};
+  });
+}
+
+A2PACK_EXPORT void a2pack_expectimax_close(a2pack_expectimax* ex) { delete ex; }
+
+A2PACK_EXPORT a2pack_status a2pack_expectimax_branch_evals(a2pack_expectimax* ex, uint64_t board,
+                                                           double ev[4], uint32_t* legal_mask) {
+  return guard([&] {
+    require(ex, "ex");
+    require(ev, "ev");
+    const uint32_t legal = ex->search.branch_evals(board, ev);
+    if (legal_mask) *legal_mask = legal;
+  });
+}
+
+A2PACK_EXPORT a2pack_status a2pack_expectimax_best_move(a2pack_expectimax* ex, uint64_t board,
+                                                        int32_t* move) {
+  return guard([&] {
+    require(ex, "ex");
+    require(move, "move");
+    *move = ex->search.best_move(board);
+  });
+}
+
+A2PACK_EXPORT a2pack_status a2pack_expectimax_state_value(a2pack_expectimax* ex, uint64_t board,
+                                                          double* value) {
+  return guard([&] {
+    require(ex, "ex");
+    require(value, "value");
+    *value = ex->search.state_value(board);
+  });
+}
+
+A2PACK_EXPORT void a2pack_expectimax_stats(const a2pack_expectimax* ex, uint64_t* nodes,
+                                           uint64_t* peak_nodes) {
+  if (nodes) *nodes = ex ? ex->search.last_nodes() : 0;
+  if (peak_nodes) *peak_nodes = ex ? ex->search.peak_nodes() : 0;
+}
+
+A2PACK_EXPORT void a2pack_expectimax_reset_stats(a2pack_expectimax* ex) {
+  if (ex) ex->search.reset_stats();
 }

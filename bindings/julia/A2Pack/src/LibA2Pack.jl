@@ -48,6 +48,9 @@ const A2PACK_MOVE_DOWN = a2pack_move(1)
 const A2PACK_MOVE_LEFT = a2pack_move(2)
 const A2PACK_MOVE_RIGHT = a2pack_move(3)
 
+# a2pack_stdrng (opaque: used through Ptr{a2pack_stdrng} only)
+mutable struct a2pack_stdrng end
+
 # a2pack_run_kind
 const a2pack_run_kind = Cuint
 const A2PACK_RUN_KIND_UNKNOWN = a2pack_run_kind(0)
@@ -116,6 +119,18 @@ struct a2pack_gen_options
     start_unix_s::UInt64  # uint64_t start_unix_s
     max_steps::UInt32  # uint32_t max_steps
 end
+
+# a2pack_expectimax_options
+struct a2pack_expectimax_options
+    size::Csize_t  # size_t size
+    prob_cutoff::Cfloat  # float prob_cutoff
+    has_depth_cap::Int32  # int32_t has_depth_cap
+    depth_cap::UInt64  # uint64_t depth_cap
+    cache_enabled::Int32  # int32_t cache_enabled
+end
+
+# a2pack_expectimax (opaque: used through Ptr{a2pack_expectimax} only)
+mutable struct a2pack_expectimax end
 
 # a2pack_pack (opaque: used through Ptr{a2pack_pack} only)
 mutable struct a2pack_pack end
@@ -864,6 +879,21 @@ struct a2pack_api_table
     run_batch_load::Ptr{Cvoid}  # a2pack_status (*run_batch_load)(const char *const *arg1, size_t arg2, uint32_t arg3, a2pack_run_batch **arg4)
     run_batch_payload_bytes::Ptr{Cvoid}  # uint64_t (*run_batch_payload_bytes)(const a2pack_run_batch *arg1)
     feed::Ptr{a2pack_feed_api}  # const struct a2pack_feed_api *feed
+    branches_normalise_f64::Ptr{Cvoid}  # void (*branches_normalise_f64)(const double *arg1, uint32_t arg2, float *arg3)
+    stdrng_open::Ptr{Cvoid}  # a2pack_status (*stdrng_open)(uint64_t arg1, a2pack_stdrng **arg2)
+    stdrng_clone::Ptr{Cvoid}  # a2pack_status (*stdrng_clone)(const a2pack_stdrng *arg1, a2pack_stdrng **arg2)
+    stdrng_close::Ptr{Cvoid}  # void (*stdrng_close)(a2pack_stdrng *arg1)
+    stdrng_shuffle::Ptr{Cvoid}  # a2pack_status (*stdrng_shuffle)(a2pack_stdrng *arg1, uint64_t *arg2, size_t arg3)
+    board_spawn_stdrng::Ptr{Cvoid}  # a2pack_status (*board_spawn_stdrng)(uint64_t arg1, a2pack_stdrng *arg2, uint64_t *arg3)
+    board_make_move_stdrng::Ptr{Cvoid}  # a2pack_status (*board_make_move_stdrng)(uint64_t arg1, uint32_t arg2, a2pack_stdrng *arg3, uint64_t *arg4)
+    expectimax_options_init::Ptr{Cvoid}  # void (*expectimax_options_init)(a2pack_expectimax_options *arg1)
+    expectimax_open::Ptr{Cvoid}  # a2pack_status (*expectimax_open)(const a2pack_expectimax_options *arg1, a2pack_expectimax **arg2)
+    expectimax_close::Ptr{Cvoid}  # void (*expectimax_close)(a2pack_expectimax *arg1)
+    expectimax_branch_evals::Ptr{Cvoid}  # a2pack_status (*expectimax_branch_evals)(a2pack_expectimax *arg1, uint64_t arg2, double *arg3, uint32_t *arg4)
+    expectimax_best_move::Ptr{Cvoid}  # a2pack_status (*expectimax_best_move)(a2pack_expectimax *arg1, uint64_t arg2, int32_t *arg3)
+    expectimax_state_value::Ptr{Cvoid}  # a2pack_status (*expectimax_state_value)(a2pack_expectimax *arg1, uint64_t arg2, double *arg3)
+    expectimax_stats::Ptr{Cvoid}  # void (*expectimax_stats)(const a2pack_expectimax *arg1, uint64_t *arg2, uint64_t *arg3)
+    expectimax_reset_stats::Ptr{Cvoid}  # void (*expectimax_reset_stats)(a2pack_expectimax *arg1)
 end
 
 # ---------------------------------------------------------------- functions
@@ -882,6 +912,13 @@ const _fp_a2pack_board_highest_tile = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_board_apply_move = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_board_legal_moves = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_branches_normalise = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_a2pack_branches_normalise_f64 = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_a2pack_stdrng_open = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_a2pack_stdrng_clone = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_a2pack_stdrng_close = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_a2pack_stdrng_shuffle = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_a2pack_board_spawn_stdrng = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_a2pack_board_make_move_stdrng = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_run_detect_kind = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_run_decode = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_run_load = Ref{Ptr{Cvoid}}(C_NULL)
@@ -904,6 +941,14 @@ const _fp_a2pack_run_batch_close = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_gen_options_init = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_gen_run = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_gen_dir = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_a2pack_expectimax_options_init = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_a2pack_expectimax_open = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_a2pack_expectimax_close = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_a2pack_expectimax_branch_evals = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_a2pack_expectimax_best_move = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_a2pack_expectimax_state_value = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_a2pack_expectimax_stats = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_a2pack_expectimax_reset_stats = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_pack_options_init = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_pack_open = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_pack_close = Ref{Ptr{Cvoid}}(C_NULL)
@@ -1040,6 +1085,13 @@ const SYMBOLS = (
     (:a2pack_board_apply_move, _fp_a2pack_board_apply_move),
     (:a2pack_board_legal_moves, _fp_a2pack_board_legal_moves),
     (:a2pack_branches_normalise, _fp_a2pack_branches_normalise),
+    (:a2pack_branches_normalise_f64, _fp_a2pack_branches_normalise_f64),
+    (:a2pack_stdrng_open, _fp_a2pack_stdrng_open),
+    (:a2pack_stdrng_clone, _fp_a2pack_stdrng_clone),
+    (:a2pack_stdrng_close, _fp_a2pack_stdrng_close),
+    (:a2pack_stdrng_shuffle, _fp_a2pack_stdrng_shuffle),
+    (:a2pack_board_spawn_stdrng, _fp_a2pack_board_spawn_stdrng),
+    (:a2pack_board_make_move_stdrng, _fp_a2pack_board_make_move_stdrng),
     (:a2pack_run_detect_kind, _fp_a2pack_run_detect_kind),
     (:a2pack_run_decode, _fp_a2pack_run_decode),
     (:a2pack_run_load, _fp_a2pack_run_load),
@@ -1062,6 +1114,14 @@ const SYMBOLS = (
     (:a2pack_gen_options_init, _fp_a2pack_gen_options_init),
     (:a2pack_gen_run, _fp_a2pack_gen_run),
     (:a2pack_gen_dir, _fp_a2pack_gen_dir),
+    (:a2pack_expectimax_options_init, _fp_a2pack_expectimax_options_init),
+    (:a2pack_expectimax_open, _fp_a2pack_expectimax_open),
+    (:a2pack_expectimax_close, _fp_a2pack_expectimax_close),
+    (:a2pack_expectimax_branch_evals, _fp_a2pack_expectimax_branch_evals),
+    (:a2pack_expectimax_best_move, _fp_a2pack_expectimax_best_move),
+    (:a2pack_expectimax_state_value, _fp_a2pack_expectimax_state_value),
+    (:a2pack_expectimax_stats, _fp_a2pack_expectimax_stats),
+    (:a2pack_expectimax_reset_stats, _fp_a2pack_expectimax_reset_stats),
     (:a2pack_pack_options_init, _fp_a2pack_pack_options_init),
     (:a2pack_pack_open, _fp_a2pack_pack_open),
     (:a2pack_pack_close, _fp_a2pack_pack_close),
@@ -1279,6 +1339,41 @@ function a2pack_branches_normalise(ev, legal_mask, out)
     @ccall $(_fp_a2pack_branches_normalise[])(ev::Ptr{Cfloat}, legal_mask::UInt32, out::Ptr{Cfloat})::Cvoid
 end
 
+# void a2pack_branches_normalise_f64(const double ev[4], uint32_t legal_mask, float out[4])
+function a2pack_branches_normalise_f64(ev, legal_mask, out)
+    @ccall $(_fp_a2pack_branches_normalise_f64[])(ev::Ptr{Cdouble}, legal_mask::UInt32, out::Ptr{Cfloat})::Cvoid
+end
+
+# a2pack_status a2pack_stdrng_open(uint64_t seed, a2pack_stdrng **out)
+function a2pack_stdrng_open(seed, out)
+    @ccall $(_fp_a2pack_stdrng_open[])(seed::UInt64, out::Ptr{Ptr{a2pack_stdrng}})::a2pack_status
+end
+
+# a2pack_status a2pack_stdrng_clone(const a2pack_stdrng *rng, a2pack_stdrng **out)
+function a2pack_stdrng_clone(rng, out)
+    @ccall $(_fp_a2pack_stdrng_clone[])(rng::Ptr{a2pack_stdrng}, out::Ptr{Ptr{a2pack_stdrng}})::a2pack_status
+end
+
+# void a2pack_stdrng_close(a2pack_stdrng *rng)
+function a2pack_stdrng_close(rng)
+    @ccall $(_fp_a2pack_stdrng_close[])(rng::Ptr{a2pack_stdrng})::Cvoid
+end
+
+# a2pack_status a2pack_stdrng_shuffle(a2pack_stdrng *rng, uint64_t *items, size_t n)
+function a2pack_stdrng_shuffle(rng, items, n)
+    @ccall $(_fp_a2pack_stdrng_shuffle[])(rng::Ptr{a2pack_stdrng}, items::Ptr{UInt64}, n::Csize_t)::a2pack_status
+end
+
+# a2pack_status a2pack_board_spawn_stdrng(uint64_t board, a2pack_stdrng *rng, uint64_t *out)
+function a2pack_board_spawn_stdrng(board, rng, out)
+    @ccall $(_fp_a2pack_board_spawn_stdrng[])(board::UInt64, rng::Ptr{a2pack_stdrng}, out::Ptr{UInt64})::a2pack_status
+end
+
+# a2pack_status a2pack_board_make_move_stdrng(uint64_t board, uint32_t move, a2pack_stdrng *rng, uint64_t *out)
+function a2pack_board_make_move_stdrng(board, move, rng, out)
+    @ccall $(_fp_a2pack_board_make_move_stdrng[])(board::UInt64, move::UInt32, rng::Ptr{a2pack_stdrng}, out::Ptr{UInt64})::a2pack_status
+end
+
 # a2pack_run_kind a2pack_run_detect_kind(const uint8_t *data, size_t len)
 function a2pack_run_detect_kind(data, len)
     @ccall $(_fp_a2pack_run_detect_kind[])(data::Ptr{UInt8}, len::Csize_t)::a2pack_run_kind
@@ -1387,6 +1482,46 @@ end
 # a2pack_status a2pack_gen_dir(const a2pack_gen_options *opts, const char *out_dir, uint64_t n_runs, uint64_t seed, a2pack_progress_fn progress, void *progress_user)
 function a2pack_gen_dir(opts, out_dir, n_runs, seed, progress, progress_user)
     @ccall $(_fp_a2pack_gen_dir[])(opts::Ptr{a2pack_gen_options}, out_dir::Ptr{Cchar}, n_runs::UInt64, seed::UInt64, progress::a2pack_progress_fn, progress_user::Ptr{Cvoid})::a2pack_status
+end
+
+# void a2pack_expectimax_options_init(a2pack_expectimax_options *opts)
+function a2pack_expectimax_options_init(opts)
+    @ccall $(_fp_a2pack_expectimax_options_init[])(opts::Ptr{a2pack_expectimax_options})::Cvoid
+end
+
+# a2pack_status a2pack_expectimax_open(const a2pack_expectimax_options *opts, a2pack_expectimax **out)
+function a2pack_expectimax_open(opts, out)
+    @ccall $(_fp_a2pack_expectimax_open[])(opts::Ptr{a2pack_expectimax_options}, out::Ptr{Ptr{a2pack_expectimax}})::a2pack_status
+end
+
+# void a2pack_expectimax_close(a2pack_expectimax *ex)
+function a2pack_expectimax_close(ex)
+    @ccall $(_fp_a2pack_expectimax_close[])(ex::Ptr{a2pack_expectimax})::Cvoid
+end
+
+# a2pack_status a2pack_expectimax_branch_evals(a2pack_expectimax *ex, uint64_t board, double ev[4], uint32_t *legal_mask)
+function a2pack_expectimax_branch_evals(ex, board, ev, legal_mask)
+    @ccall $(_fp_a2pack_expectimax_branch_evals[])(ex::Ptr{a2pack_expectimax}, board::UInt64, ev::Ptr{Cdouble}, legal_mask::Ptr{UInt32})::a2pack_status
+end
+
+# a2pack_status a2pack_expectimax_best_move(a2pack_expectimax *ex, uint64_t board, int32_t *move)
+function a2pack_expectimax_best_move(ex, board, move)
+    @ccall $(_fp_a2pack_expectimax_best_move[])(ex::Ptr{a2pack_expectimax}, board::UInt64, move::Ptr{Int32})::a2pack_status
+end
+
+# a2pack_status a2pack_expectimax_state_value(a2pack_expectimax *ex, uint64_t board, double *value)
+function a2pack_expectimax_state_value(ex, board, value)
+    @ccall $(_fp_a2pack_expectimax_state_value[])(ex::Ptr{a2pack_expectimax}, board::UInt64, value::Ptr{Cdouble})::a2pack_status
+end
+
+# void a2pack_expectimax_stats(const a2pack_expectimax *ex, uint64_t *nodes, uint64_t *peak_nodes)
+function a2pack_expectimax_stats(ex, nodes, peak_nodes)
+    @ccall $(_fp_a2pack_expectimax_stats[])(ex::Ptr{a2pack_expectimax}, nodes::Ptr{UInt64}, peak_nodes::Ptr{UInt64})::Cvoid
+end
+
+# void a2pack_expectimax_reset_stats(a2pack_expectimax *ex)
+function a2pack_expectimax_reset_stats(ex)
+    @ccall $(_fp_a2pack_expectimax_reset_stats[])(ex::Ptr{a2pack_expectimax})::Cvoid
 end
 
 # void a2pack_pack_options_init(a2pack_pack_options *opts)
