@@ -1042,9 +1042,9 @@ A2PACK_API a2pack_status a2pack_dataset_sampler_load_state(a2pack_dataset_sample
  * One endless global sequence of batches drawn from several sources (index
  * selections of one dataset, or of several datasets) with weights. Batch b
  * holds exactly floor(w_i*B) or ceil(w_i*B) rows of source i (w normalised
- * to sum 1): floors first, the rest by largest remainder, ties going to the
- * sources in a rotation that advances one place per batch, so the counts
- * never drift. Each source walks its own seeded permutation and reshuffles
+ * to sum 1): floors first, the rest by largest remainder; when g sources tie
+ * for t leftover rows, the rows rotate through them one place per batch, so
+ * every g batches each gets t. The counts never drift. Each source walks its own seeded permutation and reshuffles
  * (its own epoch) when it runs out; the rows of a batch are then shuffled
  * together, so every rank's part (as a2pack_dataset_sampler_part) holds the
  * sources in proportion. Any batch can be fetched directly, in any order,

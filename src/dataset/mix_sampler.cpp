@@ -68,56 +68,67 @@ MixSampler::MixSampler(std::vector<Source> sources, const std::vector<double>& w
   rebuild_table();
 }
 
-// The counts depend on b only through b mod k: remainders go to the largest
-// fractional parts, ties to the source next in a rotation that advances
-// each batch, so tied sources share the extra rows evenly. Weights are
-// quantised to integers (2^40 in all) so the comparison is exact and the
+// Batch b's counts: floor(w_i * B) each, and the R rows left over to the R
+// largest remainders. When a group of tied remainders straddles the cut
+// (t of its g sources get a row), the t rows rotate through the group one
+// place per batch, so over any g consecutive batches each gets exactly t:
+// the counts depend on b only through b mod g (the table's period). Weights
+// are quantised to integers (2^40 in all) so the comparison is exact and the
 // same on every platform.
 void MixSampler::rebuild_table() {
   const size_t k = src_.size();
   const double sum = std::accumulate(weights_.begin(), weights_.end(), 0.0);
-  std::vector<uint64_t> wq(k);
+  std::vector<uint64_t> fl(k), rem(k);
   unsigned __int128 total = 0;
   for (size_t i = 0; i < k; ++i) {
-    wq[i] = static_cast<uint64_t>(std::llround(weights_[i] / sum * 1099511627776.0));
-    total += wq[i];
+    fl[i] = static_cast<uint64_t>(std::llround(weights_[i] / sum * 1099511627776.0));
+    total += fl[i];
   }
   // check_weights() made the sum positive, so the largest weight quantises
   // to at least 2^40 / k and total > 0.
-  cnt_.assign(k * k, 0);
-  pre_.assign((k + 1) * k, 0);
-  std::vector<uint64_t> fl(k), rem(k);
+  uint64_t given = 0;
+  for (size_t i = 0; i < k; ++i) {
+    const unsigned __int128 q = static_cast<unsigned __int128>(fl[i]) * batch_;
+    fl[i] = static_cast<uint64_t>(q / total);
+    rem[i] = static_cast<uint64_t>(q % total);
+    given += fl[i];
+  }
+  // sum(rem) == total * (B - given) exactly, so fewer than k rows are left
+  const size_t left = batch_ - given;
   std::vector<size_t> order(k);
-  for (size_t r = 0; r < k; ++r) {
-    uint64_t given = 0;
-    for (size_t i = 0; i < k; ++i) {
-      const unsigned __int128 q = static_cast<unsigned __int128>(wq[i]) * batch_;
-      fl[i] = static_cast<uint64_t>(q / total);
-      rem[i] = static_cast<uint64_t>(q % total);
-      given += fl[i];
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return rem[a] > rem[b]; });
+  std::vector<size_t> group;  // the tied sources straddling the cut, by index
+  size_t t = 0;
+  if (left > 0 && left < k && rem[order[left]] == rem[order[left - 1]]) {
+    const uint64_t v = rem[order[left - 1]];
+    for (size_t j = 0; j < k; ++j) {
+      if (rem[order[j]] > v) ++fl[order[j]];
+      if (rem[order[j]] == v) group.push_back(order[j]);
     }
-    std::iota(order.begin(), order.end(), size_t{0});
-    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-      if (rem[a] != rem[b]) return rem[a] > rem[b];
-      return (a + k - r) % k < (b + k - r) % k;
-    });
-    // sum(rem) == total * (B - given) exactly, so fewer than k units remain
-    for (size_t j = 0; j < batch_ - given; ++j) ++fl[order[j]];
-    for (size_t i = 0; i < k; ++i) {
-      cnt_[r * k + i] = fl[i];
-      pre_[(r + 1) * k + i] = pre_[r * k + i] + fl[i];
-    }
+    t = left - (std::find(order.begin(), order.end(), group[0]) - order.begin());
+  } else {
+    for (size_t j = 0; j < left; ++j) ++fl[order[j]];
+  }
+  period_ = group.empty() ? 1 : group.size();
+  cnt_.assign(period_ * k, 0);
+  pre_.assign((period_ + 1) * k, 0);
+  for (size_t r = 0; r < period_; ++r) {
+    for (size_t i = 0; i < k; ++i) cnt_[r * k + i] = fl[i];
+    for (size_t j = 0; j < group.size(); ++j)
+      if ((j + group.size() - r) % group.size() < t) ++cnt_[r * k + group[j]];
+    for (size_t i = 0; i < k; ++i) pre_[(r + 1) * k + i] = pre_[r * k + i] + cnt_[r * k + i];
   }
 }
 
 void MixSampler::batch_counts(uint64_t b, uint64_t* out) const {
   const size_t k = src_.size();
-  for (size_t i = 0; i < k; ++i) out[i] = cnt_[(b % k) * k + i];
+  for (size_t i = 0; i < k; ++i) out[i] = cnt_[(b % period_) * k + i];
 }
 
 uint64_t MixSampler::taken_before(size_t i, uint64_t b) const {
   const size_t k = src_.size();
-  return (b / k) * pre_[k * k + i] + pre_[(b % k) * k + i];
+  return (b / period_) * pre_[period_ * k + i] + pre_[(b % period_) * k + i];
 }
 
 uint64_t MixSampler::consumed(size_t i, uint64_t b) const {
@@ -137,7 +148,7 @@ size_t MixSampler::fill_part(uint64_t b, uint32_t rank, uint32_t world, int64_t*
   scratch_src_.resize(batch_);
   size_t at = 0;
   for (size_t i = 0; i < k; ++i) {
-    uint64_t left = cnt_[(b % k) * k + i];
+    uint64_t left = cnt_[(b % period_) * k + i];
     if (left == 0) continue;
     const uint64_t start = consumed(i, b), n = sizes_[i];
     uint64_t epoch = start / n, pos = start % n;

@@ -68,7 +68,8 @@ class MixSampler {
   size_t batch_;
   uint64_t base_ = 0;                   // first batch of the current weights
   std::vector<uint64_t> base_taken_;    // rows of each source consumed before base_
-  std::vector<uint64_t> cnt_, pre_;     // per residue of b mod k: counts and prefix sums
+  size_t period_ = 1;                   // the counts repeat every period_ batches
+  std::vector<uint64_t> cnt_, pre_;     // per residue of b mod period_: counts and prefix sums
   std::vector<int64_t> scratch_idx_;
   std::vector<uint32_t> scratch_src_;
 };
