@@ -37,7 +37,8 @@ def _aligned(shape: Any, dtype: Any) -> np.ndarray:
     nbytes = int(np.prod(shape)) * dt.itemsize
     raw = np.empty(nbytes + 64, np.uint8)
     off = (-raw.ctypes.data) % 64
-    return raw[off:off + nbytes].view(dt).reshape(shape)
+    out: np.ndarray = raw[off:off + nbytes].view(dt).reshape(shape)
+    return out
 
 
 def _columns(ds: Dataset, idx: npt.NDArray[np.int64], workers: int) -> Dict[str, np.ndarray]:
