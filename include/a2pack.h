@@ -1067,6 +1067,119 @@ A2PACK_API size_t a2pack_dataset_sampler_batch_count(const a2pack_dataset_sample
 A2PACK_API a2pack_status a2pack_dataset_sampler_batch(const a2pack_dataset_sampler *s, size_t b,
                                                       int64_t *out, size_t *out_n);
 
+/* ---- checkpoints and elastic ranks --------------------------------------
+ * A sampler's position is (seed, epoch, next batch): a checkpoint is that
+ * triple plus checks, a small versioned byte string, never the permutation.
+ * Ranks share one global sequence of batches whatever their number; rank r
+ * of `world` takes a contiguous slice of each global batch, so at every step
+ * the ranks' slices are disjoint and together make the one-rank batch, and a
+ * run saved at one world size resumes at another without a row seen twice or
+ * dropped in that epoch. */
+
+/* The epoch the sampler is at (0 for NULL). */
+A2PACK_API uint64_t a2pack_dataset_sampler_epoch(const a2pack_dataset_sampler *s);
+
+/* Rank `rank` of `world`'s part of global batch `b` of the current epoch:
+ * positions [floor(rank*L/world), floor((rank+1)*L/world)) of the batch (L
+ * its length) into out (room for batch_size values); `*out_n` gets the
+ * part's length, which may be 0. A2PACK_E_INVALID_ARGUMENT for world == 0 or
+ * rank >= world; A2PACK_E_OUT_OF_RANGE for b >= batch count. */
+A2PACK_API a2pack_status a2pack_dataset_sampler_part(const a2pack_dataset_sampler *s, size_t b,
+                                                     uint32_t rank, uint32_t world, int64_t *out,
+                                                     size_t *out_n);
+
+/* Checkpoint with `next_batch` the first global batch not yet consumed: an
+ * owned byte string (release with a2pack_free) of a fixed small size holding
+ * a magic, a version, seed, epoch, next batch, batch size, drop_last, the
+ * number and a hash of the sampled indices, and a CRC32C. */
+A2PACK_API a2pack_status a2pack_dataset_sampler_state(const a2pack_dataset_sampler *s,
+                                                      uint64_t next_batch, uint8_t **out_data,
+                                                      size_t *out_len);
+
+/* Restore a checkpoint: the sampler adopts its seed and epoch (reshuffling)
+ * and `*out_next_batch` (may be NULL) gets its next batch. Refused, with a
+ * message naming what differs and the sampler unchanged: another format or a
+ * damaged state (A2PACK_E_INVALID_ARGUMENT / A2PACK_E_CORRUPT), another
+ * version (A2PACK_E_UNSUPPORTED), a state taken over other indices or with
+ * another batch size or drop_last (A2PACK_E_INVALID_ARGUMENT). */
+A2PACK_API a2pack_status a2pack_dataset_sampler_load_state(a2pack_dataset_sampler *s,
+                                                           const void *data, size_t len,
+                                                           uint64_t *out_next_batch);
+
+/* ---- mixing sampler ------------------------------------------------------
+ * One endless global sequence of batches drawn from several sources (index
+ * selections of one dataset, or of several datasets) with weights. Batch b
+ * holds exactly floor(w_i*B) or ceil(w_i*B) rows of source i (w normalised
+ * to sum 1): floors first, the rest by largest remainder; when g sources tie
+ * for t leftover rows, the rows rotate through them one place per batch, so
+ * every g batches each gets t. The counts never drift. Each source walks its own seeded permutation and reshuffles
+ * (its own epoch) when it runs out; the rows of a batch are then shuffled
+ * together, so every rank's part (as a2pack_dataset_sampler_part) holds the
+ * sources in proportion. Any batch can be fetched directly, in any order,
+ * from batch 0 or the last weight change / loaded state on. Not thread-safe:
+ * one thread at a time. At most 256 sources; batch size 1..2^32-1. */
+typedef struct a2pack_dataset_mix a2pack_dataset_mix;
+
+typedef struct a2pack_dataset_mix_source {
+  const int64_t *indices; /* the rows to sample (copied), or NULL for 0..n-1 */
+  uint64_t n;
+} a2pack_dataset_mix_source;
+
+/* Open a mix of `n_sources` sources with `weights` (finite, >= 0, positive
+ * sum; a source with a positive weight must have rows). */
+A2PACK_API a2pack_status a2pack_dataset_mix_open(const a2pack_dataset_mix_source *sources,
+                                                 const double *weights, size_t n_sources,
+                                                 uint64_t seed, size_t batch_size,
+                                                 a2pack_dataset_mix **out);
+
+/* Release a mix. Accepts NULL. */
+A2PACK_API void a2pack_dataset_mix_close(a2pack_dataset_mix *m);
+
+/* Rank `rank` of `world`'s part of global batch `b` (world 1, rank 0: the
+ * whole batch): step indices to out_indices and source numbers to
+ * out_sources (either may be NULL; room for batch_size values each);
+ * `*out_n` gets the part's length. A2PACK_E_OUT_OF_RANGE for a batch before
+ * the last set_weights / load_state. */
+A2PACK_API a2pack_status a2pack_dataset_mix_batch(a2pack_dataset_mix *m, uint64_t b,
+                                                  uint32_t rank, uint32_t world,
+                                                  int64_t *out_indices, uint32_t *out_sources,
+                                                  size_t *out_n);
+
+/* Rows of each source in batch `b` (out_counts: n_sources values). */
+A2PACK_API a2pack_status a2pack_dataset_mix_counts(const a2pack_dataset_mix *m, uint64_t b,
+                                                   uint64_t *out_counts);
+
+/* Rows of each source consumed by batches before `b` (n_sources values):
+ * a source's epoch is that over its row count. */
+A2PACK_API a2pack_status a2pack_dataset_mix_consumed(const a2pack_dataset_mix *m, uint64_t b,
+                                                     uint64_t *out_consumed);
+
+/* The current weights, as given (n_sources values). */
+A2PACK_API a2pack_status a2pack_dataset_mix_get_weights(const a2pack_dataset_mix *m,
+                                                        double *out_weights);
+
+/* Mix with `weights` from batch `from_batch` on (batches before it keep the
+ * old proportions and can no longer be fetched). */
+A2PACK_API a2pack_status a2pack_dataset_mix_set_weights(a2pack_dataset_mix *m,
+                                                        const double *weights, size_t n,
+                                                        uint64_t from_batch);
+
+/* Checkpoint with `next_batch` the first batch not yet consumed: owned bytes
+ * (release with a2pack_free), 44 + 32 per source: magic, version, seed,
+ * batch size, next batch, and per source its row count, index hash, weight
+ * and rows consumed; CRC32C. */
+A2PACK_API a2pack_status a2pack_dataset_mix_state(const a2pack_dataset_mix *m,
+                                                  uint64_t next_batch, uint8_t **out_data,
+                                                  size_t *out_len);
+
+/* Restore a checkpoint: the mix adopts its seed and weights (call
+ * set_weights afterwards to change them) and `*out_next_batch` (may be
+ * NULL) gets its next batch. Refused, naming what differs and leaving the
+ * mix unchanged: another format, version, source count, batch size, a
+ * source with other rows, or a damaged state. */
+A2PACK_API a2pack_status a2pack_dataset_mix_load_state(a2pack_dataset_mix *m, const void *data,
+                                                       size_t len, uint64_t *out_next_batch);
+
 typedef struct a2pack_dataset_api {
   size_t size;
   void (*build_options_init)(a2pack_dataset_build_options *);
@@ -1102,6 +1215,24 @@ typedef struct a2pack_dataset_api {
                                    const a2pack_dataset_run_record *, uint64_t,
                                    const a2pack_dataset_rows_options *,
                                    a2pack_dataset_build_result *);
+  /* added later: checkpoints, elastic ranks, mixing */
+  uint64_t (*sampler_epoch)(const a2pack_dataset_sampler *);
+  a2pack_status (*sampler_part)(const a2pack_dataset_sampler *, size_t, uint32_t, uint32_t,
+                                int64_t *, size_t *);
+  a2pack_status (*sampler_state)(const a2pack_dataset_sampler *, uint64_t, uint8_t **, size_t *);
+  a2pack_status (*sampler_load_state)(a2pack_dataset_sampler *, const void *, size_t,
+                                      uint64_t *);
+  a2pack_status (*mix_open)(const a2pack_dataset_mix_source *, const double *, size_t, uint64_t,
+                            size_t, a2pack_dataset_mix **);
+  void (*mix_close)(a2pack_dataset_mix *);
+  a2pack_status (*mix_batch)(a2pack_dataset_mix *, uint64_t, uint32_t, uint32_t, int64_t *,
+                             uint32_t *, size_t *);
+  a2pack_status (*mix_counts)(const a2pack_dataset_mix *, uint64_t, uint64_t *);
+  a2pack_status (*mix_consumed)(const a2pack_dataset_mix *, uint64_t, uint64_t *);
+  a2pack_status (*mix_get_weights)(const a2pack_dataset_mix *, double *);
+  a2pack_status (*mix_set_weights)(a2pack_dataset_mix *, const double *, size_t, uint64_t);
+  a2pack_status (*mix_state)(const a2pack_dataset_mix *, uint64_t, uint8_t **, size_t *);
+  a2pack_status (*mix_load_state)(a2pack_dataset_mix *, const void *, size_t, uint64_t *);
 } a2pack_dataset_api;
 
 /* (end of section dataset) */

@@ -466,6 +466,48 @@ A2PACK_EXPORT a2pack_status a2pack_dataset_sampler_batch(const a2pack_dataset_sa
   });
 }
 
+A2PACK_EXPORT uint64_t a2pack_dataset_sampler_epoch(const a2pack_dataset_sampler* s) {
+  return s ? s->s.epoch() : 0;
+}
+
+A2PACK_EXPORT a2pack_status a2pack_dataset_sampler_part(const a2pack_dataset_sampler* s,
+                                                        size_t b, uint32_t rank, uint32_t world,
+                                                        int64_t* out, size_t* out_n) {
+  if (out_n) *out_n = 0;
+  return guard([&] {
+    require(s, "sampler");
+    require(out, "out");
+    require(out_n, "out_n");
+    *out_n = s->s.fill_part(b, rank, world, out);
+  });
+}
+
+A2PACK_EXPORT a2pack_status a2pack_dataset_sampler_state(const a2pack_dataset_sampler* s,
+                                                         uint64_t next_batch, uint8_t** out_data,
+                                                         size_t* out_len) {
+  if (out_data) *out_data = nullptr;
+  if (out_len) *out_len = 0;
+  return guard([&] {
+    require(s, "sampler");
+    require(out_data, "out_data");
+    require(out_len, "out_len");
+    const std::string st = s->s.save_state(next_batch);
+    *out_data = capi::owned_copy(st.data(), st.size());
+    *out_len = st.size();
+  });
+}
+
+A2PACK_EXPORT a2pack_status a2pack_dataset_sampler_load_state(a2pack_dataset_sampler* s,
+                                                              const void* data, size_t len,
+                                                              uint64_t* out_next_batch) {
+  return guard([&] {
+    require(s, "sampler");
+    require(data, "data");
+    const uint64_t next = s->s.load_state(data, len);
+    if (out_next_batch) *out_next_batch = next;
+  });
+}
+
 // ---------------------------------------------------------------- api table
 namespace a2pack::capi {
 const a2pack_dataset_api* dataset_api_table() {
@@ -492,6 +534,19 @@ const a2pack_dataset_api* dataset_api_table() {
       a2pack_dataset_sampler_batch,
       a2pack_dataset_rows_options_init,
       a2pack_dataset_build_from_rows,
+      a2pack_dataset_sampler_epoch,
+      a2pack_dataset_sampler_part,
+      a2pack_dataset_sampler_state,
+      a2pack_dataset_sampler_load_state,
+      a2pack_dataset_mix_open,
+      a2pack_dataset_mix_close,
+      a2pack_dataset_mix_batch,
+      a2pack_dataset_mix_counts,
+      a2pack_dataset_mix_consumed,
+      a2pack_dataset_mix_get_weights,
+      a2pack_dataset_mix_set_weights,
+      a2pack_dataset_mix_state,
+      a2pack_dataset_mix_load_state,
   };
   return &table;
 }

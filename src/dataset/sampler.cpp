@@ -60,6 +60,11 @@ void Sampler::set_epoch(uint64_t e) {
   }
 }
 
+void Sampler::reseed(uint64_t seed) {
+  seed_ = seed;
+  set_epoch(epoch_);
+}
+
 size_t Sampler::batch_count() const {
   return drop_last_ ? n_ / batch_ : (n_ + batch_ - 1) / batch_;
 }
@@ -83,6 +88,18 @@ size_t Sampler::fill_batch(size_t b, int64_t* out) const {
     for (size_t i = 0; i < len; ++i) out[i] = idx_[p[i]];
   }
   return len;
+}
+
+void Sampler::fill_range(uint64_t start, size_t len, int64_t* out) const {
+  if (start > n_ || len > n_ - start)
+    fail(A2PACK_E_OUT_OF_RANGE, "positions {}..{} out of range: the epoch has {}", start,
+         start + len, n_);
+  const uint32_t* p = perm_.data() + start;
+  if (identity_) {
+    for (size_t i = 0; i < len; ++i) out[i] = p[i];
+  } else {
+    for (size_t i = 0; i < len; ++i) out[i] = idx_[p[i]];
+  }
 }
 
 void Sampler::part_bounds(size_t len, uint32_t rank, uint32_t world, size_t* lo, size_t* hi) {

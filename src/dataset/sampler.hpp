@@ -30,6 +30,10 @@ class Sampler {
   // Write batch b of the current epoch to out (batch_length(b) values).
   // OUT_OF_RANGE for b >= batch_count().
   size_t fill_batch(size_t b, int64_t* out) const;
+  // Write positions [start, start + len) of the current epoch's order to out
+  // (the mixing sampler walks a source's order across batch boundaries).
+  // OUT_OF_RANGE past size().
+  void fill_range(uint64_t start, size_t len, int64_t* out) const;
 
   // Elastic ranks: the order is one global sequence of batches whatever the
   // number of ranks; rank `rank` of `world` takes the contiguous slice
@@ -50,6 +54,8 @@ class Sampler {
   std::string save_state(uint64_t next_batch) const;
   uint64_t load_state(const void* data, size_t len);
   uint64_t seed() const { return seed_; }
+  // Adopt another seed, keeping the epoch (reshuffles, O(n)).
+  void reseed(uint64_t seed);
   // Hash of the sampled indices (identity: of n alone), the state's check
   // that it is restored over the same rows.
   uint64_t set_hash() const { return set_hash_; }

@@ -229,6 +229,24 @@ def verify_dataset(dataset_dir: PathLike, *, repair: bool = False, workers: int 
 
 
 # ------------------------------------------------------------------ sampler
+def _owned_bytes(data: Any, n: Any) -> bytes:
+    try:
+        return bytes(ffi.buffer(data[0], n[0]))
+    finally:
+        lib.a2pack_free(data[0])
+
+
+def _state_bytes(state: Any, key: str, what: str) -> bytes:
+    """The library's state bytes out of a state_dict (or the bytes given)."""
+    if isinstance(state, (bytes, bytearray, memoryview)):
+        return bytes(state)
+    if not isinstance(state, dict) or key not in state:
+        raise ValueError(f"not a {what} state_dict: expected a dict with {key!r}, got "
+                         f"{type(state).__name__}"
+                         + (f" with keys {sorted(state)}" if isinstance(state, dict) else ""))
+    return bytes(state[key])
+
+
 class EpochSampler:
     """Batches of a seeded permutation of step indices.
 
@@ -236,13 +254,24 @@ class EpochSampler:
     same batches. Iterating yields int64 arrays of ``batch_size`` indices (the
     last one shorter unless ``drop_last``) for the current epoch; call
     :meth:`set_epoch` between epochs, as with PyTorch's DistributedSampler.
+
+    Elastic ranks: ``batch_size`` is the global batch; with ``world > 1``
+    each yielded array is rank ``rank``'s contiguous slice of the global
+    batch (:meth:`part`), so the ranks' slices of a step are disjoint and
+    make the one-rank batch together, whatever the number of ranks.
+
+    Checkpoints: :meth:`state_dict` is O(1) bytes (seed, epoch, the next
+    global batch, and checks of the index set and batch size), independent of
+    ``rank`` and ``world``; :meth:`load_state_dict` makes the next iteration
+    resume at that batch, on any number of ranks. Iterators have the same
+    two methods (what ``torchdata``'s ``StatefulDataLoader`` calls).
     """
 
     _indices: Optional[npt.NDArray[np.int64]]
 
     def __init__(self, indices: Optional[npt.ArrayLike] = None, *, n: Optional[int] = None,
                  batch_size: int = 4096, seed: int = 0, drop_last: bool = False,
-                 epoch: int = 0) -> None:
+                 epoch: int = 0, rank: int = 0, world: int = 1) -> None:
         if indices is not None:
             self._indices = _indices(indices)
             self._n = int(self._indices.size)
@@ -251,6 +280,9 @@ class EpochSampler:
             self._n = int(n)
         else:
             raise ValueError("give indices or n")
+        if not 0 <= int(rank) < int(world):
+            raise ValueError(f"rank {rank} of a world of {world}: expected 0 <= rank < world")
+        self.rank, self.world = int(rank), int(world)
         self.batch_size = int(batch_size)
         self.seed = int(seed)
         self.drop_last = bool(drop_last)
@@ -262,6 +294,9 @@ class EpochSampler:
                                               self.drop_last, out))
         self._h = ffi.gc(out[0], lib.a2pack_dataset_sampler_close)
         self._epoch = 0
+        self._next = 0            # next global batch of the latest iteration
+        self._resume: Optional[int] = None  # where the next iteration starts, after a load
+        self._live: Optional[_SamplerIter] = None
         if epoch:
             self.set_epoch(epoch)
 
@@ -270,8 +305,17 @@ class EpochSampler:
         return self._epoch
 
     def set_epoch(self, epoch: int) -> None:
-        check(lib.a2pack_dataset_sampler_set_epoch(self._h, int(epoch)))
-        self._epoch = int(epoch)
+        """Move to ``epoch``; the next iteration starts at its batch 0 -
+        except right after :meth:`load_state_dict` of that same epoch, where
+        it resumes at the saved batch (so a training loop that calls
+        ``set_epoch(e)`` at each epoch's start resumes correctly)."""
+        epoch = int(epoch)
+        if epoch == self._epoch and self._resume is not None:
+            return
+        check(lib.a2pack_dataset_sampler_set_epoch(self._h, epoch))
+        self._epoch = epoch
+        self._resume = None
+        self._next = 0
 
     def __len__(self) -> int:
         return int(lib.a2pack_dataset_sampler_batch_count(self._h))
@@ -281,21 +325,100 @@ class EpochSampler:
         return self._n
 
     def batch(self, b: int) -> npt.NDArray[np.int64]:
-        """Batch ``b`` of the current epoch."""
+        """Global batch ``b`` of the current epoch."""
         out = np.empty(self.batch_size, dtype=np.int64)
         n = ffi.new("size_t *")
         check(lib.a2pack_dataset_sampler_batch(self._h, int(b), _ptr("int64_t[]", out), n))
         return out[: n[0]]
 
-    def __iter__(self) -> Iterator[npt.NDArray[np.int64]]:
-        for b in range(len(self)):
-            yield self.batch(b)
+    def part(self, b: int, rank: Optional[int] = None, world: Optional[int] = None
+             ) -> npt.NDArray[np.int64]:
+        """Rank ``rank`` of ``world``'s slice of global batch ``b``
+        (default: this sampler's rank and world)."""
+        rank = self.rank if rank is None else int(rank)
+        world = self.world if world is None else int(world)
+        out = np.empty(self.batch_size, dtype=np.int64)
+        n = ffi.new("size_t *")
+        check(lib.a2pack_dataset_sampler_part(self._h, int(b), rank, world,
+                                              _ptr("int64_t[]", out), n))
+        return out[: n[0]]
+
+    def _at(self, b: int) -> npt.NDArray[np.int64]:
+        return self.batch(b) if self.world == 1 else self.part(b)
+
+    def __iter__(self) -> "_SamplerIter":
+        start = 0 if self._resume is None else self._resume
+        self._resume = None
+        self._next = start
+        self._live = _SamplerIter(self, start)
+        return self._live
+
+    # ---- checkpoints
+    def state(self, next_batch: int) -> bytes:
+        """The library's state bytes for resuming at global batch ``next_batch``."""
+        data, n = ffi.new("uint8_t **"), ffi.new("size_t *")
+        check(lib.a2pack_dataset_sampler_state(self._h, int(next_batch), data, n))
+        return _owned_bytes(data, n)
+
+    def state_dict(self) -> Dict[str, Any]:
+        """``{"a2pack_sampler": bytes, "epoch": e, "next_batch": k}``: resume
+        at global batch k of epoch e (the bytes are what is restored; the
+        other keys are for reading). k is the next batch of the latest
+        iteration: a plain DataLoader with workers runs its sampler ahead of
+        the batches delivered, so save through ``StatefulDataLoader`` (or
+        record the batches consumed and use :meth:`state`)."""
+        k = self._next if self._resume is None else self._resume
+        return {"a2pack_sampler": self.state(k), "epoch": self._epoch, "next_batch": k}
+
+    def load_state_dict(self, state: Union[Dict[str, Any], bytes]) -> None:
+        """Restore :meth:`state_dict` (from any rank or world size): the
+        seed, epoch and next batch are the state's. Refused with a clear
+        error for a state of another index set, batch size, drop_last or
+        format version, or a damaged one."""
+        raw = _state_bytes(state, "a2pack_sampler", "sampler")
+        nb = ffi.new("uint64_t *")
+        check(lib.a2pack_dataset_sampler_load_state(self._h, raw, len(raw), nb))
+        self._epoch = int(lib.a2pack_dataset_sampler_epoch(self._h))
+        self.seed = int.from_bytes(raw[8:16], "little")
+        self._resume = self._next = int(nb[0])
 
     def __reduce__(self) -> Tuple[Callable[[Optional[npt.NDArray[np.int64]], Dict[str, Any]], EpochSampler],
                                   Tuple[Optional[npt.NDArray[np.int64]], Dict[str, Any]]]:
         args: Dict[str, Any] = dict(n=self._n, batch_size=self.batch_size, seed=self.seed,
-                    drop_last=self.drop_last, epoch=self._epoch)
+                                    drop_last=self.drop_last, epoch=self._epoch,
+                                    rank=self.rank, world=self.world)
         return (_make_sampler, (self._indices, args))
+
+
+class _SamplerIter:
+    """One pass over an epoch from a start batch; stateful like its sampler."""
+
+    def __init__(self, sampler: EpochSampler, start: int) -> None:
+        self._s = sampler
+        self._pos = start
+
+    def __iter__(self) -> "_SamplerIter":
+        return self
+
+    def __next__(self) -> npt.NDArray[np.int64]:
+        s = self._s
+        if self._pos >= len(s):
+            raise StopIteration
+        out = s._at(self._pos)
+        self._pos += 1
+        if s._live is self:
+            s._next = self._pos
+        return out
+
+    def state_dict(self) -> Dict[str, Any]:
+        return {"a2pack_sampler": self._s.state(self._pos), "epoch": self._s.epoch,
+                "next_batch": self._pos}
+
+    def load_state_dict(self, state: Union[Dict[str, Any], bytes]) -> None:
+        self._s.load_state_dict(state)
+        self._pos = self._s._next
+        self._s._resume = None
+        self._s._live = self
 
 
 def _make_sampler(indices: Optional[npt.NDArray[np.int64]], kwargs: Dict[str, Any]) -> EpochSampler:

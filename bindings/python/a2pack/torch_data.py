@@ -103,20 +103,58 @@ class StepBatches:
         self.__dict__.update(state)
 
 
+class MixedStepBatches:
+    """Map-style dataset over several datasets for a tagged
+    :class:`~a2pack.mix.MixSampler` (``tagged=True``): the key is a
+    ``(2, n)`` array of source numbers and step indices, the value the dict
+    of :class:`StepBatches`, rows in the key's order (one gather per source
+    in the batch). Pickles by path, like StepBatches."""
+
+    def __init__(self, datasets: List[Union[Dataset, str, os.PathLike[str]]], **kw: Any) -> None:
+        self.parts = [StepBatches(d, **kw) for d in datasets]
+
+    def __len__(self) -> int:
+        return sum(len(p) for p in self.parts)
+
+    def __getitem__(self, key: npt.ArrayLike) -> Dict[str, torch.Tensor]:
+        _require_torch()
+        import torch
+        k = np.asarray(key)
+        src, idx = k[0], k[1]
+        got = {i: self.parts[i][idx[src == i]] for i in np.unique(src).tolist()}
+        first = next(iter(got.values()))
+        out = {name: torch.empty((k.shape[1],) + tuple(t.shape[1:]), dtype=t.dtype)
+               for name, t in first.items()}
+        for i, d in got.items():
+            where = torch.from_numpy(np.flatnonzero(src == i))
+            for name, t in d.items():
+                out[name][where] = t
+        return out
+
+
 class EpochBatchSampler:
     """Yields int64 index arrays, the batches of a seeded permutation
     (:class:`~a2pack.dataset.EpochSampler`): the same seed gives the same
     batches. ``source`` is a number of rows (sample all of them) or an array
     of step indices (e.g. from ``Dataset.filter_sql`` or ``Dataset.split``).
-    Call :meth:`set_epoch` before each epoch."""
+    Call :meth:`set_epoch` before each epoch.
+
+    ``rank``/``num_replicas`` (default 0 of 1): elastic ranks - the
+    ``batch_size`` is then the global batch and each yielded array is this
+    rank's contiguous slice of it. :meth:`state_dict` /
+    :meth:`load_state_dict` (and the same on its iterators, the protocol of
+    ``torchdata``'s ``StatefulDataLoader``) save and restore seed, epoch and
+    position in O(1) bytes, on any number of ranks."""
 
     def __init__(self, source: Union[int, np.integer[Any], npt.ArrayLike], *,
-                 batch_size: int = 4096, seed: int = 0, drop_last: bool = False) -> None:
+                 batch_size: int = 4096, seed: int = 0, drop_last: bool = False,
+                 rank: int = 0, num_replicas: int = 1) -> None:
+        kw: Dict[str, Any] = dict(batch_size=batch_size, seed=seed, drop_last=drop_last,
+                                  rank=rank, world=num_replicas)
         if isinstance(source, (int, np.integer)):
-            self._s = EpochSampler(n=int(source), batch_size=batch_size, seed=seed,
-                                   drop_last=drop_last)
+            self._s = EpochSampler(n=int(source), **kw)
         else:
-            self._s = EpochSampler(source, batch_size=batch_size, seed=seed, drop_last=drop_last)
+            self._s = EpochSampler(source, **kw)
 
     def set_epoch(self, epoch: int) -> None:
         self._s.set_epoch(epoch)
@@ -130,6 +168,12 @@ class EpochBatchSampler:
 
     def __iter__(self) -> Iterator[npt.NDArray[np.int64]]:
         return iter(self._s)
+
+    def state_dict(self) -> Dict[str, Any]:
+        return self._s.state_dict()
+
+    def load_state_dict(self, state: Dict[str, Any]) -> None:
+        self._s.load_state_dict(state)
 
 
 def make_loader(dataset: Union[Dataset, str, os.PathLike[str]], *,
@@ -208,6 +252,16 @@ def _make_distributed_sampler() -> type:
         of this rank's indices (for :class:`StepBatches` with
         ``batch_size=None`` in the DataLoader). Call :meth:`set_epoch` before
         each epoch.
+
+        ``elastic=True``: one global sequence of batches of
+        ``global_batch_size`` rows (default ``batch_size * num_replicas``;
+        give it explicitly to resume on another number of ranks), independent of the number of
+        ranks, each rank taking its contiguous slice of each global batch
+        (a2pack's own permutation, not torch's; no padding - with
+        ``drop_last=False`` the last global batch is split unevenly). Its
+        :meth:`state_dict` restores on any ``num_replicas`` with the same
+        global batch size. The default mode keeps torch's permutation and
+        restores only on the same ranks.
         """
 
         _indices: Optional[npt.NDArray[np.int64]]
@@ -215,7 +269,8 @@ def _make_distributed_sampler() -> type:
         def __init__(self, source: Union[int, np.integer[Any], Sized],
                      num_replicas: Optional[int] = None,
                      rank: Optional[int] = None, shuffle: bool = True, seed: int = 0,
-                     drop_last: bool = False, batch_size: Optional[int] = None) -> None:
+                     drop_last: bool = False, batch_size: Optional[int] = None,
+                     elastic: bool = False, global_batch_size: Optional[int] = None) -> None:
             if isinstance(source, (int, np.integer)):
                 self._indices, self._n = None, int(source)
             elif isinstance(source, (np.ndarray, list, tuple)):
@@ -236,9 +291,73 @@ def _make_distributed_sampler() -> type:
             else:
                 self.num_samples = -(-self._n // self.num_replicas)
             self.total_size = self.num_samples * self.num_replicas
+            self.elastic = bool(elastic)
+            self._yielded = 0          # items (or batches) of the latest iteration
+            self._resume: Optional[int] = None
+            self._elastic: Optional[EpochSampler] = None
+            if self.elastic:
+                if global_batch_size is None:
+                    if self.batch_size is None:
+                        raise ValueError("elastic=True needs global_batch_size (or batch_size per "
+                                         "rank: the global batch is then batch_size * num_replicas)")
+                    global_batch_size = self.batch_size * self.num_replicas
+                if not self.shuffle:
+                    raise ValueError("elastic=True always shuffles (shuffle=False is not elastic)")
+                kw: Dict[str, Any] = dict(batch_size=int(global_batch_size),
+                                          seed=self.seed, drop_last=self.drop_last,
+                                          rank=self.rank, world=self.num_replicas)
+                self._elastic = (EpochSampler(n=self._n, **kw) if self._indices is None
+                                 else EpochSampler(self._indices, **kw))
+                self.global_batch_size = int(global_batch_size)
 
         def set_epoch(self, epoch: int) -> None:
+            if self._elastic is not None:
+                self._elastic.set_epoch(epoch)
+            elif int(epoch) != self.epoch or self._resume is None:
+                self._resume = None
             self.epoch = int(epoch)
+
+        def _check(self) -> Dict[str, Any]:
+            return {"n": self._n, "num_replicas": self.num_replicas, "rank": self.rank,
+                    "shuffle": self.shuffle, "drop_last": self.drop_last,
+                    "batch_size": self.batch_size, "indices_crc": self._crc()}
+
+        def _crc(self) -> int:
+            if self._indices is None:
+                return 0
+            if not hasattr(self, "_crc_cache"):
+                import zlib
+                self._crc_cache = zlib.crc32(self._indices.tobytes())
+            return self._crc_cache
+
+        def state_dict(self) -> Dict[str, Any]:
+            """O(1) checkpoint. Elastic mode: the library's sampler state
+            (restores on any num_replicas). Default mode: seed, epoch and the
+            items (or batches) yielded, with the shape it was taken under
+            (restores only on the same n, num_replicas, rank, batch_size)."""
+            if self._elastic is not None:
+                return {"elastic": True, **self._elastic.state_dict()}
+            k = self._yielded if self._resume is None else self._resume
+            return {"elastic": False, "seed": self.seed, "epoch": self.epoch, "yielded": k,
+                    **self._check()}
+
+        def load_state_dict(self, state: Dict[str, Any]) -> None:
+            if bool(state.get("elastic")) != self.elastic:
+                raise ValueError(f"a DistributedSampler state with elastic={state.get('elastic')} "
+                                 f"cannot restore a sampler with elastic={self.elastic}")
+            if self._elastic is not None:
+                self._elastic.load_state_dict(state)
+                self.epoch, self.seed = self._elastic.epoch, self._elastic.seed
+                return
+            mine = self._check()
+            diff = [f"{key} {state.get(key)!r} (this sampler: {mine[key]!r})" for key in mine
+                    if state.get(key) != mine[key]]
+            if diff:
+                raise ValueError("DistributedSampler state taken under another setup: "
+                                 + "; ".join(diff) + " - resume on another number of ranks "
+                                 "needs elastic=True")
+            self.seed, self.epoch = int(state["seed"]), int(state["epoch"])
+            self._resume = self._yielded = int(state["yielded"])
 
         def rank_indices(self) -> npt.NDArray[np.int64]:
             """This rank's indices for the current epoch (int64)."""
@@ -256,12 +375,26 @@ def _make_distributed_sampler() -> type:
             return order if self._indices is None else self._indices[order]
 
         def __iter__(self) -> Iterator[Union[int, npt.NDArray[np.int64]]]:
+            if self._elastic is not None:
+                return iter(self._elastic)
+            start = 0 if self._resume is None else self._resume
+            self._resume = None
+            self._yielded = start
             own = self.rank_indices()
             if self.batch_size is None:
-                return iter(own.tolist())
-            return (own[a:a + self.batch_size] for a in range(0, own.size, self.batch_size))
+                items: List[Any] = own.tolist()
+            else:
+                items = [own[a:a + self.batch_size] for a in range(0, own.size, self.batch_size)]
+            return self._walk(items, start)
+
+        def _walk(self, items: List[Any], start: int) -> Iterator[Any]:
+            for k in range(start, len(items)):
+                self._yielded = k + 1
+                yield items[k]
 
         def __len__(self) -> int:
+            if self._elastic is not None:
+                return len(self._elastic)
             if self.batch_size is None:
                 return self.num_samples
             return -(-self.num_samples // self.batch_size)
@@ -337,8 +470,18 @@ class RankShard:
     def __len__(self) -> int:
         return int(self.indices.size)
 
-    def sampler(self, *, batch_size: int = 4096, seed: int = 0, pad: bool = True
+    def sampler(self, *, batch_size: int = 4096, seed: int = 0, pad: bool = True,
+                elastic: bool = False, global_batch_size: Optional[int] = None
                 ) -> EpochBatchSampler:
+        """This rank's batches. ``elastic=True``: instead of this shard's
+        rows, this rank's slice of each batch of one global sequence over
+        every row (``global_batch_size``, default ``batch_size *
+        num_replicas``), which restores on any number of ranks; the rank
+        then reads rows from the whole (memory-mapped) dataset."""
+        if elastic:
+            g = batch_size * self.num_replicas if global_batch_size is None else global_batch_size
+            return EpochBatchSampler(len(self.dataset), batch_size=g, seed=seed, rank=self.rank,
+                                     num_replicas=self.num_replicas)
         idx = self.indices
         if idx.size:
             target = max(self.counts) if pad else min(self.counts)

@@ -398,6 +398,15 @@ struct a2pack_sql_param
     text_len::Csize_t  # size_t text_len
 end
 
+# a2pack_dataset_mix (opaque: used through Ptr{a2pack_dataset_mix} only)
+mutable struct a2pack_dataset_mix end
+
+# a2pack_dataset_mix_source
+struct a2pack_dataset_mix_source
+    indices::Ptr{Int64}  # const int64_t *indices
+    n::UInt64  # uint64_t n
+end
+
 # a2pack_dataset_api
 struct a2pack_dataset_api
     size::Csize_t  # size_t size
@@ -422,6 +431,19 @@ struct a2pack_dataset_api
     sampler_batch::Ptr{Cvoid}  # a2pack_status (*sampler_batch)(const a2pack_dataset_sampler *arg1, size_t arg2, int64_t *arg3, size_t *arg4)
     rows_options_init::Ptr{Cvoid}  # void (*rows_options_init)(a2pack_dataset_rows_options *arg1)
     build_from_rows::Ptr{Cvoid}  # a2pack_status (*build_from_rows)(const char *arg1, const void *arg2, uint64_t arg3, const a2pack_dataset_run_record *arg4, uint64_t arg5, const a2pack_dataset_rows_options *arg6, a2pack_dataset_build_result *arg7)
+    sampler_epoch::Ptr{Cvoid}  # uint64_t (*sampler_epoch)(const a2pack_dataset_sampler *arg1)
+    sampler_part::Ptr{Cvoid}  # a2pack_status (*sampler_part)(const a2pack_dataset_sampler *arg1, size_t arg2, uint32_t arg3, uint32_t arg4, int64_t *arg5, size_t *arg6)
+    sampler_state::Ptr{Cvoid}  # a2pack_status (*sampler_state)(const a2pack_dataset_sampler *arg1, uint64_t arg2, uint8_t **arg3, size_t *arg4)
+    sampler_load_state::Ptr{Cvoid}  # a2pack_status (*sampler_load_state)(a2pack_dataset_sampler *arg1, const void *arg2, size_t arg3, uint64_t *arg4)
+    mix_open::Ptr{Cvoid}  # a2pack_status (*mix_open)(const a2pack_dataset_mix_source *arg1, const double *arg2, size_t arg3, uint64_t arg4, size_t arg5, a2pack_dataset_mix **arg6)
+    mix_close::Ptr{Cvoid}  # void (*mix_close)(a2pack_dataset_mix *arg1)
+    mix_batch::Ptr{Cvoid}  # a2pack_status (*mix_batch)(a2pack_dataset_mix *arg1, uint64_t arg2, uint32_t arg3, uint32_t arg4, int64_t *arg5, uint32_t *arg6, size_t *arg7)
+    mix_counts::Ptr{Cvoid}  # a2pack_status (*mix_counts)(const a2pack_dataset_mix *arg1, uint64_t arg2, uint64_t *arg3)
+    mix_consumed::Ptr{Cvoid}  # a2pack_status (*mix_consumed)(const a2pack_dataset_mix *arg1, uint64_t arg2, uint64_t *arg3)
+    mix_get_weights::Ptr{Cvoid}  # a2pack_status (*mix_get_weights)(const a2pack_dataset_mix *arg1, double *arg2)
+    mix_set_weights::Ptr{Cvoid}  # a2pack_status (*mix_set_weights)(a2pack_dataset_mix *arg1, const double *arg2, size_t arg3, uint64_t arg4)
+    mix_state::Ptr{Cvoid}  # a2pack_status (*mix_state)(const a2pack_dataset_mix *arg1, uint64_t arg2, uint8_t **arg3, size_t *arg4)
+    mix_load_state::Ptr{Cvoid}  # a2pack_status (*mix_load_state)(a2pack_dataset_mix *arg1, const void *arg2, size_t arg3, uint64_t *arg4)
 end
 
 # a2pack_bag_compression
@@ -999,6 +1021,19 @@ const _fp_a2pack_dataset_sampler_close = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_dataset_sampler_set_epoch = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_dataset_sampler_batch_count = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_dataset_sampler_batch = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_a2pack_dataset_sampler_epoch = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_a2pack_dataset_sampler_part = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_a2pack_dataset_sampler_state = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_a2pack_dataset_sampler_load_state = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_a2pack_dataset_mix_open = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_a2pack_dataset_mix_close = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_a2pack_dataset_mix_batch = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_a2pack_dataset_mix_counts = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_a2pack_dataset_mix_consumed = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_a2pack_dataset_mix_get_weights = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_a2pack_dataset_mix_set_weights = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_a2pack_dataset_mix_state = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_a2pack_dataset_mix_load_state = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_bag_writer_options_init = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_bag_writer_open = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_bag_writer_write = Ref{Ptr{Cvoid}}(C_NULL)
@@ -1172,6 +1207,19 @@ const SYMBOLS = (
     (:a2pack_dataset_sampler_set_epoch, _fp_a2pack_dataset_sampler_set_epoch),
     (:a2pack_dataset_sampler_batch_count, _fp_a2pack_dataset_sampler_batch_count),
     (:a2pack_dataset_sampler_batch, _fp_a2pack_dataset_sampler_batch),
+    (:a2pack_dataset_sampler_epoch, _fp_a2pack_dataset_sampler_epoch),
+    (:a2pack_dataset_sampler_part, _fp_a2pack_dataset_sampler_part),
+    (:a2pack_dataset_sampler_state, _fp_a2pack_dataset_sampler_state),
+    (:a2pack_dataset_sampler_load_state, _fp_a2pack_dataset_sampler_load_state),
+    (:a2pack_dataset_mix_open, _fp_a2pack_dataset_mix_open),
+    (:a2pack_dataset_mix_close, _fp_a2pack_dataset_mix_close),
+    (:a2pack_dataset_mix_batch, _fp_a2pack_dataset_mix_batch),
+    (:a2pack_dataset_mix_counts, _fp_a2pack_dataset_mix_counts),
+    (:a2pack_dataset_mix_consumed, _fp_a2pack_dataset_mix_consumed),
+    (:a2pack_dataset_mix_get_weights, _fp_a2pack_dataset_mix_get_weights),
+    (:a2pack_dataset_mix_set_weights, _fp_a2pack_dataset_mix_set_weights),
+    (:a2pack_dataset_mix_state, _fp_a2pack_dataset_mix_state),
+    (:a2pack_dataset_mix_load_state, _fp_a2pack_dataset_mix_load_state),
     (:a2pack_bag_writer_options_init, _fp_a2pack_bag_writer_options_init),
     (:a2pack_bag_writer_open, _fp_a2pack_bag_writer_open),
     (:a2pack_bag_writer_write, _fp_a2pack_bag_writer_write),
@@ -1772,6 +1820,71 @@ end
 # a2pack_status a2pack_dataset_sampler_batch(const a2pack_dataset_sampler *s, size_t b, int64_t *out, size_t *out_n)
 function a2pack_dataset_sampler_batch(s, b, out, out_n)
     @ccall $(_fp_a2pack_dataset_sampler_batch[])(s::Ptr{a2pack_dataset_sampler}, b::Csize_t, out::Ptr{Int64}, out_n::Ptr{Csize_t})::a2pack_status
+end
+
+# uint64_t a2pack_dataset_sampler_epoch(const a2pack_dataset_sampler *s)
+function a2pack_dataset_sampler_epoch(s)
+    @ccall $(_fp_a2pack_dataset_sampler_epoch[])(s::Ptr{a2pack_dataset_sampler})::UInt64
+end
+
+# a2pack_status a2pack_dataset_sampler_part(const a2pack_dataset_sampler *s, size_t b, uint32_t rank, uint32_t world, int64_t *out, size_t *out_n)
+function a2pack_dataset_sampler_part(s, b, rank, world, out, out_n)
+    @ccall $(_fp_a2pack_dataset_sampler_part[])(s::Ptr{a2pack_dataset_sampler}, b::Csize_t, rank::UInt32, world::UInt32, out::Ptr{Int64}, out_n::Ptr{Csize_t})::a2pack_status
+end
+
+# a2pack_status a2pack_dataset_sampler_state(const a2pack_dataset_sampler *s, uint64_t next_batch, uint8_t **out_data, size_t *out_len)
+function a2pack_dataset_sampler_state(s, next_batch, out_data, out_len)
+    @ccall $(_fp_a2pack_dataset_sampler_state[])(s::Ptr{a2pack_dataset_sampler}, next_batch::UInt64, out_data::Ptr{Ptr{UInt8}}, out_len::Ptr{Csize_t})::a2pack_status
+end
+
+# a2pack_status a2pack_dataset_sampler_load_state(a2pack_dataset_sampler *s, const void *data, size_t len, uint64_t *out_next_batch)
+function a2pack_dataset_sampler_load_state(s, data, len, out_next_batch)
+    @ccall $(_fp_a2pack_dataset_sampler_load_state[])(s::Ptr{a2pack_dataset_sampler}, data::Ptr{Cvoid}, len::Csize_t, out_next_batch::Ptr{UInt64})::a2pack_status
+end
+
+# a2pack_status a2pack_dataset_mix_open(const a2pack_dataset_mix_source *sources, const double *weights, size_t n_sources, uint64_t seed, size_t batch_size, a2pack_dataset_mix **out)
+function a2pack_dataset_mix_open(sources, weights, n_sources, seed, batch_size, out)
+    @ccall $(_fp_a2pack_dataset_mix_open[])(sources::Ptr{a2pack_dataset_mix_source}, weights::Ptr{Cdouble}, n_sources::Csize_t, seed::UInt64, batch_size::Csize_t, out::Ptr{Ptr{a2pack_dataset_mix}})::a2pack_status
+end
+
+# void a2pack_dataset_mix_close(a2pack_dataset_mix *m)
+function a2pack_dataset_mix_close(m)
+    @ccall $(_fp_a2pack_dataset_mix_close[])(m::Ptr{a2pack_dataset_mix})::Cvoid
+end
+
+# a2pack_status a2pack_dataset_mix_batch(a2pack_dataset_mix *m, uint64_t b, uint32_t rank, uint32_t world, int64_t *out_indices, uint32_t *out_sources, size_t *out_n)
+function a2pack_dataset_mix_batch(m, b, rank, world, out_indices, out_sources, out_n)
+    @ccall $(_fp_a2pack_dataset_mix_batch[])(m::Ptr{a2pack_dataset_mix}, b::UInt64, rank::UInt32, world::UInt32, out_indices::Ptr{Int64}, out_sources::Ptr{UInt32}, out_n::Ptr{Csize_t})::a2pack_status
+end
+
+# a2pack_status a2pack_dataset_mix_counts(const a2pack_dataset_mix *m, uint64_t b, uint64_t *out_counts)
+function a2pack_dataset_mix_counts(m, b, out_counts)
+    @ccall $(_fp_a2pack_dataset_mix_counts[])(m::Ptr{a2pack_dataset_mix}, b::UInt64, out_counts::Ptr{UInt64})::a2pack_status
+end
+
+# a2pack_status a2pack_dataset_mix_consumed(const a2pack_dataset_mix *m, uint64_t b, uint64_t *out_consumed)
+function a2pack_dataset_mix_consumed(m, b, out_consumed)
+    @ccall $(_fp_a2pack_dataset_mix_consumed[])(m::Ptr{a2pack_dataset_mix}, b::UInt64, out_consumed::Ptr{UInt64})::a2pack_status
+end
+
+# a2pack_status a2pack_dataset_mix_get_weights(const a2pack_dataset_mix *m, double *out_weights)
+function a2pack_dataset_mix_get_weights(m, out_weights)
+    @ccall $(_fp_a2pack_dataset_mix_get_weights[])(m::Ptr{a2pack_dataset_mix}, out_weights::Ptr{Cdouble})::a2pack_status
+end
+
+# a2pack_status a2pack_dataset_mix_set_weights(a2pack_dataset_mix *m, const double *weights, size_t n, uint64_t from_batch)
+function a2pack_dataset_mix_set_weights(m, weights, n, from_batch)
+    @ccall $(_fp_a2pack_dataset_mix_set_weights[])(m::Ptr{a2pack_dataset_mix}, weights::Ptr{Cdouble}, n::Csize_t, from_batch::UInt64)::a2pack_status
+end
+
+# a2pack_status a2pack_dataset_mix_state(const a2pack_dataset_mix *m, uint64_t next_batch, uint8_t **out_data, size_t *out_len)
+function a2pack_dataset_mix_state(m, next_batch, out_data, out_len)
+    @ccall $(_fp_a2pack_dataset_mix_state[])(m::Ptr{a2pack_dataset_mix}, next_batch::UInt64, out_data::Ptr{Ptr{UInt8}}, out_len::Ptr{Csize_t})::a2pack_status
+end
+
+# a2pack_status a2pack_dataset_mix_load_state(a2pack_dataset_mix *m, const void *data, size_t len, uint64_t *out_next_batch)
+function a2pack_dataset_mix_load_state(m, data, len, out_next_batch)
+    @ccall $(_fp_a2pack_dataset_mix_load_state[])(m::Ptr{a2pack_dataset_mix}, data::Ptr{Cvoid}, len::Csize_t, out_next_batch::Ptr{UInt64})::a2pack_status
 end
 
 # void a2pack_bag_writer_options_init(a2pack_bag_writer_options *opts)
