@@ -14,6 +14,7 @@ See docs/training.md for the recipes and the knobs.
 
 from __future__ import annotations
 
+import sys
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
 import numpy as np
@@ -48,13 +49,54 @@ _WAIT_SLICE_MS = 100
 
 
 class _Slot:
-    """Holds one reference to a ring slot; every column array's base keeps
-    it alive, and collecting it releases the slot."""
+    """Holds the consumer's reference to a ring slot while its batch is out;
+    the views of the batch keep it alive (through their base), so a batch
+    the consumer still holds when the feed is gone keeps its slot until its
+    last view goes."""
 
     __slots__ = ("h", "__weakref__")
 
-    def __init__(self, h: Any) -> None:
+    def __init__(self) -> None:
+        self.h: Any = None
+
+    def hold(self, h: Any) -> None:
         self.h = ffi.gc(h, lib.a2pack_feed_batch_release)
+
+    def release(self) -> None:
+        h, self.h = self.h, None
+        if h is not None:
+            ffi.release(h)  # runs a2pack_feed_batch_release now
+
+
+class _SlotViews:
+    """The Python objects of one ring slot (at one row count), made once and
+    handed out again each time the slot comes round: a FeedBatch, its column
+    arrays and the array over the span they cover. Making them is most of the
+    cost of a batch on the Python side, and the same slot always has the same
+    layout.
+
+    An entry is either out (its slot's reference held, the objects the
+    consumer's) or idle (no reference held, the objects reachable from the
+    feed only). It goes back to idle, and the slot to the producers, once
+    none of its objects is referenced from outside: every view numpy, torch
+    (through DLPack) or a memoryview makes of a column refers to that column
+    or to the span's array, so their reference counts say whether the
+    consumer still holds anything of the batch."""
+
+    __slots__ = ("slot", "objects", "baseline", "batch")
+
+    def __init__(self, slot: _Slot, batch: "FeedBatch", whole: Any) -> None:
+        self.slot = slot
+        self.batch = batch
+        self.objects: Tuple[Any, ...] = (batch, whole, *batch._arrays.values())
+        # Set by the feed once no local variable refers to the objects.
+        self.baseline: Tuple[int, ...] = ()
+
+    def counts(self) -> Tuple[int, ...]:
+        return tuple(sys.getrefcount(o) for o in self.objects)
+
+    def in_use(self) -> bool:
+        return any(c > b for c, b in zip(self.counts(), self.baseline))
 
 
 class FeedBatch(Mapping[str, "npt.NDArray[Any]"]):
@@ -70,12 +112,15 @@ class FeedBatch(Mapping[str, "npt.NDArray[Any]"]):
 
     def __init__(self, arrays: Dict[str, "npt.NDArray[Any]"], info: Any, pinned: bool) -> None:
         self._arrays = arrays
+        self.pinned = pinned
+        self._place(info)
+
+    def _place(self, info: Any) -> None:
         self.epoch = int(info.epoch)
         self.batch = int(info.batch)
         self.rows = int(info.rows)
         self.global_rows = int(info.global_rows)
         self.sequence = int(info.sequence)
-        self.pinned = pinned
 
     def __getitem__(self, name: str) -> "npt.NDArray[Any]":
         return self._arrays[name]
@@ -183,6 +228,10 @@ class Feed:
         self._out = ffi.new("a2pack_feed_batch **")
         self._ended = ffi.new("int32_t *")
         self._ids = [(c, COLUMNS.index(c)) for c in self._columns]
+        # Per (slot, rows): the batch objects made for it (see _SlotViews);
+        # the entries whose batch the consumer may still hold.
+        self._views: Dict[Tuple[int, int], _SlotViews] = {}
+        self._handed_out: List[_SlotViews] = []
 
     # -- iteration -----------------------------------------------------------
     def __iter__(self) -> "Feed":
@@ -190,11 +239,12 @@ class Feed:
 
     def __next__(self) -> FeedBatch:
         h = self._check_open()
+        self._return_dropped()
         out, ended = self._out, self._ended
         # The wait happens inside the library with the GIL released (cffi
         # releases it around every call), in slices so Ctrl-C is seen.
         # A KeyboardInterrupt raised as a call returns must not lose a batch
-        # the call handed out: it is released unless wrapped.
+        # the call handed out: it is released unless taken over.
         try:
             while True:
                 st = lib.a2pack_feed_next_timeout(h, _WAIT_SLICE_MS, out, ended)
@@ -204,25 +254,42 @@ class Feed:
                     break
                 if ended[0]:
                     raise StopIteration
-            slot = _Slot(out[0])
+            b = out[0]
+            check(lib.a2pack_feed_batch_get_info(b, self._info))
+            key = (int(ffi.cast("uintptr_t", b)), int(self._info.rows))
+            entry = self._views.get(key)
+            if entry is None:
+                entry = self._views[key] = self._make_views(b)
+                # Taken here, where only the entry refers to its objects
+                # (as when in_use() looks again).
+                entry.baseline = entry.counts()
+            entry.slot.hold(b)
             out[0] = ffi.NULL
         except BaseException:
             if out[0] != ffi.NULL:
                 lib.a2pack_feed_batch_release(out[0])
                 out[0] = ffi.NULL
             raise
-        check(lib.a2pack_feed_batch_get_info(slot.h, self._info))
+        self._handed_out.append(entry)
+        batch = entry.batch
+        batch._place(self._info)
+        return batch
+
+    def _make_views(self, b: Any) -> _SlotViews:
+        """The objects of slot `b` at the current batch's row count."""
         v = self._view
         cols = []
         pinned = False
         for name, cid in self._ids:
-            check(lib.a2pack_feed_batch_column(slot.h, cid, v))
+            check(lib.a2pack_feed_batch_column(b, cid, v))
             shape: Tuple[int, ...] = (int(v.rows),) if v.ndim == 1 else (int(v.rows), int(v.width))
             cols.append((name, int(ffi.cast("uintptr_t", v.data)), int(v.nbytes), shape,
                          _DTYPES[v.dtype]))
             pinned = bool(v.pinned)
+        slot = _Slot()
         arrays: Dict[str, "npt.NDArray[Any]"] = {}
         if int(self._info.rows) == 0:
+            whole = np.zeros(0, np.uint8)
             for name, _addr, _n, shape, dt in cols:
                 arrays[name] = np.zeros(shape, dt)
         else:
@@ -234,7 +301,19 @@ class Feed:
                                readonly=False)
             for name, addr, nbytes, shape, dt in cols:
                 arrays[name] = whole[addr - lo: addr - lo + nbytes].view(dt).reshape(shape)
-        return FeedBatch(arrays, self._info, pinned)
+        return _SlotViews(slot, FeedBatch(arrays, self._info, pinned), whole)
+
+    def _return_dropped(self) -> None:
+        """Give the producers back the slots of batches the consumer no
+        longer holds any part of."""
+        if self._handed_out:
+            kept = []
+            for entry in self._handed_out:
+                if entry.in_use():
+                    kept.append(entry)
+                else:
+                    entry.slot.release()
+            self._handed_out = kept
 
     # -- state and statistics ----------------------------------------------
     def stats(self) -> Dict[str, Any]:
@@ -243,9 +322,11 @@ class Feed:
         behind), ``producer_idle_s`` and ``producer_busy_s`` (summed over the
         producer threads: idle = waiting for a free slot or for the consumer,
         i.e. the consumer was behind), and the ring's shape and position."""
+        h = self._check_open()
+        self._return_dropped()
         s = ffi.new("a2pack_feed_stats *")
         s.size = ffi.sizeof("a2pack_feed_stats")
-        check(lib.a2pack_feed_stats_get(self._check_open(), s))
+        check(lib.a2pack_feed_stats_get(h, s))
         return {
             "batches_served": int(s.batches_served), "rows_served": int(s.rows_served),
             "consumer_wait_s": s.consumer_wait_ns / 1e9,
@@ -293,6 +374,14 @@ class Feed:
 
     def close(self) -> None:
         """Stop and join the producer threads. Batches still held stay valid."""
+        if self._h is None:
+            return
+        self._return_dropped()
+        # Batches still out keep their slots through their views' bases; the
+        # feed lets go of them and of the idle objects (whose memory goes
+        # with the ring).
+        self._handed_out = []
+        self._views = {}
         self._h = None  # the last reference: its finalizer closes now
 
     def __enter__(self) -> "Feed":
