@@ -171,7 +171,9 @@ DirLock::DirLock(const std::string& dir, bool exclusive, int64_t timeout_ms) {
          "lock_timeout_ms (CLI: --lock-timeout SECONDS, -1 = no limit)",
          dir, who.empty() ? "another process" : who, what, timeout_ms);
   };
-  gate_ = ::open(gate_path.c_str(), O_RDONLY | O_CLOEXEC);  // none in an empty folder: no gate
+  // None in an empty folder: no gate. Opened without blocking: a FIFO put in
+  // steps.npy's place is refused, naming it, instead of waiting for a writer.
+  gate_ = open_for_reading(gate_path);
   if (gate_ >= 0) {
     bool got = false;
     try {

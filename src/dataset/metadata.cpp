@@ -1,11 +1,13 @@
 #include "dataset/metadata.hpp"
 
 #include <sqlite3.h>
+#include <unistd.h>
 
 #include <cctype>
 #include <set>
 
 #include "base/error.hpp"
+#include "base/file_io.hpp"
 
 namespace a2pack::dataset {
 
@@ -15,6 +17,10 @@ Db::Db(const std::string& path, Mode mode) : path_(path) {
   if (mode == Mode::create) flags |= SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
   else if (mode == Mode::read_write) flags |= SQLITE_OPEN_READWRITE;
   else flags |= SQLITE_OPEN_READONLY;
+  // SQLite opens a FIFO or a device as it would a file and then fails with
+  // "disk I/O error"; say what the path is instead (open_for_reading refuses
+  // any kind but a regular file, naming it, without blocking).
+  if (int fd = open_for_reading(path); fd >= 0) ::close(fd);
   int rc = sqlite3_open_v2(path.c_str(), &db_, flags, nullptr);
   if (rc != SQLITE_OK) {
     std::string msg = db_ ? sqlite3_errmsg(db_) : sqlite3_errstr(rc);

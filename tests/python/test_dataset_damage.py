@@ -83,3 +83,20 @@ def test_manifest_with_invalid_utf8_is_corrupt_naming_file_and_offset(tmp_path):
         assert r.returncode == 1, (args, r.returncode, r.stderr)
         out = r.stdout + r.stderr
         assert "manifest.json" in out and "internal error" not in out, out
+
+
+@pytest.mark.parametrize("name", ["steps.npy", "metadata.db", "manifest.json"])
+def test_a_fifo_in_place_of_a_dataset_file_is_refused_without_blocking(tmp_path, name):
+    # Nothing ever writes to the FIFO: an open(2) that waited for a writer
+    # would hang, so each call runs in a child with a deadline.
+    ds = build(tmp_path, 5)
+    os.unlink(ds / name)
+    os.mkfifo(ds / name)
+    for args in (["stats"], ["verify"]):
+        try:
+            r = subprocess.run([cli_path(), "dataset", *args, "--dataset", str(ds)],
+                               capture_output=True, text=True, timeout=60)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"dataset {args[0]} blocked on a FIFO {name}")
+        assert r.returncode != 0, r.stdout
+        assert name in r.stderr and "FIFO" in r.stderr, r.stderr
