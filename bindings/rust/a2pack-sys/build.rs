@@ -194,9 +194,11 @@ fn build_bundled(root: &Path) -> PathBuf {
 #[cfg(feature = "bundled")]
 fn source_key(root: &Path) -> String {
     use std::os::unix::ffi::OsStrExt;
-    let hash = root.as_os_str().as_bytes().iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
-    });
+    let hash = root
+        .as_os_str()
+        .as_bytes()
+        .iter()
+        .fold(0xcbf2_9ce4_8422_2325u64, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3));
     format!("{hash:016x}")
 }
 
@@ -209,15 +211,14 @@ fn build_bundled(_root: &Path) -> PathBuf {
 fn probe_installed() -> (PathBuf, PathBuf) {
     // cargo_metadata(false): link() decides between the archive and the
     // shared library in libdir.
-    let lib = pkg_config::Config::new().atleast_version("0.1").cargo_metadata(false).probe("a2pack").unwrap_or_else(
-        |e| {
+    let lib =
+        pkg_config::Config::new().atleast_version("0.1").cargo_metadata(false).probe("a2pack").unwrap_or_else(|e| {
             panic!(
                 "a2pack-sys: no installed liba2pack found with pkg-config ({e}). Install it \
                  (cmake --install) and set PKG_CONFIG_PATH, or build inside an a2pack checkout \
                  with the `bundled` feature"
             )
-        },
-    );
+        });
     let include = lib
         .include_paths
         .iter()

@@ -119,7 +119,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 black_box(&a);
             },
             || unsafe {
-                let st = sys::a2pack_dataset_gather(raw, idx.as_ptr().cast(), idx.len(), b.as_mut_ptr().cast(), workers);
+                let st =
+                    sys::a2pack_dataset_gather(raw, idx.as_ptr().cast(), idx.len(), b.as_mut_ptr().cast(), workers);
                 assert_eq!(st, 0);
                 black_box(&b);
             },

@@ -743,6 +743,248 @@ impl Sampler {
     }
 }
 
+impl Sampler {
+    /// The epoch the sampler is at.
+    pub fn epoch(&self) -> u64 {
+        // SAFETY: valid handle.
+        unsafe { sys::a2pack_dataset_sampler_epoch(self.raw) }
+    }
+
+    /// The batch the iterator returns next (what a checkpoint records).
+    pub fn position(&self) -> usize {
+        self.cursor
+    }
+
+    /// Rank `rank` of `world`'s part of global batch `b`: a contiguous
+    /// slice of it, so the ranks' parts are disjoint and together make the
+    /// batch whatever `world` is (a checkpoint taken at one world size
+    /// resumes at another without a row seen twice or dropped).
+    pub fn part(&self, b: usize, rank: u32, world: u32) -> Result<Vec<usize>> {
+        let mut out = vec![0usize; self.batch_size];
+        let mut n = 0usize;
+        // SAFETY: out has room for batch_size values (usize is int64_t's size).
+        check(unsafe { sys::a2pack_dataset_sampler_part(self.raw, b, rank, world, out.as_mut_ptr().cast(), &mut n) })?;
+        out.truncate(n);
+        Ok(out)
+    }
+
+    /// A checkpoint of the position (seed, epoch and the iterator's next
+    /// batch, with checks of the indices and batch size): a small versioned
+    /// byte string, never the permutation.
+    pub fn state(&self) -> Result<Vec<u8>> {
+        let (mut data, mut len) = (std::ptr::null_mut(), 0usize);
+        // SAFETY: out receives owned memory of len bytes.
+        check(unsafe { sys::a2pack_dataset_sampler_state(self.raw, self.cursor as u64, &mut data, &mut len) })?;
+        // SAFETY: owned memory of len bytes.
+        Ok(unsafe { take_owned(data, len) })
+    }
+
+    /// Continue from a [`state`](Sampler::state) (also one taken in another
+    /// process): the sampler adopts its seed and epoch and iterates from its
+    /// next batch. Refused, naming what differs and leaving the sampler
+    /// unchanged, for a damaged state, another version, or one taken over
+    /// other indices, batch size or `drop_last`.
+    pub fn load_state(&mut self, state: &[u8]) -> Result<()> {
+        let mut next = 0u64;
+        // SAFETY: len bytes read during the call.
+        check(unsafe {
+            sys::a2pack_dataset_sampler_load_state(self.raw, state.as_ptr().cast(), state.len(), &mut next)
+        })?;
+        self.cursor = next as usize;
+        Ok(())
+    }
+}
+
+/// Weighted mixing of several sources (row selections of one dataset, or
+/// of several datasets): one endless sequence of global batches in which
+/// source `i` has exactly `floor(w_i * B)` or `ceil(w_i * B)` rows (largest
+/// remainder, never drifting), each source walking its own seeded
+/// permutation and reshuffling when it runs out. Deterministic,
+/// checkpointable in O(sources) bytes, weights changeable at a checkpoint.
+/// Iterating yields whole global batches as (row, source) pairs; ranks take
+/// their part with [`part`](Mix::part).
+pub struct Mix {
+    raw: *mut sys::a2pack_dataset_mix,
+    batch_size: usize,
+    sources: usize,
+    /// The batch `next` returns.
+    cursor: u64,
+}
+
+unsafe_send!(Mix);
+
+impl Drop for Mix {
+    fn drop(&mut self) {
+        // SAFETY: owned handle, released once.
+        unsafe { sys::a2pack_dataset_mix_close(self.raw) }
+    }
+}
+
+impl fmt::Debug for Mix {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Mix")
+            .field("sources", &self.sources)
+            .field("batch_size", &self.batch_size)
+            .field("next", &self.cursor)
+            .finish()
+    }
+}
+
+/// One global batch of a [`Mix`] (or a rank's part of it): the rows and the
+/// source each came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MixBatch {
+    /// Row positions in the dataset (or the datasets' common numbering).
+    pub rows: Vec<usize>,
+    /// For each row, the number of the source it came from.
+    pub sources: Vec<u32>,
+}
+
+impl Mix {
+    /// A mix of `sources` (each a row selection, or `MixSource::All(n)` for
+    /// rows `0..n`) with `weights` (finite, >= 0, positive sum).
+    pub fn new(sources: &[MixSource<'_>], weights: &[f64], seed: u64, batch_size: usize) -> Result<Mix> {
+        if sources.len() != weights.len() {
+            return Err(Error::new(
+                Status::InvalidArgument,
+                format!("{} sources but {} weights", sources.len(), weights.len()),
+            ));
+        }
+        let raw_sources: Vec<sys::a2pack_dataset_mix_source> = sources
+            .iter()
+            .map(|s| match s {
+                MixSource::Rows(r) => sys::a2pack_dataset_mix_source { indices: positions_ptr(r), n: r.len() as u64 },
+                MixSource::All(n) => sys::a2pack_dataset_mix_source { indices: std::ptr::null(), n: *n as u64 },
+            })
+            .collect();
+        let mut out = std::ptr::null_mut();
+        // SAFETY: the sources' indices outlive the call (copied); weights has n values.
+        check(unsafe {
+            sys::a2pack_dataset_mix_open(
+                raw_sources.as_ptr(),
+                weights.as_ptr(),
+                weights.len(),
+                seed,
+                batch_size,
+                &mut out,
+            )
+        })?;
+        Ok(Mix { raw: out, batch_size, sources: sources.len(), cursor: 0 })
+    }
+
+    /// The number of sources.
+    pub fn source_count(&self) -> usize {
+        self.sources
+    }
+
+    /// The batch the iterator returns next (what a checkpoint records).
+    pub fn position(&self) -> u64 {
+        self.cursor
+    }
+
+    /// Rank `rank` of `world`'s part of global batch `b` (rank 0 of 1: the
+    /// whole batch). Batches before the last weight change or loaded state
+    /// are out of range.
+    pub fn part(&mut self, b: u64, rank: u32, world: u32) -> Result<MixBatch> {
+        let mut rows = vec![0usize; self.batch_size];
+        let mut sources = vec![0u32; self.batch_size];
+        let mut n = 0usize;
+        // SAFETY: both outputs have room for batch_size values.
+        check(unsafe {
+            sys::a2pack_dataset_mix_batch(
+                self.raw,
+                b,
+                rank,
+                world,
+                rows.as_mut_ptr().cast(),
+                sources.as_mut_ptr(),
+                &mut n,
+            )
+        })?;
+        rows.truncate(n);
+        sources.truncate(n);
+        Ok(MixBatch { rows, sources })
+    }
+
+    /// Rows of each source in global batch `b`.
+    pub fn counts(&self, b: u64) -> Result<Vec<u64>> {
+        let mut out = vec![0u64; self.sources];
+        // SAFETY: out has n_sources values.
+        check(unsafe { sys::a2pack_dataset_mix_counts(self.raw, b, out.as_mut_ptr()) })?;
+        Ok(out)
+    }
+
+    /// Rows of each source consumed by the batches before `b` (a source's
+    /// epoch is that over its row count).
+    pub fn consumed(&self, b: u64) -> Result<Vec<u64>> {
+        let mut out = vec![0u64; self.sources];
+        // SAFETY: out has n_sources values.
+        check(unsafe { sys::a2pack_dataset_mix_consumed(self.raw, b, out.as_mut_ptr()) })?;
+        Ok(out)
+    }
+
+    /// The weights, as given.
+    pub fn weights(&self) -> Result<Vec<f64>> {
+        let mut out = vec![0f64; self.sources];
+        // SAFETY: out has n_sources values.
+        check(unsafe { sys::a2pack_dataset_mix_get_weights(self.raw, out.as_mut_ptr()) })?;
+        Ok(out)
+    }
+
+    /// Mix with `weights` from the iterator's next batch on (earlier batches
+    /// keep the old proportions and can no longer be fetched).
+    pub fn set_weights(&mut self, weights: &[f64]) -> Result<()> {
+        // SAFETY: weights has len values, read during the call.
+        check(unsafe { sys::a2pack_dataset_mix_set_weights(self.raw, weights.as_ptr(), weights.len(), self.cursor) })
+    }
+
+    /// A checkpoint of the position: seed, batch size, the iterator's next
+    /// batch and per source its rows, weight and rows consumed (O(sources)
+    /// bytes, never a permutation).
+    pub fn state(&self) -> Result<Vec<u8>> {
+        let (mut data, mut len) = (std::ptr::null_mut(), 0usize);
+        // SAFETY: out receives owned memory of len bytes.
+        check(unsafe { sys::a2pack_dataset_mix_state(self.raw, self.cursor, &mut data, &mut len) })?;
+        // SAFETY: owned memory of len bytes.
+        Ok(unsafe { take_owned(data, len) })
+    }
+
+    /// Continue from a [`state`](Mix::state): the mix adopts its seed and
+    /// weights and iterates from its next batch. Refused, naming what
+    /// differs and leaving the mix unchanged, for another source count,
+    /// batch size, a source with other rows, another version or a damaged
+    /// state.
+    pub fn load_state(&mut self, state: &[u8]) -> Result<()> {
+        let mut next = 0u64;
+        // SAFETY: len bytes read during the call.
+        check(unsafe { sys::a2pack_dataset_mix_load_state(self.raw, state.as_ptr().cast(), state.len(), &mut next) })?;
+        self.cursor = next;
+        Ok(())
+    }
+}
+
+/// A source of a [`Mix`].
+#[derive(Debug, Clone, Copy)]
+pub enum MixSource<'a> {
+    /// These row positions (copied when the mix is made).
+    Rows(&'a [usize]),
+    /// Rows `0..n`.
+    All(usize),
+}
+
+impl Iterator for Mix {
+    type Item = Result<MixBatch>;
+
+    /// The next global batch (the mix never ends).
+    fn next(&mut self) -> Option<Result<MixBatch>> {
+        let b = self.part(self.cursor, 0, 1);
+        if b.is_ok() {
+            self.cursor += 1;
+        }
+        Some(b)
+    }
+}
+
 impl Iterator for Sampler {
     type Item = Vec<usize>;
 

@@ -339,7 +339,8 @@ impl Feed {
 
     /// The feed's counters.
     pub fn stats(&self) -> FeedStats {
-        let mut s = sys::a2pack_feed_stats { size: std::mem::size_of::<sys::a2pack_feed_stats>(), ..Default::default() };
+        let mut s =
+            sys::a2pack_feed_stats { size: std::mem::size_of::<sys::a2pack_feed_stats>(), ..Default::default() };
         // SAFETY: size set; cannot fail on an open feed.
         let status = unsafe { sys::a2pack_feed_stats_get(self.raw, &mut s) };
         assert_eq!(status, 0, "a2pack_feed_stats_get failed on an open feed");
@@ -490,8 +491,10 @@ impl FeedBatch {
     /// Takes ownership of the reference `raw` holds.
     fn new(raw: *mut sys::a2pack_feed_batch) -> Result<FeedBatch> {
         let mut batch = FeedBatch { raw, info: FeedBatchInfo::default() };
-        let mut i =
-            sys::a2pack_feed_batch_info { size: std::mem::size_of::<sys::a2pack_feed_batch_info>(), ..Default::default() };
+        let mut i = sys::a2pack_feed_batch_info {
+            size: std::mem::size_of::<sys::a2pack_feed_batch_info>(),
+            ..Default::default()
+        };
         // SAFETY: a held batch; size set. On failure `batch` releases it.
         check(unsafe { sys::a2pack_feed_batch_get_info(raw, &mut i) })?;
         batch.info = FeedBatchInfo {
@@ -544,7 +547,9 @@ impl FeedBatch {
     /// the library's dtype against `T`'s.
     fn column<T>(&self, column: FeedColumn, dtypes: &[sys::a2pack_feed_dtype], width: u64) -> Result<&[T]> {
         let v = self.column_view(column)?;
-        if !dtypes.contains(&v.dtype) || v.width != width || v.nbytes != v.rows * width * std::mem::size_of::<T>() as u64
+        if !dtypes.contains(&v.dtype)
+            || v.width != width
+            || v.nbytes != v.rows * width * std::mem::size_of::<T>() as u64
         {
             return Err(Error::new(
                 Status::Internal,

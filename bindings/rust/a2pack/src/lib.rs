@@ -44,7 +44,8 @@ pub mod logger;
 pub use a2pack_sys as sys;
 pub use board::{branches_normalise, Board, Move, MoveSet};
 pub use dataset::{
-    BuildOptions, BuildResult, ColumnsMut, Dataset, DatasetInfo, OpenOptions, Sampler, SqlParam, StepRow,
+    BuildOptions, BuildResult, ColumnsMut, Dataset, DatasetInfo, Mix, MixBatch, MixSource, OpenOptions, Sampler,
+    SqlParam, StepRow,
 };
 pub use error::{Error, ErrorDetails, Result, Status};
 pub use feed::{Feed, FeedBatch, FeedBatchInfo, FeedColumn, FeedOptions, FeedStats, Moves, MovesDtype, Pin};

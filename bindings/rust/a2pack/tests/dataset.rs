@@ -3,7 +3,9 @@
 
 mod common;
 
-use a2pack::{dataset, BuildOptions, ColumnsMut, Dataset, OpenOptions, Sampler, SqlParam, Status, StepRow};
+use a2pack::{
+    dataset, BuildOptions, ColumnsMut, Dataset, Mix, MixSource, OpenOptions, Sampler, SqlParam, Status, StepRow,
+};
 
 fn built(dir: &std::path::Path) -> std::path::PathBuf {
     let runs = dir.join("runs");
@@ -111,6 +113,80 @@ fn columns_filters_split_and_sampler() {
     assert_eq!(s.next(), None);
     s.set_epoch(1).unwrap();
     assert_eq!(s.next().as_ref(), epoch1.first());
+}
+
+#[test]
+fn sampler_checkpoints_and_rank_parts() {
+    let rows: Vec<usize> = (0..1000).map(|i| i * 3).collect();
+    let mut s = Sampler::new(Some(&rows), 0, 9, 64, false).unwrap();
+    s.set_epoch(2).unwrap();
+    s.by_ref().take(5).for_each(drop);
+    let state = s.state().unwrap();
+    assert!(state.len() < 128, "O(1) bytes, got {}", state.len());
+    let rest: Vec<Vec<usize>> = s.by_ref().collect();
+    // Restored in a fresh sampler with another seed: it adopts the saved
+    // seed and epoch and goes on from batch 5.
+    let mut r = Sampler::new(Some(&rows), 0, 1234, 64, false).unwrap();
+    r.load_state(&state).unwrap();
+    assert_eq!((r.epoch(), r.position()), (2, 5));
+    assert_eq!(r.by_ref().collect::<Vec<_>>(), rest);
+    // Every world size's parts make the global batch, in order.
+    for world in 1..=5u32 {
+        let joined: Vec<usize> = (0..world).flat_map(|k| r.part(7, k, world).unwrap()).collect();
+        assert_eq!(joined, r.batch(7).unwrap(), "world {world}");
+    }
+    assert_eq!(r.part(0, 3, 3).unwrap_err().status(), Status::InvalidArgument);
+    // Other indices, batch size or drop_last: refused, the sampler unchanged.
+    for mut other in [
+        Sampler::new(Some(&rows[1..]), 0, 9, 64, false).unwrap(),
+        Sampler::new(Some(&rows), 0, 9, 32, false).unwrap(),
+        Sampler::new(Some(&rows), 0, 9, 64, true).unwrap(),
+    ] {
+        let before = other.batch(0).unwrap();
+        let err = other.load_state(&state).unwrap_err();
+        assert_eq!(err.status(), Status::InvalidArgument, "{err}");
+        assert_eq!((other.position(), other.batch(0).unwrap()), (0, before));
+    }
+    let mut cut = state.clone();
+    cut.pop();
+    assert!(r.load_state(&cut).is_err());
+}
+
+#[test]
+fn mix_has_exact_proportions_and_resumes() {
+    let old: Vec<usize> = (0..300).collect();
+    let new: Vec<usize> = (300..1000).collect();
+    let sources = [MixSource::Rows(&old), MixSource::Rows(&new), MixSource::All(50)];
+    let mut m = Mix::new(&sources, &[1.0, 3.0, 0.0], 4, 100).unwrap();
+    for b in 0..20 {
+        assert_eq!(m.counts(b).unwrap(), vec![25, 75, 0]);
+    }
+    let first: Vec<_> = m.by_ref().take(8).map(Result::unwrap).collect();
+    for batch in &first {
+        assert_eq!(batch.rows.len(), 100);
+        for (&row, &src) in batch.rows.iter().zip(&batch.sources) {
+            assert!(if src == 0 { row < 300 } else { (300..1000).contains(&row) });
+        }
+    }
+    // Ranks' parts of a batch make the batch.
+    let whole = m.part(8, 0, 1).unwrap();
+    let joined: Vec<usize> = (0..3).flat_map(|k| m.part(8, k, 3).unwrap().rows).collect();
+    assert_eq!(joined, whole.rows);
+    let state = m.state().unwrap();
+    let ahead: Vec<_> = m.by_ref().take(6).map(Result::unwrap).collect();
+    let mut r = Mix::new(&sources, &[5.0, 5.0, 5.0], 99, 100).unwrap();
+    r.load_state(&state).unwrap();
+    assert_eq!(r.position(), 8);
+    assert_eq!(r.weights().unwrap(), vec![1.0, 3.0, 0.0]);
+    assert_eq!(r.by_ref().take(6).map(Result::unwrap).collect::<Vec<_>>(), ahead);
+    // Weights changed at a checkpoint apply from the next batch on.
+    r.set_weights(&[1.0, 1.0, 2.0]).unwrap();
+    assert_eq!(r.counts(r.position()).unwrap(), vec![25, 25, 50]);
+    assert_eq!(r.part(0, 0, 1).unwrap_err().status(), Status::OutOfRange);
+    // A state of other sources is refused.
+    let mut other = Mix::new(&[MixSource::Rows(&old), MixSource::All(50)], &[1.0, 1.0], 4, 100).unwrap();
+    assert!(other.load_state(&state).is_err());
+    assert_eq!(Mix::new(&sources, &[1.0], 4, 100).unwrap_err().status(), Status::InvalidArgument);
 }
 
 #[test]

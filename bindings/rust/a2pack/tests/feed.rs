@@ -5,8 +5,7 @@
 mod common;
 
 use a2pack::{
-    dataset, BuildOptions, ColumnsMut, Dataset, Feed, FeedColumn, FeedOptions, Moves, MovesDtype, Pin, Sampler,
-    Status,
+    dataset, BuildOptions, ColumnsMut, Dataset, Feed, FeedColumn, FeedOptions, Moves, MovesDtype, Pin, Sampler, Status,
 };
 
 fn built(dir: &std::path::Path) -> Dataset {
@@ -107,7 +106,9 @@ fn a_batch_equals_a_gather_of_its_rows() {
             assert_eq!(batch.step_indices().unwrap(), &steps[..]);
             let m = batch.moves().unwrap();
             match (dtype, m) {
-                (MovesDtype::U8, Moves::U8(_)) | (MovesDtype::I32, Moves::I32(_)) | (MovesDtype::I64, Moves::I64(_)) => {}
+                (MovesDtype::U8, Moves::U8(_))
+                | (MovesDtype::I32, Moves::I32(_))
+                | (MovesDtype::I64, Moves::I64(_)) => {}
                 other => panic!("moves in the wrong type: {other:?}"),
             }
             assert_eq!((0..m.len()).map(|i| m.get(i).unwrap()).collect::<Vec<u8>>(), moves);
@@ -160,7 +161,8 @@ fn ranks_split_each_global_batch() {
     let dir = tempfile::tempdir().unwrap();
     let ds = built(dir.path());
     let whole = all_indices(&mut Feed::open(&ds, None, &opts().epochs(1)).unwrap());
-    let parts: Vec<_> = (0..3).map(|r| all_indices(&mut Feed::open(&ds, None, &opts().rank(r, 3).epochs(1)).unwrap())).collect();
+    let parts: Vec<_> =
+        (0..3).map(|r| all_indices(&mut Feed::open(&ds, None, &opts().rank(r, 3).epochs(1)).unwrap())).collect();
     for (b, (_, _, idx)) in whole.iter().enumerate() {
         let joined: Vec<usize> = parts.iter().flat_map(|p| p[b].2.clone()).collect();
         assert_eq!(&joined, idx, "batch {b}");
