@@ -2253,6 +2253,28 @@ A2PACK_API a2pack_status a2pack_feed_state(const a2pack_feed *f, uint8_t **out_d
  * dataset, row set, batch size or shuffle setting. */
 A2PACK_API a2pack_status a2pack_feed_load_state(a2pack_feed *f, const void *data, size_t len);
 
+/* A feed over a mixing sampler (a2pack_dataset_mix, copied: changing `mix`
+ * afterwards does not change the feed) of `ds`'s rows: the mix's global
+ * batches from `first_batch` on (0, or the next batch a loaded mix state
+ * gave), without end, rank opts->rank of opts->world taking its part of
+ * each. The mix's batch size and seed are the feed's (opts->batch_size and
+ * seed are not used, nor shuffle, drop_last, epochs and start_epoch); every
+ * batch is in epoch 0 and stats' batches_per_epoch is 0. Checkpoints
+ * (a2pack_feed_state) hold the mix's state: seed, weights, rows consumed per
+ * source. A2PACK_E_OUT_OF_RANGE for a source row outside the dataset or a
+ * first batch the mix cannot give (before its last weight change). */
+A2PACK_API a2pack_status a2pack_feed_open_mix(const a2pack_dataset *ds,
+                                              const a2pack_dataset_mix *mix,
+                                              uint64_t first_batch,
+                                              const a2pack_feed_options *opts, a2pack_feed **out);
+
+/* A feed over a mix: mix with `weights` (`n` values, one per source) from
+ * the batch next() hands out next on. Batches filled ahead are made again;
+ * batches the consumer holds stay as they were. A2PACK_E_INVALID_ARGUMENT,
+ * with the feed unchanged, for a feed over an epoch sampler or weights the
+ * mix refuses. */
+A2PACK_API a2pack_status a2pack_feed_set_weights(a2pack_feed *f, const double *weights, size_t n);
+
 /* Every function of this section, for a2pack_api_table.feed. */
 typedef struct a2pack_feed_api {
   size_t size;
@@ -2270,6 +2292,9 @@ typedef struct a2pack_feed_api {
   a2pack_status (*stats_get)(const a2pack_feed *, a2pack_feed_stats *);
   a2pack_status (*state)(const a2pack_feed *, uint8_t **, size_t *);
   a2pack_status (*load_state)(a2pack_feed *, const void *, size_t);
+  a2pack_status (*open_mix)(const a2pack_dataset *, const a2pack_dataset_mix *, uint64_t,
+                            const a2pack_feed_options *, a2pack_feed **);
+  a2pack_status (*set_weights)(a2pack_feed *, const double *, size_t);
 } a2pack_feed_api;
 /* (end of section feed) */
 

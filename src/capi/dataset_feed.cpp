@@ -20,6 +20,7 @@ struct a2pack_feed {
 
 namespace a2pack::capi {
 std::shared_ptr<const dataset::Dataset> share_dataset(const a2pack_dataset* h);
+const dataset::MixSampler& mix_of(const a2pack_dataset_mix* h);
 }  // namespace a2pack::capi
 
 namespace {
@@ -257,6 +258,31 @@ A2PACK_EXPORT a2pack_status a2pack_feed_load_state(a2pack_feed* f, const void* d
   });
 }
 
+A2PACK_EXPORT a2pack_status a2pack_feed_open_mix(const a2pack_dataset* ds,
+                                                 const a2pack_dataset_mix* mix,
+                                                 uint64_t first_batch,
+                                                 const a2pack_feed_options* opts,
+                                                 a2pack_feed** out) {
+  capi::reset_out(out);
+  return guard([&] {
+    require(ds, "dataset");
+    require(mix, "mix");
+    require(out, "out");
+    auto o = convert(capi::read_options(opts, a2pack_feed_options_init));
+    auto f = std::make_unique<feed::Feed>(capi::share_dataset(ds), capi::mix_of(mix), first_batch, o);
+    *out = new a2pack_feed{std::move(f)};
+  });
+}
+
+A2PACK_EXPORT a2pack_status a2pack_feed_set_weights(a2pack_feed* f, const double* weights,
+                                                    size_t n) {
+  return guard([&] {
+    require_parent(f);
+    if (n) require(weights, "weights");
+    f->f->set_weights(std::vector<double>(weights, weights + n));
+  });
+}
+
 namespace a2pack::capi {
 const a2pack_feed_api* feed_api_table() {
   static const a2pack_feed_api table = {
@@ -273,6 +299,8 @@ const a2pack_feed_api* feed_api_table() {
       a2pack_feed_stats_get,
       a2pack_feed_state,
       a2pack_feed_load_state,
+      a2pack_feed_open_mix,
+      a2pack_feed_set_weights,
   };
   return &table;
 }

@@ -14,6 +14,11 @@ struct a2pack_dataset_mix {
   dataset::MixSampler m;
 };
 
+namespace a2pack::capi {
+// For the feed (dataset_feed.cpp), which copies a caller's mix.
+const dataset::MixSampler& mix_of(const a2pack_dataset_mix* h) { return h->m; }
+}  // namespace a2pack::capi
+
 A2PACK_EXPORT a2pack_status a2pack_dataset_mix_open(const a2pack_dataset_mix_source* sources,
                                                     const double* weights, size_t n_sources,
                                                     uint64_t seed, size_t batch_size,

@@ -59,6 +59,13 @@ MixSampler::MixSampler(std::vector<Source> sources, const std::vector<double>& w
   src_.reserve(sources.size());
   for (size_t i = 0; i < sources.size(); ++i) {
     Source& s = sources[i];
+    if (s.identity) {
+      if (s.n > 0) max_index_ = std::max<int64_t>(max_index_, static_cast<int64_t>(s.n - 1));
+    } else if (!s.indices.empty()) {
+      const auto [lo, hi] = std::minmax_element(s.indices.begin(), s.indices.end());
+      min_index_ = std::min(min_index_, *lo);
+      max_index_ = std::max(max_index_, *hi);
+    }
     src_.emplace_back(std::move(s.indices), s.identity, s.n, source_seed(seed, i), 1, false);
     sizes_.push_back(src_.back().size());
   }

@@ -33,6 +33,12 @@ class MixSampler {
 
   size_t source_count() const { return src_.size(); }
   size_t batch_size() const { return batch_; }
+  uint64_t seed() const { return seed_; }
+  // The smallest and largest row any source names (0 and -1 when every
+  // source is empty): a consumer over one dataset checks them against its
+  // rows.
+  int64_t min_index() const { return min_index_; }
+  int64_t max_index() const { return max_index_; }
   // Rows of global batch b taken from each source (source_count() values).
   void batch_counts(uint64_t b, uint64_t* out) const;
   // Rows of source i consumed by batches [0, b) (its epoch is that over its
@@ -66,6 +72,7 @@ class MixSampler {
   std::vector<double> weights_;
   uint64_t seed_;
   size_t batch_;
+  int64_t min_index_ = 0, max_index_ = -1;
   uint64_t base_ = 0;                   // first batch of the current weights
   std::vector<uint64_t> base_taken_;    // rows of each source consumed before base_
   size_t period_ = 1;                   // the counts repeat every period_ batches

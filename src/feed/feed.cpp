@@ -21,14 +21,16 @@ uint64_t ns_since(Clock::time_point t0) {
 }
 
 // The feed's checkpoint: its own header around the sampler's state.
-//   "A2FS" · u32 version · u32 flags (bit 0: shuffle) · u32 rows CRC32C ·
-//   u64 dataset rows · u32 sampler state length · sampler state · u32 CRC32C
+//   "A2FS" · u32 version · u32 flags (bit 0: shuffle, bit 1: a mixing
+//   sampler's state) · u32 rows CRC32C · u64 dataset rows · u32 sampler
+//   state length · sampler (or mix) state · u32 CRC32C
 // of everything before it. The dataset's row count and manifest CRC refuse a
 // state taken over another dataset (the sampler's own hash covers the
 // selection, not the rows' contents).
 constexpr char kMagic[4] = {'A', '2', 'F', 'S'};
 constexpr uint32_t kVersion = 1;
 constexpr size_t kHeader = 4 + 4 + 4 + 4 + 8 + 4;
+constexpr uint32_t kFlagShuffle = 1, kFlagMix = 2;
 
 // Bytes per row of each column (moves: by type).
 size_t row_bytes(uint32_t c, MovesType moves) {
@@ -48,9 +50,7 @@ size_t row_bytes(uint32_t c, MovesType moves) {
 
 }  // namespace
 
-Feed::Feed(std::shared_ptr<const dataset::Dataset> ds, std::vector<int64_t> indices,
-           bool all_rows, const Options& o)
-    : ds_(std::move(ds)), all_rows_(all_rows), o_(o) {
+void Feed::check_options() {
   if (o_.batch_size == 0) fail(A2PACK_E_INVALID_ARGUMENT, "feed: batch_size must be at least 1");
   if (o_.world == 0 || o_.rank >= o_.world)
     fail(A2PACK_E_INVALID_ARGUMENT, "feed: rank {} of a world of {}: expected 0 <= rank < world",
@@ -62,6 +62,36 @@ Feed::Feed(std::shared_ptr<const dataset::Dataset> ds, std::vector<int64_t> indi
          "feed: {} slots for a depth of {}: the ring needs at least depth + 1 slots (one for "
          "the consumer)",
          o_.slots, o_.depth);
+}
+
+void Feed::make_ring(uint64_t batch_len) {
+  part_max_ = static_cast<size_t>((batch_len + o_.world - 1) / o_.world);
+  if (const auto& m = ds_->manifest(); m) rows_crc_ = m->steps_crc32c;
+  std::vector<size_t> bytes(kColumnCount, 0);
+  for (uint32_t c = 0; c < kColumnCount; ++c)
+    if (c == kIndices || (o_.columns >> c & 1)) bytes[c] = part_max_ * row_bytes(c, o_.moves);
+  ring_ = std::make_shared<Ring>(o_.slots, bytes, o_.pin);
+  ring_->moves_itemsize = static_cast<uint32_t>(row_bytes(kMoves, o_.moves));
+  ready_.assign(std::max<uint32_t>(o_.depth, 1), nullptr);
+}
+
+void Feed::begin(uint64_t epoch, uint64_t batch, std::shared_ptr<const dataset::Sampler> s) {
+  {
+    std::lock_guard<std::mutex> lk(ring_->mu);
+    restart_at(epoch, batch, std::move(s));
+  }
+  try {
+    start();
+  } catch (...) {
+    stop();  // the threads started so far, and the epoch being made ahead
+    throw;
+  }
+}
+
+Feed::Feed(std::shared_ptr<const dataset::Dataset> ds, std::vector<int64_t> indices,
+           bool all_rows, const Options& o)
+    : ds_(std::move(ds)), all_rows_(all_rows), o_(o) {
+  check_options();
   const uint64_t rows = ds_->rows();
   uint64_t n = all_rows_ ? rows : indices.size();
   if (n == 0)
@@ -83,27 +113,35 @@ Feed::Feed(std::shared_ptr<const dataset::Dataset> ds, std::vector<int64_t> indi
     fail(A2PACK_E_INVALID_ARGUMENT,
          "feed: {} rows make no whole batch of {} (drop_last is set): an epoch would be empty",
          n, o_.batch_size);
-  const uint64_t len = std::min<uint64_t>(o_.batch_size, n);
-  part_max_ = static_cast<size_t>((len + o_.world - 1) / o_.world);
-  if (const auto& m = ds_->manifest(); m) rows_crc_ = m->steps_crc32c;
+  make_ring(std::min<uint64_t>(o_.batch_size, n));
+  begin(o_.start_epoch, 0, sampler_for(o_.start_epoch));
+}
 
-  std::vector<size_t> bytes(kColumnCount, 0);
-  for (uint32_t c = 0; c < kColumnCount; ++c)
-    if (c == kIndices || (o_.columns >> c & 1)) bytes[c] = part_max_ * row_bytes(c, o_.moves);
-  ring_ = std::make_shared<Ring>(o_.slots, bytes, o_.pin);
-  ring_->moves_itemsize = static_cast<uint32_t>(row_bytes(kMoves, o_.moves));
-  ready_.assign(std::max<uint32_t>(o_.depth, 1), nullptr);
-  auto first = sampler_for(o_.start_epoch);
+Feed::Feed(std::shared_ptr<const dataset::Dataset> ds, const dataset::MixSampler& mix,
+           uint64_t first_batch, const Options& o)
+    : ds_(std::move(ds)), all_rows_(false), o_(o) {
+  o_.batch_size = mix.batch_size();
+  o_.seed = mix.seed();
+  o_.shuffle = true;
+  o_.drop_last = false;
+  o_.epochs = 0;
+  o_.start_epoch = 0;
+  check_options();
+  const uint64_t rows = ds_->rows();
+  if (mix.min_index() < 0 || (mix.max_index() >= 0 && static_cast<uint64_t>(mix.max_index()) >= rows))
+    fail(A2PACK_E_OUT_OF_RANGE, "feed: {}: the mix names row {}, outside the {} rows",
+         ds_->dir(), mix.min_index() < 0 ? mix.min_index() : mix.max_index(), rows);
+  mix_ = std::make_unique<dataset::MixSampler>(mix);
   {
-    std::lock_guard<std::mutex> lk(ring_->mu);
-    restart_at(o_.start_epoch, 0, std::move(first));
+    // Fetched once here so that a batch the mix cannot give (before its last
+    // weight change or loaded state) is refused at open, not at next().
+    std::vector<int64_t> probe(o_.batch_size);
+    mix_->fill_part(first_batch, 0, 1, probe.data(), nullptr);
   }
-  try {
-    start();
-  } catch (...) {
-    stop();  // the threads started so far, and the epoch being made ahead
-    throw;
-  }
+  // One endless epoch: the position is the mix's global batch number.
+  batch_count_ = UINT64_MAX;
+  make_ring(o_.batch_size);
+  begin(0, first_batch, nullptr);
 }
 
 Feed::~Feed() { stop(); }
@@ -243,21 +281,28 @@ void Feed::stop() {
 
 void Feed::fill(Slot* s, uint64_t ticket, uint32_t workers) {
   const Position p = position(ticket);
-  auto smp = sampler_for(p.epoch);
-  const size_t len = base_->batch_length(static_cast<size_t>(p.batch));
   auto* idx = reinterpret_cast<int64_t*>(s->base + ring_->offset(kIndices));
-  size_t rows;
-  if (o_.shuffle) {
-    rows = smp->fill_part(static_cast<size_t>(p.batch), o_.rank, o_.world, idx);
+  std::shared_ptr<const dataset::Sampler> smp;
+  size_t len, rows;
+  if (mix_) {
+    len = static_cast<size_t>(o_.batch_size);
+    std::lock_guard<std::mutex> lk(mix_mu_);
+    rows = mix_->fill_part(p.batch, o_.rank, o_.world, idx, nullptr);
   } else {
-    size_t lo, hi;
-    dataset::Sampler::part_bounds(len, o_.rank, o_.world, &lo, &hi);
-    rows = hi - lo;
-    const uint64_t first = p.batch * o_.batch_size + lo;
-    if (all_rows_) {
-      for (size_t i = 0; i < rows; ++i) idx[i] = static_cast<int64_t>(first + i);
+    smp = sampler_for(p.epoch);
+    len = base_->batch_length(static_cast<size_t>(p.batch));
+    if (o_.shuffle) {
+      rows = smp->fill_part(static_cast<size_t>(p.batch), o_.rank, o_.world, idx);
     } else {
-      std::memcpy(idx, indices_.data() + first, rows * sizeof(int64_t));
+      size_t lo, hi;
+      dataset::Sampler::part_bounds(len, o_.rank, o_.world, &lo, &hi);
+      rows = hi - lo;
+      const uint64_t first = p.batch * o_.batch_size + lo;
+      if (all_rows_) {
+        for (size_t i = 0; i < rows; ++i) idx[i] = static_cast<int64_t>(first + i);
+      } else {
+        std::memcpy(idx, indices_.data() + first, rows * sizeof(int64_t));
+      }
     }
   }
   auto col = [&](uint32_t c) -> void* {
@@ -415,7 +460,7 @@ Stats Feed::stats() const {
   st.consumer_wait_ns = wait_ns_.load(std::memory_order_relaxed);
   st.producer_idle_ns = idle_ns_.load(std::memory_order_relaxed);
   st.producer_busy_ns = busy_ns_.load(std::memory_order_relaxed);
-  st.batches_per_epoch = batch_count_;
+  st.batches_per_epoch = mix_ ? 0 : batch_count_;  // 0: endless (a mix)
   st.slot_bytes = ring_->slot_bytes();
   st.threads = o_.depth ? o_.threads : 0;
   st.depth = o_.depth;
@@ -426,7 +471,7 @@ Stats Feed::stats() const {
   st.epoch = p.epoch;
   st.next_batch = p.batch;
   st.held = ring_->held;
-  st.seed = state_sampler_->seed();
+  st.seed = mix_ ? mix_->seed() : state_sampler_->seed();
   for (Slot* r : ready_) st.ready += r != nullptr;
   return st;
 }
@@ -435,11 +480,16 @@ std::string Feed::save_state() const {
   std::string inner;
   {
     std::lock_guard<std::mutex> lk(ring_->mu);
-    inner = state_sampler_->save_state(state_next_);
+    if (mix_) {
+      std::lock_guard<std::mutex> mlk(mix_mu_);
+      inner = mix_->save_state(state_next_);
+    } else {
+      inner = state_sampler_->save_state(state_next_);
+    }
   }
   std::string s(kMagic, 4);
   le::append<uint32_t>(s, kVersion);
-  le::append<uint32_t>(s, o_.shuffle ? 1u : 0u);
+  le::append<uint32_t>(s, (o_.shuffle ? kFlagShuffle : 0u) | (mix_ ? kFlagMix : 0u));
   le::append<uint32_t>(s, rows_crc_);
   le::append<uint64_t>(s, ds_->rows());
   le::append<uint32_t>(s, static_cast<uint32_t>(inner.size()));
@@ -467,7 +517,8 @@ void Feed::load_state(const void* data, size_t len) {
   if (crc != crc32c::compute(p, len - 4))
     fail(A2PACK_E_CORRUPT, "feed state damaged: CRC32C {:08x}, expected {:08x}", crc,
          crc32c::compute(p, len - 4));
-  const bool shuffle = le::load<uint32_t>(p + 8) & 1;
+  const uint32_t flags = le::load<uint32_t>(p + 8);
+  const bool shuffle = flags & kFlagShuffle;
   const uint32_t rows_crc = le::load<uint32_t>(p + 12);
   const uint64_t rows = le::load<uint64_t>(p + 16);
   if (rows != ds_->rows() || rows_crc != rows_crc_)
@@ -475,6 +526,27 @@ void Feed::load_state(const void* data, size_t len) {
          "feed state was taken over another dataset ({} rows, CRC32C {:08x}); {} has {} rows, "
          "CRC32C {:08x}",
          rows, rows_crc, ds_->dir(), ds_->rows(), rows_crc_);
+  if (bool(flags & kFlagMix) != bool(mix_))
+    fail(A2PACK_E_INVALID_ARGUMENT, "feed state was taken from a feed over {}; this feed is over {}",
+         flags & kFlagMix ? "a mixing sampler" : "an epoch sampler",
+         mix_ ? "a mixing sampler" : "an epoch sampler");
+  if (mix_) {
+    // Checked before anything changes; the mix adopts the state's seed and weights.
+    std::unique_ptr<dataset::MixSampler> m;
+    {
+      std::lock_guard<std::mutex> lk(mix_mu_);
+      m = std::make_unique<dataset::MixSampler>(*mix_);
+    }
+    const uint64_t next = m->load_state(p + kHeader, inner_len);
+    stop();
+    {
+      std::lock_guard<std::mutex> lk(mix_mu_);
+      mix_ = std::move(m);
+      o_.seed = mix_->seed();
+    }
+    begin(0, next, nullptr);
+    return;
+  }
   if (shuffle != o_.shuffle)
     fail(A2PACK_E_INVALID_ARGUMENT, "feed state was taken with shuffle {}; this feed has shuffle {}",
          shuffle ? "on" : "off", o_.shuffle ? "on" : "off");
@@ -489,11 +561,34 @@ void Feed::load_state(const void* data, size_t len) {
     epochs_.assign(1, s);
     building_.clear();
   }
+  begin(s->epoch(), next, s);
+}
+
+void Feed::set_weights(const std::vector<double>& weights) {
+  if (stamp_.forked())
+    fail(A2PACK_E_CLOSED, "feed: this process was forked from the one that opened the feed; "
+         "open a new feed in this process");
+  if (!mix_)
+    fail(A2PACK_E_INVALID_ARGUMENT,
+         "feed: set_weights needs a feed over a mixing sampler; this one is over an epoch sampler");
+  uint64_t from;
   {
     std::lock_guard<std::mutex> lk(ring_->mu);
-    restart_at(s->epoch(), next, s);
+    from = position(consumed_).batch;
   }
-  start();
+  // Checked on a copy first: weights the mix refuses change nothing.
+  std::unique_ptr<dataset::MixSampler> m;
+  {
+    std::lock_guard<std::mutex> lk(mix_mu_);
+    m = std::make_unique<dataset::MixSampler>(*mix_);
+  }
+  m->set_weights(weights, from);
+  stop();
+  {
+    std::lock_guard<std::mutex> lk(mix_mu_);
+    mix_ = std::move(m);
+  }
+  begin(0, from, nullptr);
 }
 
 }  // namespace a2pack::feed

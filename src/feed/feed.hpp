@@ -1,8 +1,8 @@
 // The training feed: producer threads walk the epoch sampler's global batch
-// sequence, gather each batch's (rank part's) columns into a free ring slot,
-// and the consumer takes the slots strictly in sequence order. Uses the
-// dataset only through its public interface (Dataset::gather_columns,
-// Sampler).
+// sequence (or a mixing sampler's endless one), gather each batch's (rank
+// part's) columns into a free ring slot, and the consumer takes the slots
+// strictly in sequence order. Uses the dataset only through its public
+// interface (Dataset::gather_columns, Sampler, MixSampler).
 #pragma once
 
 #include <chrono>
@@ -17,6 +17,7 @@
 
 #include "base/fork_stamp.hpp"
 #include "dataset/dataset.hpp"
+#include "dataset/mix_sampler.hpp"
 #include "dataset/sampler.hpp"
 #include "feed/ring.hpp"
 
@@ -58,6 +59,12 @@ class Feed {
   // `indices` empty and `all_rows`: every row of the dataset.
   Feed(std::shared_ptr<const dataset::Dataset> ds, std::vector<int64_t> indices, bool all_rows,
        const Options& o);
+  // Over a mixing sampler (copied) of `ds`'s rows: its global batches from
+  // `first_batch` on, without end, in epoch 0. The mix's batch size and seed
+  // replace the options'; shuffle, drop_last, epochs and start_epoch do not
+  // apply.
+  Feed(std::shared_ptr<const dataset::Dataset> ds, const dataset::MixSampler& mix,
+       uint64_t first_batch, const Options& o);
   // Stops and joins the producers. Must not run in a forked child (the
   // threads are not there to join): the C ABI leaks the feed there instead.
   ~Feed();
@@ -70,6 +77,11 @@ class Feed {
   Stats stats() const;
   std::string save_state() const;
   void load_state(const void* data, size_t len);
+  // A feed over a mix: mix with `weights` from the batch next() hands out
+  // next on; batches filled ahead are made again. INVALID_ARGUMENT for a
+  // feed over an epoch sampler or weights the mix refuses (no change).
+  void set_weights(const std::vector<double>& weights);
+  bool mixing() const { return mix_ != nullptr; }
   const ForkStamp& stamp() const { return stamp_; }
   const Ring& ring() const { return *ring_; }
 
@@ -79,6 +91,10 @@ class Feed {
     uint64_t epoch, batch;
   };
   Position position(uint64_t ticket) const;
+  void check_options();               // rank, world, threads, slots
+  void make_ring(uint64_t batch_len);  // the ring for parts of batches of batch_len rows
+  // Set the order to start at (epoch, batch) and start the producers.
+  void begin(uint64_t epoch, uint64_t batch, std::shared_ptr<const dataset::Sampler> s);
   std::shared_ptr<const dataset::Sampler> sampler_for(uint64_t epoch);
   // Gather ticket t into slot s (any thread; uses `workers` gather threads).
   void fill(Slot* s, uint64_t ticket, uint32_t workers);
@@ -94,7 +110,10 @@ class Feed {
   std::vector<int64_t> indices_;  // the selection (empty: all rows)
   bool all_rows_;
   Options o_;
-  std::unique_ptr<dataset::Sampler> base_;  // epoch 0; copied per epoch
+  std::unique_ptr<dataset::Sampler> base_;  // epoch 0; copied per epoch (null over a mix)
+  // Over a mix: the order, with its own lock (fill_part uses scratch space).
+  std::unique_ptr<dataset::MixSampler> mix_;
+  mutable std::mutex mix_mu_;
   uint64_t batch_count_ = 0;
   size_t part_max_ = 0;  // most rows of a rank's part
   uint32_t rows_crc_ = 0;

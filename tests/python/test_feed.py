@@ -365,3 +365,83 @@ def test_a_rank_may_get_no_rows(ds):
     b = next(a2pack.Feed(ds, batch_size=2, rank=2, world=3))
     assert b.rows == 1
     check_batch(ds, b)
+
+
+# ---------------------------------------------------------------- mixing
+def _mix_sources(ds):
+    n = len(ds)
+    return [np.arange(0, n // 3, dtype=np.int64), np.arange(n // 3, n, dtype=np.int64)]
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+def test_feed_over_a_mix_is_the_mixs_order(ds, threads):
+    from a2pack.mix import MixSampler
+    old, new = _mix_sources(ds)
+    mix = MixSampler([old, new], [1.0, 3.0], batch_size=40, seed=3)
+    feed = a2pack.Feed(ds, mix=mix, threads=threads, depth=3,
+                       columns=("boards", "exponents", "moves", "legal", "ev_values"))
+    st = feed.stats()
+    assert st["batches_per_epoch"] == 0 and st["seed"] == 3
+    # Far past either source's size: the mix (and so the feed) never ends.
+    for k in range(60):
+        b = next(feed)
+        assert (b.epoch, b.batch, b.rows) == (0, k, 40)
+        np.testing.assert_array_equal(b["indices"], mix.batch(k))
+        assert np.isin(b["indices"], old).sum() == 10  # exactly 1/4 of every batch
+        check_batch(ds, b)
+        np.testing.assert_array_equal(b["boards"], ds.steps[b["indices"]]["board"])
+
+
+def test_feed_over_a_mix_ranks_make_the_global_batch(ds):
+    from a2pack.mix import MixSampler
+    mix = MixSampler(_mix_sources(ds), [2.0, 1.0], batch_size=31, seed=5)
+    feeds = [a2pack.Feed(ds, mix=mix, rank=r, world=3, columns=("boards",)) for r in range(3)]
+    for k in range(20):
+        parts = [next(f)["indices"].copy() for f in feeds]
+        np.testing.assert_array_equal(np.concatenate(parts), mix.batch(k))
+
+
+def test_feed_over_a_mix_resumes_and_changes_weights(ds):
+    from a2pack.mix import MixSampler
+    old, new = _mix_sources(ds)
+    mix = MixSampler([old, new], [1.0, 1.0], batch_size=24, seed=8)
+    feed = a2pack.Feed(ds, mix=mix, threads=2, columns=("boards",))
+    for _ in range(7):
+        next(feed)
+    state = feed.state_dict()
+    assert state["batch"] == 7
+    want = [next(feed)["indices"].copy() for _ in range(5)]
+    # Another process would open the same mix (any weights, any seed) and load.
+    other = MixSampler([old, new], [0.5, 9.0], batch_size=24, seed=99)
+    resumed = a2pack.Feed(ds, mix=other, columns=("boards",))
+    next(resumed)
+    resumed.load_state_dict(state)
+    assert resumed.stats()["seed"] == 8
+    got = [next(resumed)["indices"].copy() for _ in range(5)]
+    for w, g in zip(want, got):
+        np.testing.assert_array_equal(w, g)
+    # New weights from the next batch on; the batches filled ahead are made again.
+    resumed.set_weights([0.0, 1.0])
+    for _ in range(6):
+        b = next(resumed)
+        assert not np.isin(b["indices"], old).any()
+    with pytest.raises(errors.InvalidArgumentError):
+        resumed.set_weights([1.0])  # one weight per source
+    assert not np.isin(next(resumed)["indices"], old).any()  # unchanged by the refusal
+    # An epoch sampler's feed state is not a mix's, and the other way round.
+    plain = a2pack.Feed(ds, batch_size=24)
+    with pytest.raises(errors.InvalidArgumentError, match="mixing sampler"):
+        plain.load_state_dict(state)
+    with pytest.raises(errors.InvalidArgumentError, match="epoch sampler"):
+        resumed.load_state_dict(plain.state_dict())
+    with pytest.raises(errors.InvalidArgumentError, match="mixing sampler"):
+        plain.set_weights([1.0])
+
+
+def test_feed_over_a_mix_refuses_rows_outside_the_dataset(ds):
+    from a2pack.mix import MixSampler
+    mix = MixSampler([np.array([0, 1, len(ds)])], [1.0], batch_size=2)
+    with pytest.raises(errors.OutOfRangeError, match=f"row {len(ds)}"):
+        a2pack.Feed(ds, mix=mix)
+    with pytest.raises(ValueError, match="mix alone"):
+        a2pack.Feed(ds, np.arange(4), mix=MixSampler([4], [1.0], batch_size=2))

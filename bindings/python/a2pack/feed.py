@@ -165,6 +165,12 @@ class Feed:
     buffers (default depth + 2). ``moves_dtype`` is uint8, int32 or int64
     (written in that type directly). ``pin``: "auto" page-locks the ring
     when a CUDA runtime is loaded in the process, "on" insists, "off" never.
+
+    ``mix=`` an :class:`~a2pack.mix.MixSampler` over this dataset's rows
+    feeds its weighted global batches instead, from its next batch on and
+    without end (its batch size and seed; ``world``/``rank`` take each
+    rank's part); :meth:`set_weights` changes the proportions from the next
+    batch on, and checkpoints hold the mix's state.
     """
 
     def __init__(self, dataset: Any, indices: Optional[npt.ArrayLike] = None, *,
@@ -172,7 +178,10 @@ class Feed:
                  columns: Sequence[str] = DEFAULT_COLUMNS,
                  moves_dtype: "npt.DTypeLike" = np.uint8, seed: int = 0, shuffle: bool = True,
                  drop_last: bool = False, rank: int = 0, world: int = 1, epochs: int = 0,
-                 start_epoch: int = 0, pin: str = "auto", sampler: Any = None) -> None:
+                 start_epoch: int = 0, pin: str = "auto", sampler: Any = None,
+                 mix: Any = None) -> None:
+        if mix is not None and (sampler is not None or indices is not None):
+            raise ValueError("give mix alone: it names the rows (not indices or sampler)")
         if sampler is not None:
             if indices is not None:
                 raise ValueError("give indices or sampler, not both")
@@ -209,16 +218,20 @@ class Feed:
         o.start_epoch = int(start_epoch)
         o.pin = _PIN[pin]
         h = dataset._check_open()
-        if indices is None:
-            ptr, n = ffi.NULL, 0
-        else:
-            idx = np.ascontiguousarray(np.asarray(indices), dtype=np.int64)
-            if idx.ndim != 1:
-                raise ValueError("indices must be one-dimensional")
-            n = int(idx.size)
-            ptr = ffi.cast("int64_t *", idx.ctypes.data) if n else ffi.new("int64_t[1]")
         out = ffi.new("a2pack_feed **")
-        check(lib.a2pack_feed_open(h, ptr, n, o, out))
+        self._mix = mix
+        if mix is not None:
+            check(lib.a2pack_feed_open_mix(h, mix._h, int(mix.next_batch), o, out))
+        else:
+            if indices is None:
+                ptr, n = ffi.NULL, 0
+            else:
+                idx = np.ascontiguousarray(np.asarray(indices), dtype=np.int64)
+                if idx.ndim != 1:
+                    raise ValueError("indices must be one-dimensional")
+                n = int(idx.size)
+                ptr = ffi.cast("int64_t *", idx.ctypes.data) if n else ffi.new("int64_t[1]")
+            check(lib.a2pack_feed_open(h, ptr, n, o, out))
         self._h: Any = ffi.gc(out[0], lib.a2pack_feed_close)
         self._dataset = dataset  # keeps the Python object (and its path) around for repr
         self._info = ffi.new("a2pack_feed_batch_info *")
@@ -364,6 +377,14 @@ class Feed:
         raw = state if isinstance(state, (bytes, bytearray, memoryview)) else state["state"]
         raw = bytes(raw)
         check(lib.a2pack_feed_load_state(self._check_open(), raw, len(raw)))
+
+    def set_weights(self, weights: Sequence[float]) -> None:
+        """A feed over a mix: mix with ``weights`` (one per source) from the
+        next batch on. Batches filled ahead are made again; batches already
+        taken stay as they were."""
+        w = [float(x) for x in weights]
+        check(lib.a2pack_feed_set_weights(self._check_open(), ffi.new("double[]", w or [0.0]),
+                                          len(w)))
 
     # -- lifetime --------------------------------------------------------------
     def _check_open(self) -> Any:

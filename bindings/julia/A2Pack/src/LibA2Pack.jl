@@ -853,6 +853,8 @@ struct a2pack_feed_api
     stats_get::Ptr{Cvoid}  # a2pack_status (*stats_get)(const a2pack_feed *arg1, a2pack_feed_stats *arg2)
     state::Ptr{Cvoid}  # a2pack_status (*state)(const a2pack_feed *arg1, uint8_t **arg2, size_t *arg3)
     load_state::Ptr{Cvoid}  # a2pack_status (*load_state)(a2pack_feed *arg1, const void *arg2, size_t arg3)
+    open_mix::Ptr{Cvoid}  # a2pack_status (*open_mix)(const a2pack_dataset *arg1, const a2pack_dataset_mix *arg2, uint64_t arg3, const a2pack_feed_options *arg4, a2pack_feed **arg5)
+    set_weights::Ptr{Cvoid}  # a2pack_status (*set_weights)(a2pack_feed *arg1, const double *arg2, size_t arg3)
 end
 
 # a2pack_api_table
@@ -1102,6 +1104,8 @@ const _fp_a2pack_feed_batch_column = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_feed_stats_get = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_feed_state = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_feed_load_state = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_a2pack_feed_open_mix = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_a2pack_feed_set_weights = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_api = Ref{Ptr{Cvoid}}(C_NULL)
 
 # (symbol, pointer slot) of every function above.
@@ -1288,6 +1292,8 @@ const SYMBOLS = (
     (:a2pack_feed_stats_get, _fp_a2pack_feed_stats_get),
     (:a2pack_feed_state, _fp_a2pack_feed_state),
     (:a2pack_feed_load_state, _fp_a2pack_feed_load_state),
+    (:a2pack_feed_open_mix, _fp_a2pack_feed_open_mix),
+    (:a2pack_feed_set_weights, _fp_a2pack_feed_set_weights),
     (:a2pack_api, _fp_a2pack_api),
 )
 
@@ -2225,6 +2231,16 @@ end
 # a2pack_status a2pack_feed_load_state(a2pack_feed *f, const void *data, size_t len)
 function a2pack_feed_load_state(f, data, len)
     @ccall $(_fp_a2pack_feed_load_state[])(f::Ptr{a2pack_feed}, data::Ptr{Cvoid}, len::Csize_t)::a2pack_status
+end
+
+# a2pack_status a2pack_feed_open_mix(const a2pack_dataset *ds, const a2pack_dataset_mix *mix, uint64_t first_batch, const a2pack_feed_options *opts, a2pack_feed **out)
+function a2pack_feed_open_mix(ds, mix, first_batch, opts, out)
+    @ccall $(_fp_a2pack_feed_open_mix[])(ds::Ptr{a2pack_dataset}, mix::Ptr{a2pack_dataset_mix}, first_batch::UInt64, opts::Ptr{a2pack_feed_options}, out::Ptr{Ptr{a2pack_feed}})::a2pack_status
+end
+
+# a2pack_status a2pack_feed_set_weights(a2pack_feed *f, const double *weights, size_t n)
+function a2pack_feed_set_weights(f, weights, n)
+    @ccall $(_fp_a2pack_feed_set_weights[])(f::Ptr{a2pack_feed}, weights::Ptr{Cdouble}, n::Csize_t)::a2pack_status
 end
 
 # const a2pack_api_table *a2pack_api(uint32_t abi_version)
