@@ -872,6 +872,11 @@ impl Mix {
         Ok(Mix { raw: out, batch_size, sources: sources.len(), cursor: 0 })
     }
 
+    /// The raw handle, for calls this crate does not wrap.
+    pub fn as_ptr(&self) -> *const sys::a2pack_dataset_mix {
+        self.raw
+    }
+
     /// The number of sources.
     pub fn source_count(&self) -> usize {
         self.sources

@@ -12,7 +12,7 @@ use std::fmt;
 
 use a2pack_sys as sys;
 
-use crate::dataset::{positions_ptr, Dataset};
+use crate::dataset::{positions_ptr, Dataset, Mix};
 use crate::error::{check, Error, Result, Status};
 use crate::ffi::{take_owned, unsafe_send, unsafe_sync, view};
 
@@ -301,6 +301,28 @@ impl Feed {
         // SAFETY: valid dataset; n indices or NULL (copied); options sized by init.
         check(unsafe { sys::a2pack_feed_open(ds.as_ptr(), ptr, n, &opts.raw, &mut out) })?;
         Ok(Feed { raw: out, ended: false })
+    }
+
+    /// A feed over a [`Mix`] (copied) of `ds`'s rows: the mix's weighted
+    /// global batches from its [`position`](Mix::position) on, without end
+    /// (rank and world from `opts` take their part of each). The mix's batch
+    /// size and seed are the feed's; `opts`' batch size, seed, shuffle,
+    /// drop_last, epochs and start epoch do not apply. Checkpoints hold the
+    /// mix's state.
+    pub fn open_mix(ds: &Dataset, mix: &Mix, opts: &FeedOptions) -> Result<Feed> {
+        let mut out = std::ptr::null_mut();
+        // SAFETY: valid dataset and mix (copied); options sized by init.
+        check(unsafe { sys::a2pack_feed_open_mix(ds.as_ptr(), mix.as_ptr(), mix.position(), &opts.raw, &mut out) })?;
+        Ok(Feed { raw: out, ended: false })
+    }
+
+    /// A feed over a mix: mix with `weights` (one per source) from the next
+    /// batch on; batches filled ahead are made again. Refused, the feed
+    /// unchanged, for a feed over an epoch sampler or weights the mix
+    /// refuses.
+    pub fn set_weights(&mut self, weights: &[f64]) -> Result<()> {
+        // SAFETY: weights.len() values read during the call.
+        check(unsafe { sys::a2pack_feed_set_weights(self.raw, weights.as_ptr(), weights.len()) })
     }
 
     /// The next batch (`Ok(None)` at the end), waiting for it as long as it

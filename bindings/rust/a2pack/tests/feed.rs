@@ -5,7 +5,8 @@
 mod common;
 
 use a2pack::{
-    dataset, BuildOptions, ColumnsMut, Dataset, Feed, FeedColumn, FeedOptions, Moves, MovesDtype, Pin, Sampler, Status,
+    dataset, BuildOptions, ColumnsMut, Dataset, Feed, FeedColumn, FeedOptions, Mix, MixSource, Moves, MovesDtype, Pin,
+    Sampler, Status,
 };
 
 fn built(dir: &std::path::Path) -> Dataset {
@@ -192,4 +193,40 @@ fn bad_options_a_full_ring_and_batches_past_close() {
     drop(held);
     assert_eq!(copy.indices().unwrap(), &want[..]);
     assert_eq!(copy.exponents().unwrap().len(), want.len() * 16);
+}
+
+#[test]
+fn a_feed_over_a_mix_follows_it_resumes_and_reweights() {
+    let dir = tempfile::tempdir().unwrap();
+    let ds = built(dir.path());
+    let n = ds.rows().len();
+    let old: Vec<usize> = (0..n / 3).collect();
+    let new: Vec<usize> = (n / 3..n).collect();
+    let sources = [MixSource::Rows(&old), MixSource::Rows(&new)];
+    let mut mix = Mix::new(&sources, &[1.0, 3.0], 5, 40).unwrap();
+    let mut feed = Feed::open_mix(&ds, &mix, &opts().threads(2)).unwrap();
+    assert_eq!(feed.stats().batches_per_epoch, 0);
+    for k in 0..30u64 {
+        let b = feed.next().unwrap().unwrap();
+        assert_eq!((b.info().epoch, b.info().batch), (0, k));
+        assert_eq!(b.indices().unwrap().to_vec(), mix.part(k, 0, 1).unwrap().rows);
+    }
+    let state = feed.state().unwrap();
+    let want: Vec<Vec<usize>> = (0..4).map(|_| feed.next().unwrap().unwrap().indices().unwrap().to_vec()).collect();
+    let other = Mix::new(&sources, &[1.0, 1.0], 77, 40).unwrap();
+    let mut resumed = Feed::open_mix(&ds, &other, &opts()).unwrap();
+    resumed.load_state(&state).unwrap();
+    let got: Vec<Vec<usize>> = (0..4).map(|_| resumed.next().unwrap().unwrap().indices().unwrap().to_vec()).collect();
+    assert_eq!(got, want);
+    resumed.set_weights(&[0.0, 1.0]).unwrap();
+    let b = resumed.next().unwrap().unwrap();
+    assert!(b.indices().unwrap().iter().all(|&i| i as usize >= n / 3));
+    assert_eq!(resumed.set_weights(&[1.0]).unwrap_err().status(), Status::InvalidArgument);
+    let mut plain = Feed::open(&ds, None, &opts()).unwrap();
+    assert_eq!(plain.set_weights(&[1.0, 1.0]).unwrap_err().status(), Status::InvalidArgument);
+    assert_eq!(plain.load_state(&state).unwrap_err().status(), Status::InvalidArgument);
+    // Rows outside the dataset are refused at open.
+    let far = [n];
+    mix = Mix::new(&[MixSource::Rows(&far)], &[1.0], 0, 4).unwrap();
+    assert_eq!(Feed::open_mix(&ds, &mix, &opts()).unwrap_err().status(), Status::OutOfRange);
 }
