@@ -220,7 +220,7 @@ fn a_feed_over_a_mix_follows_it_resumes_and_reweights() {
     assert_eq!(got, want);
     resumed.set_weights(&[0.0, 1.0]).unwrap();
     let b = resumed.next().unwrap().unwrap();
-    assert!(b.indices().unwrap().iter().all(|&i| i as usize >= n / 3));
+    assert!(b.indices().unwrap().iter().all(|&i| i >= n / 3));
     assert_eq!(resumed.set_weights(&[1.0]).unwrap_err().status(), Status::InvalidArgument);
     let mut plain = Feed::open(&ds, None, &opts()).unwrap();
     assert_eq!(plain.set_weights(&[1.0, 1.0]).unwrap_err().status(), Status::InvalidArgument);
