@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <deque>
 #include <exception>
 #include <memory>
@@ -32,8 +33,12 @@ struct PoolJob {
   std::mutex mu;
   std::condition_variable done_cv;
   std::exception_ptr error;
+  size_t error_at = SIZE_MAX;  // the index whose body threw `error`
 
   // Claim chunks until none are left. Runs on the caller and on pool threads.
+  // Of several bodies that throw, the one with the lowest index wins, so the
+  // error is the one a serial loop would meet first whatever the timing (every
+  // chunk before a failing one was claimed before it, and finishes).
   void work(unsigned worker) {
     for (;;) {
       size_t i = next.fetch_add(grain);
@@ -43,7 +48,10 @@ struct PoolJob {
         for (; i < end; ++i) (*body)(worker, i);
       } catch (...) {
         std::lock_guard<std::mutex> lk(mu);
-        if (!error) error = std::current_exception();
+        if (!error || i < error_at) {
+          error = std::current_exception();
+          error_at = i;
+        }
         next.store(n, std::memory_order_relaxed);  // stop the others early
         return;
       }

@@ -49,18 +49,9 @@ std::unique_ptr<Dataset> open_ds(const std::string& dir, bool mmap = false) {
   return Dataset::open(dir, o);
 }
 
-Error error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e;
-  }
-  return Error(A2PACK_OK, "");
-}
-
 void expect_error(const std::function<void()>& f, a2pack_status st,
                   std::initializer_list<const char*> needles) {
-  Error e = error_of(f);
+  Error e = dstest::error_of(f);
   EXPECT_EQ(e.status(), st) << e.what();
   for (const char* n : needles) EXPECT_NE(std::string(e.what()).find(n), std::string::npos) << e.what();
 }

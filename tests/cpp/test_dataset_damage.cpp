@@ -38,15 +38,6 @@ std::unique_ptr<Dataset> open_ds(const std::string& dir, bool verify_crc = true)
   return Dataset::open(dir, o);
 }
 
-Error error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e;
-  }
-  return Error(A2PACK_OK, "");
-}
-
 bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 // A dataset of n runs over two engines, and a folder of more runs to append.
@@ -76,7 +67,7 @@ void put(const std::string& path, const std::string& bytes) {
 void expect_refused_everywhere(const Case& c, const std::string& what) {
   const std::string before = dstest::slurp(c.db());
   for (bool crc : {true, false}) {
-    Error e = error_of([&] { open_ds(c.ds, crc); });
+    Error e = dstest::error_of([&] { open_ds(c.ds, crc); });
     EXPECT_EQ(e.status(), A2PACK_E_CORRUPT) << e.what();
     EXPECT_TRUE(has(e.what(), c.db())) << e.what();
     EXPECT_TRUE(has(e.what(), what)) << e.what();
@@ -90,7 +81,7 @@ void expect_refused_everywhere(const Case& c, const std::string& what) {
   EXPECT_TRUE(named) << (v.errors.empty() ? "" : v.errors.back());
 
   DirSource s(c.more);
-  Error a = error_of([&] { append(s, c.ds, one()); });
+  Error a = dstest::error_of([&] { append(s, c.ds, one()); });
   EXPECT_EQ(a.status(), A2PACK_E_CORRUPT) << a.what();
   EXPECT_TRUE(has(a.what(), c.db())) << a.what();
   VerifyOptions vo;
@@ -120,7 +111,7 @@ TEST(DatasetDamage, MetadataDbCutAtOrPastAPageBoundaryIsRefused) {
     std::string db = dstest::slurp(c.db());
     ASSERT_GT(db.size(), 3 * 4096u);
     put(c.db(), db.substr(0, db.size() - cut));
-    Error e = error_of([&] { open_ds(c.ds); });
+    Error e = dstest::error_of([&] { open_ds(c.ds); });
     EXPECT_EQ(e.status(), A2PACK_E_CORRUPT) << "cut " << cut << ": " << e.what();
     EXPECT_TRUE(has(e.what(), c.db())) << e.what();
     EXPECT_FALSE(verify(c.ds, false, 1).ok) << "cut " << cut;
@@ -192,7 +183,7 @@ TEST(DatasetDamage, ManifestWithInvalidUtf8IsCorruptNamingTheFileAndByte) {
     EXPECT_TRUE(has(msg, "\\xff")) << msg;
     EXPECT_TRUE(utf8::valid(msg.data(), msg.size())) << msg;
   };
-  Error e = error_of([&] { open_ds(c.ds); });
+  Error e = dstest::error_of([&] { open_ds(c.ds); });
   EXPECT_EQ(e.status(), A2PACK_E_CORRUPT);
   expect_named(e.what());
 
@@ -204,10 +195,10 @@ TEST(DatasetDamage, ManifestWithInvalidUtf8IsCorruptNamingTheFileAndByte) {
   EXPECT_FALSE(j["ok"].get<bool>());
 
   DirSource s(c.more);
-  Error a = error_of([&] { append(s, c.ds, one()); });
+  Error a = dstest::error_of([&] { append(s, c.ds, one()); });
   EXPECT_EQ(a.status(), A2PACK_E_CORRUPT);
   expect_named(a.what());
-  Error r = error_of([&] { recover(c.ds, RecoverOptions{}); });
+  Error r = dstest::error_of([&] { recover(c.ds, RecoverOptions{}); });
   EXPECT_EQ(r.status(), A2PACK_E_CORRUPT);
   expect_named(r.what());
   EXPECT_EQ(dstest::slurp(mpath), m) << "a writer replaced the damaged manifest";

@@ -49,15 +49,6 @@ std::unique_ptr<Dataset> open_ds(const std::string& dir) {
   return Dataset::open(dir, o);
 }
 
-Error error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e;
-  }
-  return Error(A2PACK_OK, "");
-}
-
 // An NPY header the way a writer other than numpy may lay it out: no spare
 // room, padded to 16 bytes.
 std::string other_npy_header(uint64_t rows) {
@@ -306,7 +297,7 @@ TEST(DatasetForeign, InconsistentUnrecordedRunsAreRefusedNotDeleted) {
     EXPECT_TRUE(noted);
   }
   DirSource s(c.runs_dir(b));
-  Error e = error_of([&] { append(s, c.ds, one()); });
+  Error e = dstest::error_of([&] { append(s, c.ds, one()); });
   EXPECT_EQ(e.status(), A2PACK_E_CORRUPT);
   std::string msg = e.what();
   EXPECT_NE(msg.find("1 run (ids 3..3)"), std::string::npos) << msg;
@@ -341,7 +332,7 @@ TEST(DatasetForeign, RowsWithoutRunsAreRefused) {
   write_file_atomic(c.ds + "/steps.npy", file.data(), file.size());
   EXPECT_EQ(open_ds(c.ds)->rows(), info.rows);
   DirSource s(c.runs_dir(batch(9, 1)));
-  Error e = error_of([&] { append(s, c.ds, one()); });
+  Error e = dstest::error_of([&] { append(s, c.ds, one()); });
   EXPECT_EQ(e.status(), A2PACK_E_CORRUPT);
   EXPECT_NE(std::string(e.what()).find("2 rows past the"), std::string::npos) << e.what();
   EXPECT_EQ(read_npy_info(ReadFd(c.ds + "/steps.npy")).rows, info.rows + 2);
@@ -396,7 +387,7 @@ TEST(DatasetForeign, OwnInstalledRowsUnderUpstreamRowsAreRefused) {
             kCrashExitCode);
   upstream_append(c.ds, up);
   DirSource sb(c.runs_dir(b));
-  Error e = error_of([&] { append(sb, c.ds, one()); });
+  Error e = dstest::error_of([&] { append(sb, c.ds, one()); });
   EXPECT_EQ(e.status(), A2PACK_E_CORRUPT) << e.what();
   EXPECT_EQ(open_ds(c.ds)->runs(), 3u);
 }
@@ -413,7 +404,7 @@ TEST(DatasetForeign, SwappedFirstStepIdxIsRefusedAtOpen) {
         "WHERE id = 2) WHEN 2 THEN (SELECT first_step_idx FROM runs WHERE id = 1) END WHERE id IN "
         "(1, 2)");
   }
-  Error e = error_of([&] { open_ds(c.ds); });
+  Error e = dstest::error_of([&] { open_ds(c.ds); });
   EXPECT_EQ(e.status(), A2PACK_E_CORRUPT);
   EXPECT_NE(std::string(e.what()).find("run 1 has first_step_idx"), std::string::npos) << e.what();
 }

@@ -7,10 +7,12 @@
 
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "base/error.hpp"
 #include "base/file_io.hpp"
 #include "run/codec.hpp"
 #include "test_util.hpp"
@@ -109,6 +111,16 @@ inline void expect_row(const uint8_t* row, const ExpectedRow& e, const std::stri
 inline std::string slurp(const std::string& path) {
   auto b = a2test::read_bytes(path);
   return std::string(b.begin(), b.end());
+}
+
+// The library error `f` throws, or an A2PACK_OK one when it throws none.
+inline a2pack::Error error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const a2pack::Error& e) {
+    return e;
+  }
+  return a2pack::Error(A2PACK_OK, "");
 }
 
 }  // namespace dstest

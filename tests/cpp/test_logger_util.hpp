@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -21,9 +22,11 @@ struct Rec {
   std::vector<double> val;
 };
 
-// Decodes `dir` on one worker in a forked child whose address space is
-// limited to `limit` bytes (a container's memory limit), so a decoder that
-// sized anything from a frame's claims fails there. Returns the child's exit
+// Decodes `dir` on one worker in a forked child that may map at most
+// `limit` bytes more than it inherited (a container's memory limit), so a
+// decoder that sized anything from a frame's claims fails there. Counted
+// from what the child has (the test binary's other tests may have left
+// threads and mappings behind), not from zero. Returns the child's exit
 // status: 0 when ok(decoded) held, 1 when it did not, 2 when decoding threw,
 // -1 when the child did not exit.
 template <typename Ok>
@@ -31,7 +34,13 @@ int decode_under_address_limit(const std::string& dir, uint64_t limit, Ok ok) {
   pid_t child = ::fork();
   if (child < 0) return -1;
   if (child == 0) {
-    rlimit lim{limit, limit};
+    unsigned long pages = 0;
+    if (FILE* f = std::fopen("/proc/self/statm", "r")) {
+      if (std::fscanf(f, "%lu", &pages) != 1) pages = 0;
+      std::fclose(f);
+    }
+    const uint64_t have = uint64_t{pages} * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+    rlimit lim{have + limit, have + limit};
     ::setrlimit(RLIMIT_AS, &lim);
     try {
       a2pack::logger::DecodeOptions one;
