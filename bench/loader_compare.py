@@ -72,14 +72,12 @@ def run_loop(batches, n_batches, step_s):
 
 # ---------------------------------------------------------------- loaders
 def feed_batches(path, batch, depth, threads, seed):
-    import torch
-
     ds = a2pack.Dataset(path)
+    # Torch tensors viewing the ring slot, made once per slot by the feed.
     feed = a2pack.Feed(ds, batch_size=batch, depth=depth, threads=threads, columns=COLUMNS,
-                       moves_dtype="int64", seed=seed)
+                       moves_dtype="int64", seed=seed, tensors="torch")
     try:
-        for b in feed:
-            yield {k: torch.from_dlpack(b[k]) for k in COLUMNS}
+        yield from feed
     finally:
         feed.close()
 

@@ -181,6 +181,35 @@ def test_anything_kept_of_a_batch_keeps_its_slot(ds, kind):
         np.testing.assert_array_equal(nb["boards"], ds.steps[nb["indices"]]["board"])
 
 
+@pytest.mark.parametrize("kind", ["batch", "tensor", "view", "numpy", "dlpack"])
+def test_torch_tensors_kept_of_a_batch_keep_its_slot(ds, kind):
+    torch = pytest.importorskip("torch")
+    feed = a2pack.Feed(ds, batch_size=16, depth=1, slots=3, columns=("boards",), tensors="torch")
+    b = next(feed)
+    t = b["boards"]
+    assert isinstance(t, torch.Tensor) and t.dtype == torch.uint64
+    np.testing.assert_array_equal(t.numpy(), ds.steps[b["indices"].numpy()]["board"])
+    kept = {"batch": b, "tensor": t, "view": t[3:9], "numpy": t.numpy(),
+            "dlpack": np.from_dlpack(t)}[kind]
+    read = (lambda k: k["boards"].numpy().copy()) if kind == "batch" else (
+        lambda k: np.asarray(k).copy())
+    want = read(kept)
+    del b, t
+    gc.collect()
+    for _ in range(12):
+        nb = next(feed)
+        np.testing.assert_array_equal(nb["boards"].numpy(),
+                                      ds.steps[nb["indices"].numpy()]["board"])
+        del nb
+        np.testing.assert_array_equal(read(kept), want)
+    assert feed.stats()["held"] == 1
+    del kept
+    gc.collect()
+    assert feed.stats()["held"] == 0
+    with pytest.raises(ValueError, match="tensors must be"):
+        a2pack.Feed(ds, tensors="jax")
+
+
 def test_a_dropped_batch_comes_round_as_the_same_objects(ds):
     feed = a2pack.Feed(ds, batch_size=16, depth=1, slots=3)
     seen = {}

@@ -14,6 +14,7 @@ See docs/training.md for the recipes and the knobs.
 
 from __future__ import annotations
 
+import operator
 import sys
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
 
@@ -49,54 +50,68 @@ _WAIT_SLICE_MS = 100
 
 
 class _Slot:
-    """Holds the consumer's reference to a ring slot while its batch is out;
-    the views of the batch keep it alive (through their base), so a batch
-    the consumer still holds when the feed is gone keeps its slot until its
-    last view goes."""
+    """Holds the consumer's reference to a ring slot while its batch is out.
+    The views of the batch keep this object alive (through their base), so
+    a batch the consumer still holds when the feed is gone keeps its slot
+    until its last view goes."""
 
     __slots__ = ("h", "__weakref__")
 
     def __init__(self) -> None:
         self.h: Any = None
 
-    def hold(self, h: Any) -> None:
-        self.h = ffi.gc(h, lib.a2pack_feed_batch_release)
-
     def release(self) -> None:
         h, self.h = self.h, None
         if h is not None:
-            ffi.release(h)  # runs a2pack_feed_batch_release now
+            lib.a2pack_feed_batch_release(h)
+
+    def __del__(self) -> None:
+        self.release()
 
 
 class _SlotViews:
     """The Python objects of one ring slot (at one row count), made once and
     handed out again each time the slot comes round: a FeedBatch, its column
-    arrays and the array over the span they cover. Making them is most of the
-    cost of a batch on the Python side, and the same slot always has the same
-    layout.
+    arrays (or tensors) and the array over the span they cover. Making them
+    is most of the cost of a batch on the Python side, and the same slot
+    always has the same layout.
 
     An entry is either out (its slot's reference held, the objects the
     consumer's) or idle (no reference held, the objects reachable from the
     feed only). It goes back to idle, and the slot to the producers, once
     none of its objects is referenced from outside: every view numpy, torch
     (through DLPack) or a memoryview makes of a column refers to that column
-    or to the span's array, so their reference counts say whether the
-    consumer still holds anything of the batch."""
+    or to the span's array, and every view torch makes of a tensor shares
+    its storage, so reference counts (and torch's storage use counts) say
+    whether the consumer still holds anything of the batch."""
 
-    __slots__ = ("slot", "objects", "baseline", "batch")
+    __slots__ = ("slot", "objects", "storages", "storage_ids", "use_count", "baseline", "batch")
 
-    def __init__(self, slot: _Slot, batch: "FeedBatch", whole: Any) -> None:
+    def __init__(self, slot: _Slot, batch: "FeedBatch", owned: Tuple[Any, ...],
+                 tensors: Tuple[Any, ...]) -> None:
         self.slot = slot
         self.batch = batch
-        self.objects: Tuple[Any, ...] = (batch, whole, *batch._arrays.values())
+        self.objects: Tuple[Any, ...] = (batch, *owned, *batch._arrays.values())
+        # Torch tensors: their storages (kept, so the handles stay valid) and
+        # torch's count of the tensors and views that share each.
+        self.storages = tuple(t.untyped_storage() for t in tensors)
+        self.storage_ids = tuple(st._cdata for st in self.storages)
+        self.use_count: Any = None
+        if tensors:
+            import torch  # noqa: PLC0415 - only feeds asked for torch tensors get here
+            self.use_count = torch._C._storage_Use_Count
         # Set by the feed once no local variable refers to the objects.
-        self.baseline: Tuple[int, ...] = ()
+        self.baseline: List[int] = []
 
-    def counts(self) -> Tuple[int, ...]:
-        return tuple(sys.getrefcount(o) for o in self.objects)
+    def counts(self) -> List[int]:
+        c = list(map(sys.getrefcount, self.objects))
+        if self.use_count is not None:
+            c.extend(map(self.use_count, self.storage_ids))
+        return c
 
     def in_use(self) -> bool:
-        return any(c > b for c, b in zip(self.counts(), self.baseline))
+        # A count below its baseline cannot happen; one above it is a holder.
+        return any(map(operator.gt, self.counts(), self.baseline))
 
 
 class FeedBatch(Mapping[str, "npt.NDArray[Any]"]):
@@ -116,11 +131,12 @@ class FeedBatch(Mapping[str, "npt.NDArray[Any]"]):
         self._place(info)
 
     def _place(self, info: Any) -> None:
-        self.epoch = int(info.epoch)
-        self.batch = int(info.batch)
-        self.rows = int(info.rows)
-        self.global_rows = int(info.global_rows)
-        self.sequence = int(info.sequence)
+        # cffi reads the uint64_t fields as Python ints.
+        self.epoch = info.epoch
+        self.batch = info.batch
+        self.rows = info.rows
+        self.global_rows = info.global_rows
+        self.sequence = info.sequence
 
     def __getitem__(self, name: str) -> "npt.NDArray[Any]":
         return self._arrays[name]
@@ -166,6 +182,10 @@ class Feed:
     (written in that type directly). ``pin``: "auto" page-locks the ring
     when a CUDA runtime is loaded in the process, "on" insists, "off" never.
 
+    ``tensors="torch"`` makes the columns torch tensors (CPU, viewing the
+    slot like the numpy arrays; made once per slot, which saves their
+    conversion at every batch); the default is numpy arrays.
+
     ``mix=`` an :class:`~a2pack.mix.MixSampler` over this dataset's rows
     feeds its weighted global batches instead, from its next batch on and
     without end (its batch size and seed; ``world``/``rank`` take each
@@ -179,7 +199,10 @@ class Feed:
                  moves_dtype: "npt.DTypeLike" = np.uint8, seed: int = 0, shuffle: bool = True,
                  drop_last: bool = False, rank: int = 0, world: int = 1, epochs: int = 0,
                  start_epoch: int = 0, pin: str = "auto", sampler: Any = None,
-                 mix: Any = None) -> None:
+                 mix: Any = None, tensors: Optional[str] = None) -> None:
+        if tensors not in (None, "numpy", "torch"):
+            raise ValueError(f"tensors must be 'numpy' or 'torch', not {tensors!r}")
+        self._torch = tensors == "torch"
         if mix is not None and (sampler is not None or indices is not None):
             raise ValueError("give mix alone: it names the rows (not indices or sampler)")
         if sampler is not None:
@@ -251,9 +274,12 @@ class Feed:
         return self
 
     def __next__(self) -> FeedBatch:
-        h = self._check_open()
-        self._return_dropped()
-        out, ended = self._out, self._ended
+        h = self._h
+        if h is None:
+            self._check_open()
+        if self._handed_out:
+            self._return_dropped()
+        out, ended, info = self._out, self._ended, self._info
         # The wait happens inside the library with the GIL released (cffi
         # releases it around every call), in slices so Ctrl-C is seen.
         # A KeyboardInterrupt raised as a call returns must not lose a batch
@@ -268,15 +294,15 @@ class Feed:
                 if ended[0]:
                     raise StopIteration
             b = out[0]
-            check(lib.a2pack_feed_batch_get_info(b, self._info))
-            key = (int(ffi.cast("uintptr_t", b)), int(self._info.rows))
+            check(lib.a2pack_feed_batch_get_info(b, info))
+            key = (b, info.rows)  # a cdata pointer hashes and compares by address
             entry = self._views.get(key)
             if entry is None:
                 entry = self._views[key] = self._make_views(b)
                 # Taken here, where only the entry refers to its objects
                 # (as when in_use() looks again).
                 entry.baseline = entry.counts()
-            entry.slot.hold(b)
+            entry.slot.h = b
             out[0] = ffi.NULL
         except BaseException:
             if out[0] != ffi.NULL:
@@ -285,7 +311,7 @@ class Feed:
             raise
         self._handed_out.append(entry)
         batch = entry.batch
-        batch._place(self._info)
+        batch._place(info)
         return batch
 
     def _make_views(self, b: Any) -> _SlotViews:
@@ -300,7 +326,7 @@ class Feed:
                          _DTYPES[v.dtype]))
             pinned = bool(v.pinned)
         slot = _Slot()
-        arrays: Dict[str, "npt.NDArray[Any]"] = {}
+        arrays: Dict[str, Any] = {}
         if int(self._info.rows) == 0:
             whole = np.zeros(0, np.uint8)
             for name, _addr, _n, shape, dt in cols:
@@ -314,19 +340,23 @@ class Feed:
                                readonly=False)
             for name, addr, nbytes, shape, dt in cols:
                 arrays[name] = whole[addr - lo: addr - lo + nbytes].view(dt).reshape(shape)
-        return _SlotViews(slot, FeedBatch(arrays, self._info, pinned), whole)
+        if not self._torch:
+            return _SlotViews(slot, FeedBatch(arrays, self._info, pinned), (whole,), ())
+        import torch  # noqa: PLC0415 - asked for with tensors="torch"
+        tensors = {name: torch.from_dlpack(a) for name, a in arrays.items()}
+        return _SlotViews(slot, FeedBatch(tensors, self._info, pinned),
+                          (whole, *arrays.values()), tuple(tensors.values()))
 
     def _return_dropped(self) -> None:
         """Give the producers back the slots of batches the consumer no
         longer holds any part of."""
-        if self._handed_out:
-            kept = []
-            for entry in self._handed_out:
-                if entry.in_use():
-                    kept.append(entry)
-                else:
-                    entry.slot.release()
-            self._handed_out = kept
+        kept = []
+        for entry in self._handed_out:
+            if entry.in_use():
+                kept.append(entry)
+            else:
+                entry.slot.release()
+        self._handed_out = kept
 
     # -- state and statistics ----------------------------------------------
     def stats(self) -> Dict[str, Any]:
@@ -336,7 +366,8 @@ class Feed:
         producer threads: idle = waiting for a free slot or for the consumer,
         i.e. the consumer was behind), and the ring's shape and position."""
         h = self._check_open()
-        self._return_dropped()
+        if self._handed_out:
+            self._return_dropped()
         s = ffi.new("a2pack_feed_stats *")
         s.size = ffi.sizeof("a2pack_feed_stats")
         check(lib.a2pack_feed_stats_get(h, s))
@@ -397,7 +428,8 @@ class Feed:
         """Stop and join the producer threads. Batches still held stay valid."""
         if self._h is None:
             return
-        self._return_dropped()
+        if self._handed_out:
+            self._return_dropped()
         # Batches still out keep their slots through their views' bases; the
         # feed lets go of them and of the idle objects (whose memory goes
         # with the ring).
