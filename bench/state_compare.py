@@ -127,8 +127,11 @@ def grain_rates(ds_dir, batch, steps, tmp):
         next(it)
     arr = ar_steps / (time.perf_counter() - t)
     print(f"\ngrain delivery, batch {batch}, {steps} / {ar_steps} steps, one process, no prefetch")
-    print(f"grain over a2pack StepSource (batch items):  {a2:8.1f} steps/s")
-    print(f"grain over array_record (batch __getitems__):   {arr:8.1f} steps/s")
+    # A training step is one batch of `batch` rows (dataset steps).
+    print(f"grain over a2pack StepSource (batch items):  {a2:8.1f} batches/s "
+          f"({a2 * batch / 1e6:6.2f} M rows/s)")
+    print(f"grain over array_record (batch __getitems__):   {arr:8.1f} batches/s "
+          f"({arr * batch / 1e6:6.2f} M rows/s)")
     print(f"ratio: {a2 / arr:.1f}x")
 
 
