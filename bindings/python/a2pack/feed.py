@@ -114,9 +114,10 @@ class _SlotViews:
         return any(map(operator.gt, self.counts(), self.baseline))
 
 
-class FeedBatch(Mapping[str, "npt.NDArray[Any]"]):
-    """One batch: a read-only mapping of column name to numpy array (views
-    of the ring slot), plus where it lies in the order.
+class FeedBatch(Mapping[str, Any]):
+    """One batch: a read-only mapping of column name to numpy array (or,
+    with ``tensors="torch"``, torch tensor), views of the ring slot, plus
+    where it lies in the order.
 
     ``epoch``, ``batch`` (index of the global batch in its epoch), ``rows``
     (this rank's rows), ``global_rows`` (all ranks'), ``sequence`` (the
@@ -125,7 +126,7 @@ class FeedBatch(Mapping[str, "npt.NDArray[Any]"]):
 
     __slots__ = ("_arrays", "epoch", "batch", "rows", "global_rows", "sequence", "pinned")
 
-    def __init__(self, arrays: Dict[str, "npt.NDArray[Any]"], info: Any, pinned: bool) -> None:
+    def __init__(self, arrays: Dict[str, Any], info: Any, pinned: bool) -> None:
         self._arrays = arrays
         self.pinned = pinned
         self._place(info)
@@ -138,7 +139,7 @@ class FeedBatch(Mapping[str, "npt.NDArray[Any]"]):
         self.global_rows = info.global_rows
         self.sequence = info.sequence
 
-    def __getitem__(self, name: str) -> "npt.NDArray[Any]":
+    def __getitem__(self, name: str) -> Any:
         return self._arrays[name]
 
     def __iter__(self) -> Iterator[str]:
@@ -147,7 +148,7 @@ class FeedBatch(Mapping[str, "npt.NDArray[Any]"]):
     def __len__(self) -> int:
         return len(self._arrays)
 
-    def __getattr__(self, name: str) -> "npt.NDArray[Any]":
+    def __getattr__(self, name: str) -> Any:
         try:
             return self._arrays[name]
         except KeyError:
@@ -342,8 +343,8 @@ class Feed:
                 arrays[name] = whole[addr - lo: addr - lo + nbytes].view(dt).reshape(shape)
         if not self._torch:
             return _SlotViews(slot, FeedBatch(arrays, self._info, pinned), (whole,), ())
-        import torch  # noqa: PLC0415 - asked for with tensors="torch"
-        tensors = {name: torch.from_dlpack(a) for name, a in arrays.items()}
+        from torch.utils.dlpack import from_dlpack  # noqa: PLC0415 - asked for with tensors="torch"
+        tensors: Dict[str, Any] = {name: from_dlpack(a) for name, a in arrays.items()}
         return _SlotViews(slot, FeedBatch(tensors, self._info, pinned),
                           (whole, *arrays.values()), tuple(tensors.values()))
 
