@@ -109,3 +109,25 @@ def test_batches_reach_jax_without_a_copy(ds_dir):
     got = arrays["ev_values"]
     assert got.unsafe_buffer_pointer() == ev.__array_interface__["data"][0]
     assert float(jnp.sum(got)) == pytest.approx(float(ev.sum()))
+
+
+def test_pack_source_reads_entries_and_pickles(tmp_path):
+    import pickle
+
+    from a2pack.grain import PackSource
+    runs = [make_run(s, 5 + s) for s in range(7)]
+    write_runs(tmp_path / "runs", runs)
+    a2pack.pack_dir(tmp_path / "runs", tmp_path / "p.a2pack", workers=1)
+    src = PackSource(tmp_path / "p.a2pack")
+    reader = a2pack.PackReader(str(tmp_path / "p.a2pack"))
+    assert len(src) == len(reader) == 7
+    want = [reader.read(i) for i in range(7)]
+    assert src[3] == want[3]
+    assert src.__getitems__([6, 0, 6]) == [want[6], want[0], want[6]]
+    # Each item is a whole run's payload, which RunV2 decodes.
+    assert sorted(a2pack.RunV2.from_bytes(src[i]).meta.steps for i in range(7)) == list(range(5, 12))
+    # A worker process gets the path and opens its own reader.
+    copy = pickle.loads(pickle.dumps(src))
+    assert [copy[i] for i in range(7)] == want
+    ds = grain.MapDataset.source(src).shuffle(seed=3)
+    assert sorted(ds[i] for i in range(7)) == sorted(want)
