@@ -100,4 +100,20 @@ void write_out(T* out, const T& full) {
 uint8_t* owned_copy(const void* data, size_t len);
 char* owned_string(const std::string& s);
 
+// The body of a call that hands out owned bytes (a state, an encoding):
+// clears the outputs, then under guard() checks them, runs `make` (which
+// checks its own arguments and returns the bytes) and hands out a copy.
+template <typename Make>
+a2pack_status bytes_out(uint8_t** out_data, size_t* out_len, Make&& make) noexcept {
+  if (out_data) *out_data = nullptr;
+  if (out_len) *out_len = 0;
+  return guard([&] {
+    require(out_data, "out_data");
+    require(out_len, "out_len");
+    const std::string bytes = make();
+    *out_data = owned_copy(bytes.data(), bytes.size());
+    *out_len = bytes.size();
+  });
+}
+
 }  // namespace a2pack::capi

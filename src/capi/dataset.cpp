@@ -485,15 +485,9 @@ A2PACK_EXPORT a2pack_status a2pack_dataset_sampler_part(const a2pack_dataset_sam
 A2PACK_EXPORT a2pack_status a2pack_dataset_sampler_state(const a2pack_dataset_sampler* s,
                                                          uint64_t next_batch, uint8_t** out_data,
                                                          size_t* out_len) {
-  if (out_data) *out_data = nullptr;
-  if (out_len) *out_len = 0;
-  return guard([&] {
+  return capi::bytes_out(out_data, out_len, [&] {
     require(s, "sampler");
-    require(out_data, "out_data");
-    require(out_len, "out_len");
-    const std::string st = s->s.save_state(next_batch);
-    *out_data = capi::owned_copy(st.data(), st.size());
-    *out_len = st.size();
+    return s->s.save_state(next_batch);
   });
 }
 

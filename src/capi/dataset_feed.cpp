@@ -238,15 +238,9 @@ A2PACK_EXPORT a2pack_status a2pack_feed_stats_get(const a2pack_feed* f, a2pack_f
 
 A2PACK_EXPORT a2pack_status a2pack_feed_state(const a2pack_feed* f, uint8_t** out_data,
                                               size_t* out_len) {
-  if (out_data) *out_data = nullptr;
-  if (out_len) *out_len = 0;
-  return guard([&] {
+  return capi::bytes_out(out_data, out_len, [&] {
     require_parent(f);
-    require(out_data, "out_data");
-    require(out_len, "out_len");
-    std::string s = f->f->save_state();
-    *out_data = capi::owned_copy(s.data(), s.size());
-    *out_len = s.size();
+    return f->f->save_state();
   });
 }
 

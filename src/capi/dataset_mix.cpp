@@ -95,15 +95,9 @@ A2PACK_EXPORT a2pack_status a2pack_dataset_mix_set_weights(a2pack_dataset_mix* m
 A2PACK_EXPORT a2pack_status a2pack_dataset_mix_state(const a2pack_dataset_mix* m,
                                                      uint64_t next_batch, uint8_t** out_data,
                                                      size_t* out_len) {
-  if (out_data) *out_data = nullptr;
-  if (out_len) *out_len = 0;
-  return guard([&] {
+  return capi::bytes_out(out_data, out_len, [&] {
     require(m, "mix");
-    require(out_data, "out_data");
-    require(out_len, "out_len");
-    const std::string st = m->m.save_state(next_batch);
-    *out_data = capi::owned_copy(st.data(), st.size());
-    *out_len = st.size();
+    return m->m.save_state(next_batch);
   });
 }
 

@@ -162,15 +162,9 @@ std::string encode(const run::Run& r, a2pack_run_kind kind, uint32_t flags) {
 A2PACK_EXPORT a2pack_status a2pack_run_encode(const a2pack_run* r, a2pack_run_kind kind,
                                               uint32_t flags, uint8_t** out_data,
                                               size_t* out_len) {
-  if (out_data) *out_data = nullptr;
-  if (out_len) *out_len = 0;
-  return guard([&] {
+  return capi::bytes_out(out_data, out_len, [&] {
     require(r, "run");
-    require(out_data, "out_data");
-    require(out_len, "out_len");
-    std::string bytes = encode(r->run, kind, flags);
-    *out_data = capi::owned_copy(bytes.data(), bytes.size());
-    *out_len = bytes.size();
+    return encode(r->run, kind, flags);
   });
 }
 

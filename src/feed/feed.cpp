@@ -531,20 +531,8 @@ void Feed::load_state(const void* data, size_t len) {
          flags & kFlagMix ? "a mixing sampler" : "an epoch sampler",
          mix_ ? "a mixing sampler" : "an epoch sampler");
   if (mix_) {
-    // Checked before anything changes; the mix adopts the state's seed and weights.
-    std::unique_ptr<dataset::MixSampler> m;
-    {
-      std::lock_guard<std::mutex> lk(mix_mu_);
-      m = std::make_unique<dataset::MixSampler>(*mix_);
-    }
-    const uint64_t next = m->load_state(p + kHeader, inner_len);
-    stop();
-    {
-      std::lock_guard<std::mutex> lk(mix_mu_);
-      mix_ = std::move(m);
-      o_.seed = mix_->seed();
-    }
-    begin(0, next, nullptr);
+    // The mix adopts the state's seed and weights.
+    change_mix([&](dataset::MixSampler& m) { return m.load_state(p + kHeader, inner_len); });
     return;
   }
   if (shuffle != o_.shuffle)
@@ -576,19 +564,26 @@ void Feed::set_weights(const std::vector<double>& weights) {
     std::lock_guard<std::mutex> lk(ring_->mu);
     from = position(consumed_).batch;
   }
-  // Checked on a copy first: weights the mix refuses change nothing.
+  change_mix([&](dataset::MixSampler& m) {
+    m.set_weights(weights, from);
+    return from;
+  });
+}
+
+void Feed::change_mix(const std::function<uint64_t(dataset::MixSampler&)>& change) {
+  // On a copy first: a change the mix refuses (it throws) leaves the feed as it was.
   std::unique_ptr<dataset::MixSampler> m;
   {
     std::lock_guard<std::mutex> lk(mix_mu_);
     m = std::make_unique<dataset::MixSampler>(*mix_);
   }
-  m->set_weights(weights, from);
+  const uint64_t next = change(*m);
   stop();
   {
     std::lock_guard<std::mutex> lk(mix_mu_);
     mix_ = std::move(m);
   }
-  begin(0, from, nullptr);
+  begin(0, next, nullptr);
 }
 
 }  // namespace a2pack::feed

@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -95,6 +96,10 @@ class Feed {
   void make_ring(uint64_t batch_len);  // the ring for parts of batches of batch_len rows
   // Set the order to start at (epoch, batch) and start the producers.
   void begin(uint64_t epoch, uint64_t batch, std::shared_ptr<const dataset::Sampler> s);
+  // A feed over a mix: `change` alters a copy of the mix and returns the
+  // batch to go on from; then the producers stop, the copy replaces the mix
+  // and they restart there.
+  void change_mix(const std::function<uint64_t(dataset::MixSampler&)>& change);
   std::shared_ptr<const dataset::Sampler> sampler_for(uint64_t epoch);
   // Gather ticket t into slot s (any thread; uses `workers` gather threads).
   void fill(Slot* s, uint64_t ticket, uint32_t workers);
