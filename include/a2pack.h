@@ -814,6 +814,13 @@ typedef struct a2pack_dataset_build_options {
                                      that are loading the dataset (or another writer) to
                                      let go of its lock. Default 60000; 0: fail at once;
                                      < 0: wait as long as it takes. */
+  int32_t copy_steps;             /* append only. 0 (default): extend steps.npy in place,
+                                     writing the new rows and its header only; 1: write a
+                                     new steps.npy (the old rows copied) and rename it into
+                                     place - a copy of the whole file, for folders other
+                                     programs read without a2pack's lock while appending.
+                                     A file whose header has no room for the new count, or
+                                     that has another hard link, is always copied. */
 } a2pack_dataset_build_options;
 
 A2PACK_API void a2pack_dataset_build_options_init(a2pack_dataset_build_options *opts);
@@ -826,6 +833,7 @@ typedef struct a2pack_dataset_build_result {
   uint64_t total_rows;
   uint64_t runs_skipped;  /* bad runs skipped (skip_bad) */
   uint64_t runs_adopted;  /* runs another tool had appended, now recorded (append) */
+  int32_t steps_copied;   /* append: 1 when steps.npy was rewritten rather than extended */
 } a2pack_dataset_build_result;
 
 /* Build a dataset in `out_dir` from `input`: a folder (every *.a2run2 under

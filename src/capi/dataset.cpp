@@ -101,6 +101,7 @@ dataset::BuildOptions convert(const a2pack_dataset_build_options* user) {
     };
   }
   b.lock_timeout_ms = o.lock_timeout_ms;
+  b.copy_steps = o.copy_steps != 0;
   return b;
 }
 
@@ -114,6 +115,7 @@ void fill_result(a2pack_dataset_build_result* out, const dataset::BuildResult& r
   full.total_rows = r.total_rows;
   full.runs_skipped = r.runs_skipped;
   full.runs_adopted = r.runs_adopted;
+  full.steps_copied = r.steps_copied ? 1 : 0;
   capi::write_out(out, full);
 }
 

@@ -30,6 +30,7 @@ struct DatasetArgs {
   bool skip_bad = false;
   bool strict = false;
   double lock_timeout_s = 60;
+  bool copy_steps = false;
   bool progress = false;  // upstream's `dataset build --progress`: the bar is on by default here
 };
 
@@ -58,6 +59,7 @@ a2pack_dataset_build_options build_options(const DatasetArgs& a, Progress& bar) 
   o.skip_bad = a.skip_bad;
   o.on_bad_input = &report_bad;
   o.lock_timeout_ms = a.lock_timeout_s < 0 ? -1 : static_cast<int64_t>(a.lock_timeout_s * 1000);
+  o.copy_steps = a.copy_steps;
   return o;
 }
 
@@ -72,6 +74,7 @@ void print_result(const char* verb, const a2pack_dataset_build_result& r, double
                         {"total_runs", r.total_runs},
                         {"total_rows", r.total_rows},
                         {"seconds", secs}};
+    if (!a.dataset.empty()) j["steps_copied"] = r.steps_copied != 0;
     fmt::print("{}\n", j.dump(2));
     std::fflush(stdout);
   } else {
@@ -109,6 +112,10 @@ void run_append(const DatasetArgs& a) {
   check(a2pack_dataset_append(a.dataset.c_str(), a.input.c_str(), &o, &r));
   bar.finish();
   print_result("appended", r, now_seconds() - t0, a);
+  if (r.steps_copied && !a.json && !a.copy_steps)
+    status("note: steps.npy was copied rather than extended: its header was not a2pack's (it "
+           "is now, so the next append extends it in place), or another hard link shares the "
+           "file\n");
 }
 
 void run_stats(const DatasetArgs& a) {
@@ -233,12 +240,19 @@ Registrar reg("dataset", [](CLI::App& app) {
   c->callback([b] { run_build(*b); });
 
   auto p = std::make_shared<DatasetArgs>();
-  c = g->add_subcommand("append", "Add runs to a dataset (atomically)");
+  c = g->add_subcommand("append",
+                        "Add runs to a dataset (atomically). Writes only the new rows, steps.npy's "
+                        "header and the new runs of metadata.db: the cost grows with the new runs, "
+                        "not the dataset");
   c->add_option("--dataset,-d", p->dataset, "Dataset folder")->required();
   c->add_option("--input,-i", p->input, "Folder of .a2run2 files, or a .a2pack packfile")->required();
   c->add_option("--workers,-j", p->workers, "Decode threads (0 = all cores)");
   c->add_flag("--allow-missing-branches", p->allow_missing_branches,
               "Accept runs without branch values: only the chosen move is legal, at 1.0");
+  c->add_flag("--copy", p->copy_steps,
+              "Write a new steps.npy (the old rows copied, then renamed into place) instead of "
+              "extending it: costs a copy of the whole file; for folders that programs other "
+              "than a2pack read while appending (they keep the old file)");
   add_writer_flags(c, *p);
   c->callback([p] { run_append(*p); });
 

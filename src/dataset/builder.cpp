@@ -99,9 +99,13 @@ size_t take_failures(std::vector<std::exception_ptr>& errors, size_t k, size_t a
   return found;
 }
 
-// Decode every run of `src` and append its rows to `out`, run ids from
+// Where decoded rows go, in order: a new steps file, or the end of the
+// existing one.
+using RowSink = std::function<void(const uint8_t*, size_t)>;
+
+// Decode every run of `src` and hand its rows to `out`, run ids from
 // `first_id`, row numbers from `first_row`, extending `crc`.
-StreamResult stream_rows(const RunSource& src, TempFile& out, uint64_t first_id,
+StreamResult stream_rows(const RunSource& src, const RowSink& out, uint64_t first_id,
                          uint64_t first_row, uint32_t crc, const BuildOptions& o,
                          const char* crash_name) {
   const size_t n = src.count();
@@ -204,7 +208,7 @@ StreamResult stream_rows(const RunSource& src, TempFile& out, uint64_t first_id,
       if (take_failures(errors, k, a, skip, src, o, res) == 0) break;
     }
 
-    out.write(rows.data(), rows.size());
+    out(rows.data(), rows.size());
     res.crc = crc32c::extend(res.crc, rows.data(), rows.size());
     for (size_t j = 0; j < k; ++j) {
       if (skip[j]) continue;
@@ -251,6 +255,29 @@ void require_dataset_files(const std::string& dir) {
     if (!path_exists(dir + "/" + f))
       fail(A2PACK_E_NOT_FOUND, "{}/{}: missing (a dataset holds steps.npy, metadata.db and "
            "manifest.json)", dir, f);
+}
+
+// Whether steps.npy can be extended or cut in place: a2pack's own header
+// length (so the row count is patched without moving a byte of data), and no
+// other name for the file (a hard-linked copy, say a snapshot, must not
+// change with it).
+bool extendable_in_place(const ReadFd& steps, const NpyInfo& info) {
+  struct stat st;
+  if (::fstat(steps.fd(), &st) != 0) fail_errno("stat", steps.path(), errno);
+  return info.data_offset == npy_header_size() && st.st_nlink == 1;
+}
+
+// Cut the tail an interrupted in-place append left: the header's count back
+// first (the journal, still present, claims the bytes past it), then the
+// file's length, then fsync. A crash between the steps leaves a state the
+// journal still explains.
+void cut_own_tail(const std::string& steps_path, uint64_t data_offset, uint64_t rows) {
+  ExtendFile f(steps_path);
+  const std::string hdr = npy_header(rows);
+  f.pwrite(hdr.data(), hdr.size(), 0);
+  f.sync();
+  f.truncate(data_offset + rows * kRowBytes);
+  f.sync();
 }
 
 // Rewrite steps.npy with only its first `rows` rows (temporary file, rename).
@@ -306,13 +333,15 @@ Manifest recover_locked(const std::string& dir, const RecoverOptions& ro, Recove
 
   const std::string steps_path = dir + "/steps.npy";
   std::optional<ReadFd> steps(std::in_place, steps_path);
-  NpyInfo info = read_npy_info(*steps);
   auto m = read_manifest(dir);
-  auto j = read_journal(dir);
+  auto j = m ? read_journal(dir) : std::nullopt;
+  NpyInfo info = read_npy_info(*steps, m && j && j->owns_steps(*m, steps->fd()));
   if (!m) {
+    if (path_exists(dir + "/" + kJournalName)) remove_journal(dir);
     // A dataset from the upstream tool: describe it in a manifest first, so
-    // that the append protocol has a commit record to roll back to.
-    if (j) remove_journal(dir);  // only an append writes one, after a manifest exists
+    // that the append protocol has a commit record to roll back to. (A
+    // journal without a manifest is removed above: only an append writes
+    // one, after a manifest exists.)
     Manifest empty;
     Unrecorded u = find_unrecorded(dir, empty, std::nullopt, info, *steps, db);
     if (u.foreign() && !u.adoptable())
@@ -345,11 +374,14 @@ Manifest recover_locked(const std::string& dir, const RecoverOptions& ro, Recove
           fmt::format("deleted {} uncommitted runs of an interrupted append from metadata.db",
                       u.own_runs));
     }
-    if (u.own_tail && info.rows > m->rows) {
-      truncate_steps(steps_path, *steps, info, m->rows);
+    if (u.own_tail && (info.rows > m->rows || info.tail_bytes)) {
+      if (extendable_in_place(*steps, info))
+        cut_own_tail(steps_path, info.data_offset, m->rows);
+      else
+        truncate_steps(steps_path, *steps, info, m->rows);
       rep.actions.push_back(fmt::format(
           "removed {} uncommitted rows of an interrupted append from the end of steps.npy",
-          info.rows - m->rows));
+          u.own_rows));
       steps.emplace(steps_path);
       info = read_npy_info(*steps);
     }
@@ -544,7 +576,9 @@ BuildResult build_folder(const std::string& out_dir, const BuildOptions& o,
 
 BuildResult build(const RunSource& src, const std::string& out_dir, const BuildOptions& o) {
   return build_folder(out_dir, o, src.input(), src.kind(), [&](TempFile& steps) {
-    return stream_rows(src, steps, 0, 0, 0, o, "build:rows-partial");
+    return stream_rows(
+        src, [&](const uint8_t* p, size_t n) { steps.write(p, n); }, 0, 0, 0, o,
+        "build:rows-partial");
   });
 }
 
@@ -604,6 +638,119 @@ BuildResult build_from_rows(const uint8_t* rows, uint64_t n_rows, std::vector<Ru
   });
 }
 
+namespace {
+
+Journal start_journal(const Manifest& m, uint64_t new_runs, int steps_fd,
+                      const std::string& steps_name, bool in_place) {
+  Journal j;
+  j.pid = ::getpid();
+  j.started_utc = utc_now();
+  j.old_rows = m.rows;
+  j.old_runs = m.runs;
+  j.old_next_run_id = m.next_run_id;
+  j.old_sources = m.sources.size();
+  j.old_crc = m.steps_crc32c;
+  j.first_new_id = m.next_run_id;
+  j.end_new_id = m.next_run_id + new_runs;
+  struct stat st;
+  if (::fstat(steps_fd, &st) != 0) fail_errno("stat", steps_name, errno);
+  j.steps_dev = static_cast<uint64_t>(st.st_dev);
+  j.steps_ino = static_cast<uint64_t>(st.st_ino);
+  j.in_place = in_place;
+  return j;
+}
+
+void insert_new_runs(const std::string& dir, const std::vector<RunRow>& runs) {
+  Db db(dir + "/metadata.db", Db::Mode::read_write);
+  set_durable(db);
+  db.exec("BEGIN IMMEDIATE");
+  insert_runs(db, runs);
+  crash_point("append:db-inserted");
+  db.exec("COMMIT");
+  crash_point("append:db-committed");
+}
+
+// The append that writes a new steps file: a header, the committed rows
+// (copy_file_range: file systems that share extents copy nothing; others
+// copy every byte), the new rows; renamed over steps.npy after metadata.db
+// has the new runs. Readers outside a2pack's lock keep the old file.
+StreamResult append_by_copy(const RunSource& src, const std::string& dir, const Manifest& m,
+                            const ReadFd& old, const NpyInfo& info, const BuildOptions& o) {
+  const std::string steps_path = dir + "/steps.npy";
+  TempFile tmp(steps_path);
+  std::string hdr = npy_header(0);
+  tmp.write(hdr.data(), hdr.size());
+  // Only the committed rows: a tail left by an interrupted append is dropped.
+  tmp.copy_from(old.fd(), steps_path, info.data_offset, m.rows * kRowBytes);
+  crash_point("append:old-rows-copied");
+  StreamResult res = stream_rows(
+      src, [&](const uint8_t* p, size_t n) { tmp.write(p, n); }, m.next_run_id, m.rows,
+      m.steps_crc32c, o, "append:rows-partial");
+  hdr = npy_header(m.rows + res.rows);
+  tmp.pwrite(hdr.data(), hdr.size(), 0);
+  tmp.sync();
+  crash_point("append:steps-synced");
+  // From here on the append changes metadata.db and steps.npy: record first
+  // what it is about to do, so that recovery undoes exactly this append and
+  // nothing another tool wrote.
+  write_journal(dir, start_journal(m, res.runs.size(), tmp.fd(), tmp.temp_path(), false));
+  crash_point("append:journal-written");
+  insert_new_runs(dir, res.runs);
+  tmp.install();
+  crash_point("append:steps-installed");
+  return res;
+}
+
+// The append that extends steps.npy where it is: it writes the new rows
+// after the committed ones and, once metadata.db has their runs, patches the
+// header's row count (a2pack's header has room for any count, so its length
+// never changes). It writes the new rows and one header, nothing else.
+//
+// A journal comes first here, since steps.npy itself changes: one with no
+// run ids, which claims whatever lies past the committed rows until the
+// manifest commits, so that readers ignore a partly written tail (and accept
+// the file's length past its header's count) and recovery cuts it off. Once
+// the rows are durable it is rewritten with the run ids about to be inserted,
+// as the copying append writes it: claiming ids only from then on keeps the
+// window in which another tool's runs could take those ids as short.
+StreamResult append_in_place(const RunSource& src, const std::string& dir, const Manifest& m,
+                             const ReadFd& old, const NpyInfo& info, const BuildOptions& o) {
+  const std::string steps_path = dir + "/steps.npy";
+  write_journal(dir, start_journal(m, 0, old.fd(), steps_path, true));
+  crash_point("append:tail-claimed");
+  ExtendFile f(steps_path);
+  f.seek_end(info.data_offset + m.rows * kRowBytes);
+  StreamResult res;
+  try {
+    res = stream_rows(
+        src, [&](const uint8_t* p, size_t n) { f.write(p, n); }, m.next_run_id, m.rows,
+        m.steps_crc32c, o, "append:rows-partial");
+    f.sync();
+    crash_point("append:steps-synced");
+    write_journal(dir, start_journal(m, res.runs.size(), old.fd(), steps_path, true));
+  } catch (...) {
+    // A bad run, a stop asked for, a full disk: nothing was committed, so
+    // take the rows back now rather than leave them to the next append's
+    // recovery (which does the same if this fails too).
+    try {
+      cut_own_tail(steps_path, info.data_offset, m.rows);
+      remove_journal(dir);
+    } catch (const Error&) {
+    }
+    throw;
+  }
+  crash_point("append:journal-written");
+  insert_new_runs(dir, res.runs);
+  // The rows are durable before the header counts them.
+  const std::string hdr = npy_header(m.rows + res.rows);
+  f.pwrite(hdr.data(), hdr.size(), 0);
+  f.sync();
+  crash_point("append:steps-installed");
+  return res;
+}
+
+}  // namespace
+
 BuildResult append(const RunSource& src, const std::string& dir_in, const BuildOptions& o) {
   require_local(dir_in);
   const std::string dir = strip_slashes(dir_in);
@@ -617,54 +764,17 @@ BuildResult append(const RunSource& src, const std::string& dir_in, const BuildO
   const std::string steps_path = dir + "/steps.npy";
   ReadFd old(steps_path);
   NpyInfo info = read_npy_info(old);
-  TempFile tmp(steps_path);
-  std::string hdr = npy_header(0);
-  tmp.write(hdr.data(), hdr.size());
-  // Only the committed rows: a tail left by an interrupted append is dropped.
-  tmp.copy_from(old.fd(), steps_path, info.data_offset, m.rows * kRowBytes);
-  crash_point("append:old-rows-copied");
-  StreamResult res =
-      stream_rows(src, tmp, m.next_run_id, m.rows, m.steps_crc32c, o, "append:rows-partial");
-  const uint64_t total = m.rows + res.rows;
-  hdr = npy_header(total);
-  tmp.pwrite(hdr.data(), hdr.size(), 0);
-  tmp.sync();
-  crash_point("append:steps-synced");
-  // From here on the append changes metadata.db and steps.npy: record first
-  // what it is about to do, so that recovery undoes exactly this append and
-  // nothing another tool wrote.
-  {
-    Journal j;
-    j.pid = ::getpid();
-    j.started_utc = utc_now();
-    j.old_rows = m.rows;
-    j.old_runs = m.runs;
-    j.old_next_run_id = m.next_run_id;
-    j.old_sources = m.sources.size();
-    j.old_crc = m.steps_crc32c;
-    j.first_new_id = m.next_run_id;
-    j.end_new_id = m.next_run_id + res.runs.size();
-    struct stat st;
-    if (::fstat(tmp.fd(), &st) != 0) fail_errno("stat", tmp.temp_path(), errno);
-    j.steps_dev = static_cast<uint64_t>(st.st_dev);
-    j.steps_ino = static_cast<uint64_t>(st.st_ino);
-    write_journal(dir, j);
-  }
-  crash_point("append:journal-written");
-  {
-    Db db(dir + "/metadata.db", Db::Mode::read_write);
-    set_durable(db);
-    db.exec("BEGIN IMMEDIATE");
-    insert_runs(db, res.runs);
-    crash_point("append:db-inserted");
-    db.exec("COMMIT");
-  }
-  crash_point("append:db-committed");
-  tmp.install();
-  crash_point("append:steps-installed");
+  // In place unless asked for a copy, or the file cannot take it: another
+  // header length (a file numpy or another tool wrote with less room; the
+  // copy writes a2pack's header, so later appends extend in place), another
+  // name linked to it, or rows past the committed ones (recovery has made
+  // them the committed ones or refused, so this is only a guard).
+  const bool in_place = !o.copy_steps && info.rows == m.rows && extendable_in_place(old, info);
+  StreamResult res = in_place ? append_in_place(src, dir, m, old, info, o)
+                              : append_by_copy(src, dir, m, old, info, o);
 
   Manifest next = m;
-  next.rows = total;
+  next.rows = m.rows + res.rows;
   next.runs += res.runs.size();
   next.next_run_id += res.runs.size();
   next.steps_crc32c = res.crc;
@@ -683,6 +793,7 @@ BuildResult append(const RunSource& src, const std::string& dir_in, const BuildO
   r.total_rows = next.rows;
   r.runs_adopted = rep.adopted_runs;
   r.runs_skipped = res.skipped;
+  r.steps_copied = !in_place;
   return r;
 }
 

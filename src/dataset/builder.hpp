@@ -46,6 +46,12 @@ struct BuildOptions {
   // How long an append (or a replacing build) waits for the folder's lock:
   // < 0 forever, 0 not at all.
   int64_t lock_timeout_ms = 60000;
+  // append: write a new steps.npy (the committed rows copied, then renamed
+  // into place) instead of extending it in place. Costs a copy of the whole
+  // file (none on file systems that share extents); for folders that other
+  // programs read without a2pack's lock (np.load, upstream's tools) while
+  // appends run, which then keep reading the old file.
+  bool copy_steps = false;
 };
 
 struct BuildResult {
@@ -55,6 +61,7 @@ struct BuildResult {
   uint64_t total_rows = 0;
   uint64_t runs_skipped = 0;  // skip_bad
   uint64_t runs_adopted = 0;  // foreign runs recorded by this append
+  bool steps_copied = false;  // append: steps.npy was rewritten rather than extended
 };
 
 // Build `out_dir` from `src`, atomically: everything is written into a sibling

@@ -129,9 +129,9 @@ std::unique_ptr<Dataset> Dataset::open(const std::string& dir_in, const OpenOpti
   auto journal = ds->manifest_ ? read_journal(dir) : std::nullopt;
   const std::string steps_path = dir + "/steps.npy";
   ReadFd f(steps_path);
-  NpyInfo info = read_npy_info(f);
-  ds->file_rows_ = info.rows;
   const Manifest base = ds->manifest_ ? *ds->manifest_ : Manifest{};
+  NpyInfo info = read_npy_info(f, journal && journal->owns_steps(base, f.fd()));
+  ds->file_rows_ = info.rows;
   if (info.rows < base.rows)
     fail(A2PACK_E_CORRUPT, "{}: holds {} rows but manifest.json records {} (truncated or replaced)",
          steps_path, info.rows, base.rows);

@@ -32,8 +32,6 @@ Unrecorded find_unrecorded(const std::string& dir, const Manifest& base,
                            const std::optional<Journal>& journal, const NpyInfo& info,
                            const ReadFd& steps, Db& db) {
   Unrecorded u;
-  struct stat st;
-  if (::fstat(steps.fd(), &st) != 0) fail_errno("stat", steps.path(), errno);
   if (journal) {
     if (journal->describes_uncommitted(base)) {
       u.own_pending = true;
@@ -44,10 +42,12 @@ Unrecorded find_unrecorded(const std::string& dir, const Manifest& base,
       q.bind(2, static_cast<int64_t>(std::min<uint64_t>(u.own_end_id, INT64_MAX)));
       q.step();
       u.own_runs = static_cast<uint64_t>(q.col_int(0));
-      if (static_cast<uint64_t>(st.st_dev) == journal->steps_dev &&
-          static_cast<uint64_t>(st.st_ino) == journal->steps_ino) {
+      if (journal->owns_steps(base, steps.fd())) {
         u.own_tail = true;
-        u.own_rows = info.rows > base.rows ? info.rows - base.rows : 0;
+        // Rows the header declares past the committed ones, and a tail an
+        // append extending in place had written before it patched the header.
+        u.own_rows = (info.rows > base.rows ? info.rows - base.rows : 0) +
+                     (info.tail_bytes + kRowBytes - 1) / kRowBytes;
       }
     } else {
       u.stale_journal = true;

@@ -105,6 +105,34 @@ void TempFile::install() {
   fsync_dir(parent_dir(final_));
 }
 
+// ---------------------------------------------------------------- ExtendFile
+ExtendFile::ExtendFile(std::string path) : path_(std::move(path)) {
+  fd_ = ::open(path_.c_str(), O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd_ < 0) fail_errno("open for writing", path_, errno);
+}
+
+ExtendFile::~ExtendFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void ExtendFile::write(const void* data, size_t len) {
+  pwrite_all(fd_, data, len, end_, path_);
+  end_ += len;
+}
+
+void ExtendFile::pwrite(const void* data, size_t len, uint64_t offset) {
+  pwrite_all(fd_, data, len, offset, path_);
+}
+
+void ExtendFile::truncate(uint64_t size) {
+  if (::ftruncate(fd_, static_cast<off_t>(size)) != 0) fail_errno("truncate", path_, errno);
+  end_ = size;
+}
+
+void ExtendFile::sync() {
+  if (::fsync(fd_) != 0) fail_errno("fsync", path_, errno);
+}
+
 // ---------------------------------------------------------------- DirLock
 namespace {
 

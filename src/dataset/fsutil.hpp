@@ -37,6 +37,32 @@ class TempFile {
   bool installed_ = false;
 };
 
+// An existing file extended in place (steps.npy by an append that does not
+// copy it): writes go past its current end or over its header; nothing is
+// renamed. Opened O_WRONLY without following a symlink; the caller has
+// checked that it is a regular file (ReadFd) and that no other name links it.
+class ExtendFile {
+ public:
+  explicit ExtendFile(std::string path);
+  ~ExtendFile();
+  ExtendFile(const ExtendFile&) = delete;
+  ExtendFile& operator=(const ExtendFile&) = delete;
+
+  // Write at the current end (starting at `size`, given by the caller: the
+  // end of the committed rows, not a tail an interrupted append left).
+  void seek_end(uint64_t size) { end_ = size; }
+  void write(const void* data, size_t len);
+  void pwrite(const void* data, size_t len, uint64_t offset);
+  void truncate(uint64_t size);
+  void sync();
+  uint64_t end() const { return end_; }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  uint64_t end_ = 0;
+};
+
 // An flock() on a folder: shared for readers while they load, exclusive for
 // an append or a replacing build. Released on destruction.
 //

@@ -21,6 +21,13 @@ bool Journal::describes_uncommitted(const Manifest& m) const {
          m.steps_crc32c == old_crc && m.sources.size() == old_sources;
 }
 
+bool Journal::owns_steps(const Manifest& m, int fd) const {
+  struct stat st;
+  if (::fstat(fd, &st) != 0) return false;
+  return describes_uncommitted(m) && static_cast<uint64_t>(st.st_dev) == steps_dev &&
+         static_cast<uint64_t>(st.st_ino) == steps_ino;
+}
+
 void write_journal(const std::string& dir, const Journal& j) {
   json o;
   o["format"] = "a2pack-append-journal";
@@ -33,6 +40,7 @@ void write_journal(const std::string& dir, const Journal& j) {
               {"steps_crc32c", j.old_crc}};
   o["new_run_ids"] = {j.first_new_id, j.end_new_id};
   o["new_steps"] = {{"dev", j.steps_dev}, {"ino", j.steps_ino}};
+  o["mode"] = j.in_place ? "in-place" : "new-file";
   std::string text = o.dump(2) + "\n";
   TempFile t(dir + "/" + kJournalName);
   t.write(text.data(), text.size());
@@ -70,6 +78,10 @@ std::optional<Journal> read_journal(const std::string& dir) {
            j.first_new_id, j.end_new_id, j.old_next_run_id);
     j.steps_dev = o.at("new_steps").at("dev").get<uint64_t>();
     j.steps_ino = o.at("new_steps").at("ino").get<uint64_t>();
+    const std::string mode = o.value("mode", "new-file");
+    if (mode != "in-place" && mode != "new-file")
+      fail(A2PACK_E_CORRUPT, "{}: unknown append mode '{}'", path, printable(mode));
+    j.in_place = mode == "in-place";
     return j;
   } catch (const json::exception& e) {
     fail(A2PACK_E_CORRUPT, "{}: damaged append journal: {}", path, printable(e.what()));

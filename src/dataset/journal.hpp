@@ -30,13 +30,20 @@ struct Journal {
   uint32_t old_crc = 0;
   // The run ids the append inserts into metadata.db: [first_new_id, end_new_id).
   uint64_t first_new_id = 0, end_new_id = 0;
-  // The new steps file (device and inode): when steps.npy is this file, the
-  // rows past old_rows are the append's.
+  // The steps file the append writes (device and inode): when steps.npy is
+  // this file, the rows past old_rows are the append's. For an append that
+  // writes a new file this is the new file (steps.npy once it is renamed into
+  // place); for one that extends steps.npy in place, steps.npy itself, whose
+  // bytes past old_rows may then be a partly written tail.
   uint64_t steps_dev = 0, steps_ino = 0;
+  bool in_place = false;
 
   // Whether `m` is still the manifest the append started from (the append
   // did not commit); a committed append's journal is only a leftover.
   bool describes_uncommitted(const Manifest& m) const;
+  // Whether the open file `fd` is the steps file of this uncommitted append
+  // (so that what lies past m.rows in it is the append's).
+  bool owns_steps(const Manifest& m, int fd) const;
 };
 
 // Write the journal durably (temporary name, fsync, rename, fsync the folder).

@@ -280,7 +280,7 @@ uint64_t npy_header_length(const uint8_t* d, size_t len, uint64_t file_size,
 }
 
 NpyInfo parse_npy_header(const uint8_t* d, size_t len, uint64_t file_size,
-                         const std::string& path) {
+                         const std::string& path, bool allow_tail) {
   uint64_t total = npy_header_length(d, len, file_size, path);
   if (len < total) fail(A2PACK_E_INTERNAL, "{}: header buffer too short", path);
   NpyInfo info;
@@ -310,6 +310,10 @@ NpyInfo parse_npy_header(const uint8_t* d, size_t len, uint64_t file_size,
   info.rows = shape->items[0].i;
   info.data_offset = total;
   uint64_t avail = file_size - total;
+  if (allow_tail && info.rows <= avail / kRowBytes) {
+    info.tail_bytes = avail - info.rows * kRowBytes;
+    return info;
+  }
   if (info.rows > avail / kRowBytes || avail != info.rows * kRowBytes) {
     if (info.rows > avail / kRowBytes)
       fail(A2PACK_E_CORRUPT,
@@ -324,7 +328,7 @@ NpyInfo parse_npy_header(const uint8_t* d, size_t len, uint64_t file_size,
   return info;
 }
 
-NpyInfo read_npy_info(const ReadFd& f) {
+NpyInfo read_npy_info(const ReadFd& f, bool allow_tail) {
   uint64_t size = f.size();
   std::vector<uint8_t> head(static_cast<size_t>(std::min<uint64_t>(size, 4096)));
   if (!head.empty()) f.pread_exact(head.data(), head.size(), 0);
@@ -333,7 +337,7 @@ NpyInfo read_npy_info(const ReadFd& f) {
     head.resize(static_cast<size_t>(total));
     f.pread_exact(head.data(), head.size(), 0);
   }
-  return parse_npy_header(head.data(), head.size(), size, f.path());
+  return parse_npy_header(head.data(), head.size(), size, f.path(), allow_tail);
 }
 
 }  // namespace a2pack::dataset

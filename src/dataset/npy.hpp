@@ -27,6 +27,8 @@ struct NpyInfo {
   uint64_t rows = 0;         // shape[0]
   uint64_t data_offset = 0;  // where row 0 starts
   int version = 1;           // NPY major version (1, 2 or 3)
+  // Bytes past the declared rows: always 0 unless the caller allowed a tail.
+  uint64_t tail_bytes = 0;
 };
 
 // Parse and check the header at the start of a file of `file_size` bytes;
@@ -35,8 +37,11 @@ struct NpyInfo {
 // magic, an unknown version, a dtype other than the step dtype (any field,
 // type, byte order or padding), Fortran order, a shape that is not (N,), and a
 // file whose size is not data_offset + 32 * N (truncated or with extra bytes).
+// With `allow_tail`, bytes past the N rows are counted in tail_bytes instead:
+// for a steps.npy an append of a2pack's is extending in place, whose journal
+// claims what lies past the committed rows (dataset/journal.hpp).
 NpyInfo parse_npy_header(const uint8_t* head, size_t head_len, uint64_t file_size,
-                         const std::string& path);
+                         const std::string& path, bool allow_tail = false);
 
 // Total header length (magic to the end of the padded dict) from the first
 // 12 bytes; checks magic and version. Refuses headers over 1 MiB.
@@ -44,6 +49,6 @@ uint64_t npy_header_length(const uint8_t* first, size_t len, uint64_t file_size,
                            const std::string& path);
 
 // Read and check the header of an open steps.npy (parse_npy_header's checks).
-NpyInfo read_npy_info(const ReadFd& f);
+NpyInfo read_npy_info(const ReadFd& f, bool allow_tail = false);
 
 }  // namespace a2pack::dataset

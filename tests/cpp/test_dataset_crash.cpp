@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <set>
+#include <vector>
 
 #include "base/error.hpp"
 #include "dataset/builder.hpp"
@@ -96,25 +97,24 @@ struct AppendCase {
 
 }  // namespace
 
-TEST(DatasetCrash, AppendLeavesOldOrNewAtEveryPoint) {
+// Both ways an append writes steps.npy: extending it in place (the default)
+// and writing a new file that is renamed over it (copy_steps).
+static void check_append_crash_points(bool copy, const std::vector<const char*>& points) {
+  BuildOptions o = one_worker();
+  o.copy_steps = copy;
   // The reference: the same append without a crash.
   AppendCase ref;
   Content old_c = content_of(ref.ds);
   DirSource ref_more(ref.more);
-  append(ref_more, ref.ds, one_worker());
+  EXPECT_EQ(append(ref_more, ref.ds, o).steps_copied, copy);
   Content new_c = content_of(ref.ds);
   ASSERT_NE(old_c, new_c);
 
-  const char* points[] = {"append:old-rows-copied", "append:rows-partial",
-                          "append:steps-synced",    "append:journal-written",
-                          "append:db-inserted",     "append:db-committed",
-                          "append:steps-installed", "append:manifest-synced",
-                          "append:committed"};
   for (const char* point : points) {
     SCOPED_TRACE(point);
     AppendCase s;
     DirSource more(s.more);
-    ASSERT_EQ(run_child(point, [&] { append(more, s.ds, one_worker()); }), kCrashExitCode);
+    ASSERT_EQ(run_child(point, [&] { append(more, s.ds, o); }), kCrashExitCode);
     Content after = content_of(s.ds);
     bool committed = std::string(point) == "append:committed";
     EXPECT_TRUE(after == (committed ? new_c : old_c));
@@ -122,13 +122,29 @@ TEST(DatasetCrash, AppendLeavesOldOrNewAtEveryPoint) {
     EXPECT_TRUE(v.ok) << (v.errors.empty() ? "" : v.errors[0]);
     // Appending again gives what an uninterrupted append gives.
     if (!committed) {
-      append(more, s.ds, one_worker());
+      append(more, s.ds, o);
       EXPECT_TRUE(content_of(s.ds) == new_c);
       std::set<std::string> names;
       for (const auto& e : fs::directory_iterator(s.ds)) names.insert(e.path().filename());
       EXPECT_EQ(names, (std::set<std::string>{"manifest.json", "metadata.db", "steps.npy"}));
     }
   }
+}
+
+TEST(DatasetCrash, InPlaceAppendLeavesOldOrNewAtEveryPoint) {
+  check_append_crash_points(false, {"append:tail-claimed", "append:rows-partial",
+                                    "append:steps-synced", "append:journal-written",
+                                    "append:db-inserted", "append:db-committed",
+                                    "append:steps-installed", "append:manifest-synced",
+                                    "append:committed"});
+}
+
+TEST(DatasetCrash, CopyingAppendLeavesOldOrNewAtEveryPoint) {
+  check_append_crash_points(true, {"append:old-rows-copied", "append:rows-partial",
+                                   "append:steps-synced", "append:journal-written",
+                                   "append:db-inserted", "append:db-committed",
+                                   "append:steps-installed", "append:manifest-synced",
+                                   "append:committed"});
 }
 
 TEST(DatasetCrash, InterruptedBuildLeavesNoDatasetOrThePreviousOne) {

@@ -70,7 +70,9 @@ std::string other_npy_header(uint64_t rows) {
 // What upstream's `dataset append` does to a dataset folder.
 void upstream_append(const std::string& dir, const std::vector<run::Run>& runs) {
   ReadFd f(dir + "/steps.npy");
-  NpyInfo info = read_npy_info(f);
+  // npyz's NpyFile::into_vec reads the rows the header declares and ignores
+  // bytes past them (such as the tail of an interrupted in-place append).
+  NpyInfo info = read_npy_info(f, /*allow_tail=*/true);
   std::string rows(info.rows * 32, '\0');
   if (!rows.empty()) f.pread_exact(rows.data(), rows.size(), info.data_offset);
   uint64_t new_rows = 0;

@@ -297,19 +297,22 @@ def test_append_then_verify(built, tmp_path, runs):
     assert sorted(os.listdir(built)) == ["manifest.json", "metadata.db", "steps.npy"]
 
 
-CRASH_POINTS = ["append:old-rows-copied", "append:rows-partial", "append:steps-synced",
-                "append:journal-written", "append:db-inserted", "append:db-committed", "append:steps-installed",
-                "append:manifest-synced", "append:committed"]
+# The named points of each way of writing steps.npy (docs/dataset.md).
+_COMMON_POINTS = ["append:rows-partial", "append:steps-synced", "append:journal-written",
+                  "append:db-inserted", "append:db-committed", "append:steps-installed",
+                  "append:manifest-synced", "append:committed"]
+CRASH_POINTS = ([("in-place", p) for p in ["append:tail-claimed"] + _COMMON_POINTS]
+                + [("copy", p) for p in ["append:old-rows-copied"] + _COMMON_POINTS])
 
 APPEND_SCRIPT = textwrap.dedent("""
     import sys, a2pack
-    a2pack.append_dataset(sys.argv[1], sys.argv[2], workers=1)
+    a2pack.append_dataset(sys.argv[1], sys.argv[2], workers=1, copy=sys.argv[3] == "copy")
 """)
 
 
-def _append_in_child(ds, more, env_extra=None):
+def _append_in_child(ds, more, env_extra=None, mode="in-place"):
     env = dict(os.environ, **(env_extra or {}))
-    return subprocess.Popen([sys.executable, "-c", APPEND_SCRIPT, str(ds), str(more)], env=env)
+    return subprocess.Popen([sys.executable, "-c", APPEND_SCRIPT, str(ds), str(more), mode], env=env)
 
 
 def _content(ds_dir):
@@ -347,15 +350,19 @@ def _same(a, b):
     return len(a[0]) == len(b[0]) and (a[0] == b[0]).all() and a[1] == b[1]
 
 
-@pytest.mark.parametrize("point", CRASH_POINTS)
-def test_append_crash_at_named_points(crash_setup, point):
+@pytest.mark.parametrize("mode,point", CRASH_POINTS)
+def test_append_crash_at_named_points(crash_setup, mode, point):
     tmp, old, new = crash_setup
-    ds = tmp / f"ds-{point.replace(':', '-')}"
+    ds = tmp / f"ds-{mode}-{point.replace(':', '-')}"
     a2pack.build_dataset(tmp / "runs", ds)
-    p = _append_in_child(ds, tmp / "more", {"A2PACK_TEST_CRASH_AT": point})
+    p = _append_in_child(ds, tmp / "more", {"A2PACK_TEST_CRASH_AT": point}, mode)
     assert p.wait(timeout=120) == 86
     got = _content(ds)
     assert _same(got, new if point == "append:committed" else old)
+    # numpy reads the committed rows at any point (an in-place append's
+    # uncommitted tail lies past the rows the header declares).
+    steps = np.load(ds / "steps.npy", mmap_mode="r")
+    assert (steps[:len(got[0])] == got[0]).all()
     # The next append completes the job.
     if point != "append:committed":
         a2pack.append_dataset(ds, tmp / "more")
@@ -363,19 +370,20 @@ def test_append_crash_at_named_points(crash_setup, point):
         assert sorted(os.listdir(ds)) == ["manifest.json", "metadata.db", "steps.npy"]
 
 
-def test_append_killed_at_random_times(crash_setup):
+@pytest.mark.parametrize("mode", ["in-place", "copy"])
+def test_append_killed_at_random_times(crash_setup, mode):
     tmp, old, new = crash_setup
     t0 = time.perf_counter()
-    probe = tmp / "probe"
+    probe = tmp / f"probe-{mode}"
     a2pack.build_dataset(tmp / "runs", probe)
-    assert _append_in_child(probe, tmp / "more").wait(timeout=120) == 0
+    assert _append_in_child(probe, tmp / "more", mode=mode).wait(timeout=120) == 0
     duration = time.perf_counter() - t0
     rnd = random.Random(1234)
     outcomes = set()
     for k in range(6):
-        ds = tmp / f"kill-{k}"
+        ds = tmp / f"kill-{mode}-{k}"
         a2pack.build_dataset(tmp / "runs", ds)
-        p = _append_in_child(ds, tmp / "more")
+        p = _append_in_child(ds, tmp / "more", mode=mode)
         time.sleep(rnd.uniform(0, duration))
         p.send_signal(signal.SIGKILL)
         p.wait(timeout=120)

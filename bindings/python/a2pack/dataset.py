@@ -158,7 +158,8 @@ def _build_options(workers: int, allow_missing_branches: bool, overwrite: bool,
 def _result(r: Any, skipped: Optional[List[Tuple[str, str]]] = None) -> Dict[str, Any]:
     out: Dict[str, Any] = {"runs_added": r.runs_added, "rows_added": r.rows_added,
            "total_runs": r.total_runs, "total_rows": r.total_rows,
-           "runs_skipped": r.runs_skipped, "runs_adopted": r.runs_adopted}
+           "runs_skipped": r.runs_skipped, "runs_adopted": r.runs_adopted,
+           "steps_copied": bool(r.steps_copied)}
     if skipped is not None:
         out["skipped"] = skipped
     return out
@@ -189,8 +190,16 @@ def build_dataset(input: PathLike, out_dir: PathLike, *, workers: int = 0,
 
 def append_dataset(dataset_dir: PathLike, input: PathLike, *, workers: int = 0,
                    allow_missing_branches: bool = False, progress: Progress = None,
-                   skip_bad: bool = False, lock_timeout: Optional[float] = 60.0) -> Dict[str, Any]:
+                   skip_bad: bool = False, lock_timeout: Optional[float] = 60.0,
+                   copy: bool = False) -> Dict[str, Any]:
     """Append runs to a dataset, atomically (fresh run ids; see docs/dataset.md).
+
+    steps.npy is extended in place: the append writes the new rows, its
+    header and metadata.db's new runs, whatever the dataset's size. With
+    ``copy`` it writes a new steps.npy instead (the old rows copied, then
+    renamed into place), for folders that programs other than a2pack read
+    while appends run (they keep the old file); the result's
+    ``steps_copied`` says which happened.
 
     Waits up to ``lock_timeout`` seconds (None: no limit) for readers that
     are loading the dataset. Runs another tool appended without updating the
@@ -198,6 +207,7 @@ def append_dataset(dataset_dir: PathLike, input: PathLike, *, workers: int = 0,
     skipped: Optional[List[Tuple[str, str]]] = [] if skip_bad else None
     o, _cb = _build_options(workers, allow_missing_branches, False, progress,
                             lock_timeout, skip_bad, skipped)
+    o.copy_steps = bool(copy)
     r = ffi.new("a2pack_dataset_build_result *")
     r.size = ffi.sizeof("a2pack_dataset_build_result")
     check(lib.a2pack_dataset_append(fspath(dataset_dir), fspath(input), o, r))

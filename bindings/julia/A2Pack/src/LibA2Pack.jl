@@ -307,6 +307,7 @@ struct a2pack_dataset_build_options
     on_bad_input::a2pack_dataset_bad_input_fn  # a2pack_dataset_bad_input_fn on_bad_input
     on_bad_input_user::Ptr{Cvoid}  # void *on_bad_input_user
     lock_timeout_ms::Int64  # int64_t lock_timeout_ms
+    copy_steps::Int32  # int32_t copy_steps
 end
 
 # a2pack_dataset_build_result
@@ -318,6 +319,7 @@ struct a2pack_dataset_build_result
     total_rows::UInt64  # uint64_t total_rows
     runs_skipped::UInt64  # uint64_t runs_skipped
     runs_adopted::UInt64  # uint64_t runs_adopted
+    steps_copied::Int32  # int32_t steps_copied
 end
 
 # a2pack_dataset_run_record
