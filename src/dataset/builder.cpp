@@ -238,6 +238,37 @@ StreamResult stream_rows(const RunSource& src, const RowSink& out, uint64_t firs
   return res;
 }
 
+// Size and CRC32C of a file's bytes (metadata.db: tens of MB per million
+// runs, read from the page cache at memory speed).
+void file_crc(const std::string& path, uint64_t& bytes, uint32_t& crc) {
+  ReadFd f(path);
+  bytes = f.size();
+  crc = 0;
+  std::vector<uint8_t> buf(std::min<uint64_t>(bytes, uint64_t{8} << 20));
+  for (uint64_t off = 0; off < bytes; off += buf.size()) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(buf.size(), bytes - off));
+    f.pread_exact(buf.data(), n, off);
+    crc = crc32c::extend(crc, buf.data(), n);
+  }
+}
+
+// Record metadata.db as it is now (committed, and written or checked by
+// a2pack) in the manifest about to be written.
+void stamp_metadata(Manifest& m, const std::string& db_path) {
+  file_crc(db_path, m.metadata_bytes, m.metadata_crc32c);
+  m.has_metadata_stamp = true;
+}
+
+// Whether metadata.db is still the file the manifest's stamp records: then
+// its indexes were checked (or written) by a2pack and need no new scan.
+bool metadata_unchanged(const Manifest& m, const std::string& db_path) {
+  if (!m.has_metadata_stamp || path_exists(db_path + "-wal")) return false;
+  uint64_t bytes = 0;
+  uint32_t crc = 0;
+  file_crc(db_path, bytes, crc);
+  return bytes == m.metadata_bytes && crc == m.metadata_crc32c;
+}
+
 void write_manifest(const std::string& dir, const Manifest& m, const char* crash_name) {
   TempFile t(dir + "/manifest.json");
   std::string text = to_json(m);
@@ -322,18 +353,21 @@ Manifest recover_locked(const std::string& dir, const RecoverOptions& ro, Recove
   const std::string db_path = dir + "/metadata.db";
   const std::string journal = db_path + "-journal";
   bool had_journal = path_exists(journal);
+  auto m = read_manifest(dir);
   Db db(db_path, Db::Mode::read_write);
   check_schema(db);  // the first read rolls back a hot journal
   // Nothing is written into a damaged file: SQLite would write the zeroed
-  // tail of a cut page back as if it were data.
+  // tail of a cut page back as if it were data. The index scan is skipped
+  // when not asked for and the file is byte for byte the one a2pack
+  // committed last (its CRC is read at memory speed; the scan walks every
+  // run through SQLite, about 100 times slower).
   check_db_size(db);
-  check_db_indexes(db);
+  if (ro.check_indexes || !m || !metadata_unchanged(*m, db_path)) check_db_indexes(db);
   if (had_journal && !path_exists(journal))
     rep.actions.push_back("rolled back an interrupted metadata.db transaction");
 
   const std::string steps_path = dir + "/steps.npy";
   std::optional<ReadFd> steps(std::in_place, steps_path);
-  auto m = read_manifest(dir);
   auto j = m ? read_journal(dir) : std::nullopt;
   NpyInfo info = read_npy_info(*steps, m && j && j->owns_steps(*m, steps->fd()));
   if (!m) {
@@ -350,6 +384,7 @@ Manifest recover_locked(const std::string& dir, const RecoverOptions& ro, Recove
     Manifest nm = adopt_into(empty, u, info, *steps, dir, "existing");
     nm.created_utc = nm.updated_utc = utc_now();
     nm.generator = generator_name();
+    stamp_metadata(nm, db_path);
     write_manifest(dir, nm, "adopt:manifest-synced");
     rep.actions.push_back("wrote manifest.json for a dataset that had none");
     for (const auto& b : u.batches)
@@ -397,6 +432,7 @@ Manifest recover_locked(const std::string& dir, const RecoverOptions& ro, Recove
                              "adopted");
     nm.updated_utc = utc_now();
     nm.generator = generator_name();
+    stamp_metadata(nm, db_path);
     write_manifest(dir, nm, "adopt:manifest-synced");
     rep.actions.push_back(fmt::format("recorded {} in manifest.json", u.describe()));
     rep.warnings.push_back(adopted_warning(dir, u));
@@ -557,6 +593,7 @@ BuildResult build_folder(const std::string& out_dir, const BuildOptions& o,
     m.created_utc = m.updated_utc = utc_now();
     m.generator = generator_name();
     m.sources.push_back({input, kind, m.runs, m.rows, 0, m.created_utc});
+    stamp_metadata(m, tmp + "/metadata.db");
     write_manifest(tmp, m, "build:manifest-synced");
     fsync_dir(tmp);
     crash_point("build:before-install");
@@ -757,7 +794,9 @@ BuildResult append(const RunSource& src, const std::string& dir_in, const BuildO
   require_dataset_files(dir);
   DirLock lock(dir, /*exclusive=*/true, o.lock_timeout_ms);
   RecoverReport rep;
-  Manifest m = recover_locked(dir, RecoverOptions{}, rep);
+  RecoverOptions ro;
+  ro.check_indexes = false;  // unless metadata.db changed since a2pack committed it
+  Manifest m = recover_locked(dir, ro, rep);
   if (o.on_warning)
     for (const auto& w : rep.warnings) o.on_warning(w);
 
@@ -782,6 +821,7 @@ BuildResult append(const RunSource& src, const std::string& dir_in, const BuildO
   next.generator = generator_name();
   next.sources.push_back(
       {src.input(), src.kind(), res.runs.size(), res.rows, m.next_run_id, next.updated_utc});
+  stamp_metadata(next, dir + "/metadata.db");
   write_manifest(dir, next, "append:manifest-synced");
   crash_point("append:committed");
   remove_journal(dir);

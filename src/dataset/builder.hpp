@@ -98,6 +98,11 @@ struct RecoverOptions {
   // (`verify --repair --discard-unrecorded`); otherwise recovery refuses.
   bool discard_unrecorded = false;
   int64_t lock_timeout_ms = 60000;  // as BuildOptions
+  // Compare metadata.db's indexes with its runs table (a scan of every run:
+  // dataset/db_check.hpp) even when the file is still the one a2pack
+  // committed last (the manifest's metadata_db stamp). `verify --repair`
+  // does; an append does not, so that it costs what its new runs cost.
+  bool check_indexes = true;
 };
 
 // Under an exclusive lock: remove temporary files an interrupted writer left,

@@ -71,6 +71,8 @@ std::string to_json(const Manifest& m) {
     s.push_back(std::move(e));
   }
   j["sources"] = s;
+  if (m.has_metadata_stamp)
+    j["metadata_db"] = {{"bytes", m.metadata_bytes}, {"crc32c", m.metadata_crc32c}};
   // A source's input is the path given, which need not be UTF-8: such bytes
   // are written as U+FFFD (the path is a record, never read back as a path).
   return j.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
@@ -141,6 +143,12 @@ Manifest parse_manifest(const std::string& text, const std::string& path) {
   m.created_utc = get_str(j, "created", path);
   m.updated_utc = get_str(j, "updated", path);
   m.generator = get_str(j, "generator", path);
+  if (auto it = j.find("metadata_db"); it != j.end()) {
+    if (!it->is_object()) fail(A2PACK_E_CORRUPT, "{}: \"metadata_db\" must be an object", path);
+    m.metadata_bytes = get<uint64_t>(*it, "bytes", path);
+    m.metadata_crc32c = get<uint32_t>(*it, "crc32c", path);
+    m.has_metadata_stamp = true;
+  }
   if (auto it = j.find("sources"); it != j.end()) {
     if (!it->is_array()) fail(A2PACK_E_CORRUPT, "{}: \"sources\" must be an array", path);
     for (const auto& s : *it) {

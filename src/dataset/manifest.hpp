@@ -38,6 +38,15 @@ struct Manifest {
   std::string updated_utc;
   std::string generator;     // "a2pack 0.1.0"
   std::vector<SourceRecord> sources;
+  // metadata.db as a2pack committed it (its size and the CRC32C of its bytes;
+  // JSON "metadata_db": {"bytes": N, "crc32c": X}). While the file still
+  // matches, it is the file a2pack wrote or checked, and an append need not
+  // scan its indexes again (dataset/db_check.hpp). Absent in manifests
+  // written before it existed; any change (another tool's insert, damage)
+  // makes the next append check the indexes in full.
+  bool has_metadata_stamp = false;
+  uint64_t metadata_bytes = 0;
+  uint32_t metadata_crc32c = 0;
 };
 
 std::string to_json(const Manifest& m);
