@@ -47,6 +47,7 @@ _PIN = {"auto": lib.A2PACK_FEED_PIN_AUTO, "off": lib.A2PACK_FEED_PIN_OFF,
 # How long one wait inside the library lasts before Python looks at its
 # signals again (Ctrl-C), in milliseconds.
 _WAIT_SLICE_MS = 100
+_E_FULL = lib.A2PACK_E_FULL  # next() when the consumer holds every slot of the ring
 
 
 class _Slot:
@@ -278,22 +279,32 @@ class Feed:
         h = self._h
         if h is None:
             self._check_open()
-        if self._handed_out:
-            self._return_dropped()
         out, ended, info = self._out, self._ended, self._info
+        # The slots of batches the consumer dropped go back to the producers
+        # after the next batch is taken when one is ready: handing a slot back
+        # wakes a producer, which on a busy machine may run on this core
+        # first, and that should delay the training step's own work rather
+        # than this call. When none is ready (or the consumer holds every
+        # slot) they go back first, since the producers may need them.
         # The wait happens inside the library with the GIL released (cffi
         # releases it around every call), in slices so Ctrl-C is seen.
         # A KeyboardInterrupt raised as a call returns must not lose a batch
         # the call handed out: it is released unless taken over.
         try:
-            while True:
-                st = lib.a2pack_feed_next_timeout(h, _WAIT_SLICE_MS, out, ended)
-                if st:
-                    check(st)
-                if out[0] != ffi.NULL:
-                    break
-                if ended[0]:
-                    raise StopIteration
+            st = lib.a2pack_feed_next_timeout(h, 0, out, ended)
+            if st and st != _E_FULL:
+                check(st)
+            if out[0] == ffi.NULL:
+                if self._handed_out:
+                    self._return_dropped()
+                while True:
+                    if ended[0]:
+                        raise StopIteration
+                    st = lib.a2pack_feed_next_timeout(h, _WAIT_SLICE_MS, out, ended)
+                    if st:
+                        check(st)
+                    if out[0] != ffi.NULL:
+                        break
             b = out[0]
             check(lib.a2pack_feed_batch_get_info(b, info))
             key = (b, info.rows)  # a cdata pointer hashes and compares by address
@@ -310,6 +321,8 @@ class Feed:
                 lib.a2pack_feed_batch_release(out[0])
                 out[0] = ffi.NULL
             raise
+        if self._handed_out:
+            self._return_dropped()
         self._handed_out.append(entry)
         batch = entry.batch
         batch._place(info)
