@@ -323,6 +323,13 @@ end
         cli_runs(joinpath(d, "runs"); n=5, steps=60, seed=3)
         res = build_dataset(joinpath(d, "runs"), joinpath(d, "ds"); workers=2)
         @test res.total_runs == 5
+        # Appends extend steps.npy in place unless asked to copy it.
+        cli_runs(joinpath(d, "more"); n=2, steps=30, seed=4)
+        app = build_dataset(joinpath(d, "more"), joinpath(d, "ds"); append=true)
+        @test app.total_runs == 7 && !app.steps_copied
+        app = build_dataset(joinpath(d, "more"), joinpath(d, "ds"); append=true, copy_steps=true)
+        @test app.total_runs == 9 && app.steps_copied
+        res = app
         raw = npy_rows(joinpath(d, "ds", "steps.npy"))
         n = size(raw, 2)
         @test res.total_rows == n

@@ -137,6 +137,15 @@ impl BuildOptions {
         self.raw.overwrite = i32::from(on);
         self
     }
+
+    /// [`append`] only: write a new steps.npy (the old rows copied, then
+    /// renamed into place) instead of extending it in place. Costs a copy of
+    /// the whole file; for folders that programs other than a2pack read
+    /// while appends run.
+    pub fn copy_steps(mut self, on: bool) -> Self {
+        self.raw.copy_steps = i32::from(on);
+        self
+    }
 }
 
 /// What a build or append did.
@@ -158,6 +167,10 @@ pub struct BuildResult {
     pub total_runs: u64,
     /// Rows of the dataset after the call.
     pub total_rows: u64,
+    /// [`append`]: steps.npy was rewritten as a new file rather than
+    /// extended in place ([`BuildOptions::copy_steps`], a header of another
+    /// length, or another hard link to the file).
+    pub steps_copied: bool,
 }
 
 type BuildFn = unsafe extern "C" fn(
@@ -191,6 +204,7 @@ fn run_build(
         rows_added: r.rows_added,
         total_runs: r.total_runs,
         total_rows: r.total_rows,
+        steps_copied: r.steps_copied != 0,
     }))
 }
 
@@ -214,6 +228,9 @@ pub fn build(
 }
 
 /// Append the runs of `input` to the dataset in `dataset_dir`, atomically.
+/// steps.npy is extended in place: the append writes the new rows, the
+/// file's header and the new runs, whatever the dataset's size
+/// (docs/dataset.md).
 pub fn append(
     dataset_dir: impl AsRef<Path>,
     input: impl AsRef<Path>,

@@ -197,6 +197,9 @@ fn append_verify_and_bad_input() {
     common::gen_runs(&more, 2, 99);
     let r = dataset::append(&ds_dir, &more, &BuildOptions::new(), None).unwrap();
     assert_eq!((r.runs_added, r.total_runs), (2, 10));
+    assert!(!r.steps_copied, "extended in place");
+    let r = dataset::append(&ds_dir, &more, &BuildOptions::new().copy_steps(true), None).unwrap();
+    assert_eq!((r.runs_added, r.total_runs, r.steps_copied), (2, 12, true));
     let report = dataset::verify(&ds_dir, false, 1).unwrap();
     assert!(report.contains("\"ok\": true") || report.contains("\"ok\":true"), "{report}");
 
