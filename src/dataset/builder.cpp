@@ -679,16 +679,7 @@ namespace {
 
 Journal start_journal(const Manifest& m, uint64_t new_runs, int steps_fd,
                       const std::string& steps_name, bool in_place) {
-  Journal j;
-  j.pid = ::getpid();
-  j.started_utc = utc_now();
-  j.old_rows = m.rows;
-  j.old_runs = m.runs;
-  j.old_next_run_id = m.next_run_id;
-  j.old_sources = m.sources.size();
-  j.old_crc = m.steps_crc32c;
-  j.first_new_id = m.next_run_id;
-  j.end_new_id = m.next_run_id + new_runs;
+  Journal j = Journal::starting_from(m, new_runs);
   struct stat st;
   if (::fstat(steps_fd, &st) != 0) fail_errno("stat", steps_name, errno);
   j.steps_dev = static_cast<uint64_t>(st.st_dev);

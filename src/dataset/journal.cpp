@@ -16,6 +16,20 @@ namespace a2pack::dataset {
 
 using nlohmann::json;
 
+Journal Journal::starting_from(const Manifest& m, uint64_t new_runs) {
+  Journal j;
+  j.pid = ::getpid();
+  j.started_utc = utc_now();
+  j.old_rows = m.rows;
+  j.old_runs = m.runs;
+  j.old_next_run_id = m.next_run_id;
+  j.old_sources = m.sources.size();
+  j.old_crc = m.steps_crc32c;
+  j.first_new_id = m.next_run_id;
+  j.end_new_id = m.next_run_id + new_runs;
+  return j;
+}
+
 bool Journal::describes_uncommitted(const Manifest& m) const {
   return m.rows == old_rows && m.runs == old_runs && m.next_run_id == old_next_run_id &&
          m.steps_crc32c == old_crc && m.sources.size() == old_sources;

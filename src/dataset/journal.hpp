@@ -40,6 +40,11 @@ struct Journal {
 
   // Whether `m` is still the manifest the append started from (the append
   // did not commit); a committed append's journal is only a leftover.
+  // The journal of an append that starts from the committed manifest `m` and
+  // inserts `new_runs` runs (ids from m.next_run_id); pid and start time set
+  // here, the steps file's identity left to the caller.
+  static Journal starting_from(const Manifest& m, uint64_t new_runs);
+
   bool describes_uncommitted(const Manifest& m) const;
   // Whether the open file `fd` is the steps file of this uncommitted append
   // (so that what lies past m.rows in it is the append's).

@@ -619,15 +619,7 @@ TEST(DatasetRecover, IgnoresThenRemovesAnUncommittedTail) {
   a2test::write_bytes(f.ds + "/steps.npy.tmp-1-1", "junk", 4);
   {
     Manifest m = parse_manifest(man, "manifest.json");
-    Journal j;
-    j.pid = 1;
-    j.old_rows = m.rows;
-    j.old_runs = m.runs;
-    j.old_next_run_id = m.next_run_id;
-    j.old_sources = m.sources.size();
-    j.old_crc = m.steps_crc32c;
-    j.first_new_id = m.next_run_id;
-    j.end_new_id = m.next_run_id + 1;
+    Journal j = Journal::starting_from(m, 1);
     struct stat st;
     ASSERT_EQ(::stat((f.ds + "/steps.npy").c_str(), &st), 0);
     j.steps_dev = st.st_dev;
