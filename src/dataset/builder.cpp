@@ -289,13 +289,18 @@ void require_dataset_files(const std::string& dir) {
 }
 
 // Whether steps.npy can be extended or cut in place: a2pack's own header
-// length (so the row count is patched without moving a byte of data), and no
+// length (so the row count is patched without moving a byte of data), no
 // other name for the file (a hard-linked copy, say a snapshot, must not
-// change with it).
+// change with it), steps.npy itself rather than a symbolic link to a file
+// elsewhere, and a file this process may write (one made read-only keeps
+// its bytes: the append writes a new file, as it does for the others).
 bool extendable_in_place(const ReadFd& steps, const NpyInfo& info) {
   struct stat st;
   if (::fstat(steps.fd(), &st) != 0) fail_errno("stat", steps.path(), errno);
-  return info.data_offset == npy_header_size() && st.st_nlink == 1;
+  struct stat lst;
+  if (::lstat(steps.path().c_str(), &lst) != 0) fail_errno("stat", steps.path(), errno);
+  return info.data_offset == npy_header_size() && st.st_nlink == 1 && S_ISREG(lst.st_mode) &&
+         ::faccessat(AT_FDCWD, steps.path().c_str(), W_OK, AT_EACCESS) == 0;
 }
 
 // Cut the tail an interrupted in-place append left: the header's count back

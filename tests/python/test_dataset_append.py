@@ -120,6 +120,26 @@ def test_a_hard_linked_file_is_copied_so_the_other_name_keeps_its_content(base):
     assert a2pack.append_dataset(ds, tmp / "more2", workers=1)["steps_copied"] is False
 
 
+def test_a_symlinked_or_read_only_file_is_copied_and_its_target_kept(base):
+    tmp, runs, more = base
+    ds = tmp / "ds"
+    # steps.npy a link to a file elsewhere: the target keeps its bytes.
+    os.rename(ds / "steps.npy", tmp / "elsewhere.npy")
+    os.symlink(tmp / "elsewhere.npy", ds / "steps.npy")
+    before = (tmp / "elsewhere.npy").read_bytes()
+    r = a2pack.append_dataset(ds, tmp / "more", workers=1)
+    assert r["steps_copied"] is True and not os.path.islink(ds / "steps.npy")
+    assert (tmp / "elsewhere.npy").read_bytes() == before
+    # A file made read-only keeps its bytes (as root, the mode alone is not
+    # enforced, so only the copy's result is checked there).
+    os.chmod(ds / "steps.npy", 0o444)
+    write_runs(tmp / "more2", [make_run(900, 4)])
+    r = a2pack.append_dataset(ds, tmp / "more2", workers=1)
+    assert r["steps_copied"] is (os.geteuid() != 0)
+    assert len(np.load(ds / "steps.npy")) == r["total_rows"]
+    assert a2pack.verify_dataset(ds)["ok"]
+
+
 def test_another_header_length_is_copied_once_then_extended(base):
     # A valid NPY header of another length (here 64 bytes more padding, as
     # another writer may leave) puts row 0 elsewhere: the first append writes
