@@ -13,21 +13,24 @@
 #                   wheels of scripts/build_manylinux.sh), which must not put
 #                   the build machine's /usr/include on the compiler's path.
 #
-# Where the fetched copies come from: Debian's packages, the same versions the
-# system route is tested with on Debian 12 (fmt 9.1.0, nlohmann-json 3.11.2,
-# CLI11 2.1.2). No registry this project reaches carries fmt's or CLI11's
-# release headers as a package of its own (PyPI has a repackaged
-# nlohmann-json, but not the other two), and Debian's archive is a registry
-# every build machine of this project reaches (apt). A .deb is an `ar`
-# archive holding data.tar.xz, which CMake's file(ARCHIVE_EXTRACT) opens, so
-# each is fetched with file(DOWNLOAD), pinned by SHA-256 (the checksum in
-# Debian's Packages index), into the .deps/ cache beside zstd's and SQLite's
-# crates (cmake/crate_sources.cmake). The headers are the packages' as
-# installed under /usr/include, with Debian's copyright file (the upstream
-# license text) shipped in the wheel as each library's license.
-# If the pool ever drops a file (Debian moves a release to its archive
-# when it retires it), the second URL is that archive's copy; the checksum
-# makes any source equally good.
+# Where the fetched copies come from, each pinned by SHA-256 and kept in the
+# .deps/ cache beside zstd's and SQLite's crates (cmake/crate_sources.cmake):
+#   - fmt 9.1.0 and CLI11 2.1.2: Debian's packages (libfmt-dev, libcli11-dev),
+#     the versions the system route is tested with on Debian 12. No registry
+#     this project reaches carries their release headers as a package of its
+#     own, and Debian's archive is one every build machine of this project
+#     reaches (apt). A .deb is an `ar` archive holding data.tar.xz, both of
+#     which CMake's file(ARCHIVE_EXTRACT) opens; the checksum is the one in
+#     Debian's Packages index. The headers are the packages' /usr/include,
+#     and Debian's copyright file (the upstream license text) is shipped in
+#     the wheel as the library's license. If the pool ever drops a file
+#     (Debian moves a release to its archive when it retires it), the second
+#     URL is that archive's copy; the checksum makes any source equally good.
+#   - nlohmann-json 3.12.0: PyPI's `nlohmann-json` wheel, the release's
+#     include/ tree and LICENSE repackaged (a zip, immutable once uploaded).
+#     Not Debian 12's 3.11.2: that one does not compile against LLVM's
+#     libc++ 19 and later (std::char_traits<unsigned char> is gone), which the
+#     manylinux wheels are built with.
 #
 # fmt is used header-only (FMT_HEADER_ONLY) when fetched: the library then
 # needs no libfmt, as the wheel already does with the system's headers.
@@ -48,8 +51,10 @@ endif()
 # Debian's packages: name, version, pool path, SHA-256.
 set(A2PACK_DEB_FMT libfmt-dev 9.1.0+ds1-2 "pool/main/f/fmtlib/libfmt-dev_9.1.0+ds1-2_amd64.deb"
   c8fa00dd0269e6eda9fd06668df3d720de4b5a1f647dcd3c6e0ba63f0cbf2150)
-set(A2PACK_DEB_JSON nlohmann-json3-dev 3.11.2-2 "pool/main/n/nlohmann-json3/nlohmann-json3-dev_3.11.2-2_all.deb"
-  ec57940def6b6186c30be0e0ee81d1e58f86d11a54a145b28686a1e3e4aae801)
+# PyPI's nlohmann-json: version, file path under files.pythonhosted.org, SHA-256.
+set(A2PACK_PYPI_JSON 3.12.0
+  "packages/51/69/a42fddc89a6de959b65b27a15d69de85e88d2f99884e00b1b02c12dce301/nlohmann_json-3.12.0-py3-none-any.whl"
+  5f6132720fb25d0d70bf0742f8397b49a540dcc193e7312a914f6aa49f054810)
 set(A2PACK_DEB_CLI11 libcli11-dev 2.1.2+ds-1 "pool/main/c/cli11/libcli11-dev_2.1.2+ds-1_all.deb"
   f1f6ee9ec053e0e0bcec47345e241b6a8ee006321248b4329e9ce88d2b4b64a8)
 
@@ -82,6 +87,29 @@ function(a2pack_fetch_deb out_var name version pool sha256)
       PATTERNS "./usr/include/*" "./usr/share/doc/${name}/copyright")
     file(REMOVE_RECURSE "${root}.ar")
     file(TOUCH "${marker}")
+  endif()
+  set(${out_var} "${root}" PARENT_SCOPE)
+endfunction()
+
+# a2pack_fetch_json_wheel(<out_var>): PyPI's nlohmann-json wheel, extracted;
+# <out_var> is the folder holding nlohmann/ (or "" with a warning).
+function(a2pack_fetch_json_wheel out_var)
+  list(GET A2PACK_PYPI_JSON 0 version)
+  list(GET A2PACK_PYPI_JSON 1 path)
+  list(GET A2PACK_PYPI_JSON 2 sha256)
+  get_filename_component(file_name "${path}" NAME)
+  set(archive "${A2PACK_DEPS_CACHE}/${file_name}")
+  a2pack_download_pinned(ok "${archive}" "${sha256}" "https://files.pythonhosted.org/${path}")
+  if(NOT ok)
+    set(${out_var} "" PARENT_SCOPE)
+    return()
+  endif()
+  set(root "${CMAKE_CURRENT_BINARY_DIR}/_deps/nlohmann_json-${version}")
+  if(NOT EXISTS "${root}.extracted")
+    file(REMOVE_RECURSE "${root}")
+    file(ARCHIVE_EXTRACT INPUT "${archive}" DESTINATION "${root}"
+      PATTERNS "nlohmann_json/include/nlohmann/*" "nlohmann_json-${version}.dist-info/licenses/LICENSE*")
+    file(TOUCH "${root}.extracted")
   endif()
   set(${out_var} "${root}" PARENT_SCOPE)
 endfunction()
@@ -143,10 +171,17 @@ endif()
 if(nlohmann_json_FOUND AND NOT A2PACK_HEADER_LIBS STREQUAL "FETCHED")
   a2pack_system_license(A2PACK_JSON_LICENSE nlohmann-json3-dev)
 else()
-  a2pack_fetched_header_lib(json_root A2PACK_DEB_JSON "nlohmann-json")
+  a2pack_fetch_json_wheel(json_root)
+  list(GET A2PACK_PYPI_JSON 0 json_version)
+  if(NOT json_root)
+    message(FATAL_ERROR "a2pack: nlohmann-json was not found on this system and could not be fetched: "
+      "install it (Debian: nlohmann-json3-dev) or make PyPI reachable")
+  endif()
+  message(STATUS "a2pack: nlohmann-json headers fetched (PyPI's nlohmann-json ${json_version}), "
+    "not the system's: ${json_root}")
   add_library(nlohmann_json::nlohmann_json INTERFACE IMPORTED)
-  target_include_directories(nlohmann_json::nlohmann_json SYSTEM INTERFACE "${json_root}/usr/include")
-  set(A2PACK_JSON_LICENSE "${json_root}/usr/share/doc/nlohmann-json3-dev/copyright")
+  target_include_directories(nlohmann_json::nlohmann_json SYSTEM INTERFACE "${json_root}/nlohmann_json/include")
+  set(A2PACK_JSON_LICENSE "${json_root}/nlohmann_json-${json_version}.dist-info/licenses/LICENSE")
 endif()
 
 # ---- CLI11 (the command-line tool only)

@@ -58,7 +58,7 @@ echo "built $(basename "$wheel")"
 grep -E '^hide_header_libs:|a2pack: .* headers fetched' "$work/wheel.log" || true
 check build_had_system_header_libs_hidden grep -q '^hide_header_libs: hidden' "$work/wheel.log"
 check build_used_fetched_fmt_json_cli11 bash -c "for l in fmt nlohmann-json CLI11; do
-  grep -q \"a2pack: \$l headers fetched (Debian's \" '$work/wheel.log' || { echo \"no fetched \$l\"; exit 1; }; done"
+  grep -q \"a2pack: \$l headers fetched (\" '$work/wheel.log' || { echo \"no fetched \$l\"; exit 1; }; done"
 check wheel_is_py3_none [ -n "$(basename "$wheel" | grep -- '-py3-none-linux_x86_64.whl$')" ]
 
 step "auditwheel"
