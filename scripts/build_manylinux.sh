@@ -20,6 +20,12 @@
 #     which this script does) and unpacked under the build folder;
 #   - debug information stripped at link time (zig's libc++ carries ~70 MB
 #     of it);
+#   - liba2pack is marked never to be unloaded (-z nodelete): zig's runtime
+#     registers the library's static destructors with __cxa_atexit but runs
+#     no __cxa_finalize when it is dlclose()d, so a process that unloads it
+#     (cffi does at interpreter exit) then called them at exit() in unmapped
+#     memory - a segfault after `a2pack report` on a missing file, found by
+#     running tests/python against this build;
 #   - no io_uring (liburing is not built for the target): batch reads of
 #     files kept out of the page cache use threads.
 # Each wheel is built by scikit-build-core (pip wheel) with a CMake
@@ -117,7 +123,7 @@ EOF
       -C cmake.define.A2PACK_STORAGE_INCLUDE_DIRS="$storage_inc" \
       -C cmake.define.A2PACK_STATIC_LIBSTDCXX=OFF \
       -C cmake.define.A2PACK_IO_URING=OFF \
-      -C cmake.define.CMAKE_SHARED_LINKER_FLAGS=-Wl,--strip-debug \
+      -C cmake.define.CMAKE_SHARED_LINKER_FLAGS="-Wl,--strip-debug -Wl,-z,nodelete" \
       -C cmake.define.CMAKE_EXE_LINKER_FLAGS=-Wl,--strip-debug > "$dir/wheel.log" 2>&1); then
     tail -40 "$dir/wheel.log"
     exit 1

@@ -66,6 +66,12 @@ PY
   }
   check "${arch}_auditwheel_tag_at_most_${glibc/./_}" auditwheel_agrees "$arch"
   check "${arch}_symbol_versions" "$python" "$src/scripts/check_wheel_symbols.py" "$wheel"
+  # Never unloaded (build_manylinux.sh says why).
+  nodelete() {
+    (cd "$work" && rm -rf "nd-$1" && mkdir "nd-$1" && cd "nd-$1" && "$python" -m zipfile -e "$wheel" . \
+      && readelf -d a2pack/liba2pack.so.0 | grep -q 'Flags:.*NODELETE')
+  }
+  check "${arch}_library_is_nodelete" nodelete "$arch"
 
   case $arch in
   x86_64)
