@@ -109,7 +109,7 @@ struct ShiftTables {
   }
 };
 
-__attribute__((target("sse4.2"))) uint32_t hw_serial(uint32_t c, const uint8_t* p, size_t len) {
+__attribute__((target("sse4.2,crc32"))) uint32_t hw_serial(uint32_t c, const uint8_t* p, size_t len) {
   uint64_t c64 = c;
   while (len >= 8) {
     uint64_t v;
@@ -125,8 +125,10 @@ __attribute__((target("sse4.2"))) uint32_t hw_serial(uint32_t c, const uint8_t* 
 
 }  // namespace
 
-__attribute__((target("sse4.2"))) uint32_t extend_hardware(uint32_t crc, const void* data,
-                                                           size_t len) {
+// ("crc32" as well as "sse4.2": recent clang - 22, in zig 0.17 - asks for the crc32
+// feature by name before it inlines _mm_crc32_*.)
+__attribute__((target("sse4.2,crc32"))) uint32_t extend_hardware(uint32_t crc, const void* data,
+                                                                 size_t len) {
   static const ShiftTables shift(kBlock);
   const auto* p = static_cast<const uint8_t*>(data);
   uint32_t c = ~crc;

@@ -35,12 +35,14 @@ struct CryptoApi {
 
 #ifdef A2PACK_CURL_DLOPEN
 CryptoApi load() {
-  // OpenSSL 3's SONAME; the unversioned name covers development-only
-  // installs. The functions used here exist with these names and types
-  // since OpenSSL 1.1.1.
-  void* lib = open_library({"libcrypto.so.3", "libcrypto.so"},
+  // OpenSSL 3's SONAME, then 1.1's (RHEL 8, Ubuntu 20.04: the machines
+  // the manylinux_2_28 wheel reaches); the unversioned name covers
+  // development-only installs. The functions used here exist with these
+  // names and types since OpenSSL 1.1.1.
+  void* lib = open_library({"libcrypto.so.3", "libcrypto.so.1.1", "libcrypto.so"},
                            "object storage (s3://, gs://) signing",
-                           "install OpenSSL 3 (Debian/Ubuntu: apt-get install libssl3)");
+                           "install OpenSSL's libcrypto (Debian/Ubuntu: apt-get install libssl3; "
+                           "RHEL/Rocky/Fedora: dnf install openssl-libs)");
   CryptoApi api{};
   SymbolBinder bind(lib);
   bind("EVP_Digest", api.Digest);

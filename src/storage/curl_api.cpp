@@ -11,7 +11,8 @@ CurlApi load() {
   // libcurl's SONAME has been libcurl.so.4 since 2006 (its ABI 4); the
   // unversioned name covers installs that only ship the development link.
   void* lib = open_library({"libcurl.so.4", "libcurl.so"}, "object storage (s3://, gs://)",
-                           "install libcurl (Debian/Ubuntu: apt-get install libcurl4)");
+                           "install libcurl (Debian/Ubuntu: apt-get install libcurl4; "
+                           "RHEL/Rocky/Fedora: dnf install libcurl)");
   CurlApi api{};
   SymbolBinder bind(lib);
   bind("curl_global_init", api.global_init);

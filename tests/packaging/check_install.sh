@@ -2,7 +2,11 @@
 # The Python package as users get it, checked outside the repository:
 #   1. `python -m build --sdist` makes the sdist;
 #   2. `pip wheel` builds a wheel FROM THAT SDIST in an isolated build (the
-#      sdist alone must carry everything needed to build the library);
+#      sdist alone must carry everything needed to build the library), with
+#      the system's fmt, nlohmann-json and CLI11 hidden (hide_header_libs.sh,
+#      as root): the build must fetch their headers itself
+#      (cmake/header_libs.cmake), as on a machine with only a C++20
+#      compiler, CMake and Python;
 #   3. `auditwheel show` / `auditwheel repair` make it a manylinux wheel;
 #   4. the repaired wheel goes into a fresh venv outside the repository
 #      (nothing from the checkout on its paths, no A2PACK_LIBRARY), where the
@@ -35,14 +39,26 @@ check sdist_has_sources sdist_has src/capi/core.cpp
 check sdist_has_license sdist_has LICENSE
 check sdist_has_package sdist_has bindings/python/a2pack/__init__.py
 
-step "wheel from the sdist (isolated build)"
+step "wheel from the sdist (isolated build, system fmt/nlohmann-json/CLI11 hidden)"
 # The build happens in a folder of pip's own, from the sdist alone.
 # CCACHE_BASEDIR=/ lets ccache (when the Makefile set it as the compiler
 # launcher) reuse objects of a build at the same depth under another folder.
-(cd "$work" && CCACHE_BASEDIR=/ "$python" -m pip wheel --no-deps -q -w "$work/wheel" "$sdist" > "$work/wheel.log" 2>&1) \
-  || { tail -40 "$work/wheel.log"; exit 1; }
+# Hiding needs a mount namespace (root); without one the build sees the
+# system's headers and the two checks on hiding fail.
+hide=()
+if unshare --mount true 2> /dev/null; then
+  hide=(bash "$src/tests/packaging/hide_header_libs.sh")
+else
+  echo "cannot make a mount namespace (not root?): the system's header libraries stay visible"
+fi
+(cd "$work" && CCACHE_BASEDIR=/ "${hide[@]}" "$python" -m pip wheel --no-deps -v -w "$work/wheel" "$sdist" \
+  > "$work/wheel.log" 2>&1) || { tail -40 "$work/wheel.log"; exit 1; }
 wheel=$(ls "$work"/wheel/a2pack-*.whl)
 echo "built $(basename "$wheel")"
+grep -E '^hide_header_libs:|a2pack: .* headers fetched' "$work/wheel.log" || true
+check build_had_system_header_libs_hidden grep -q '^hide_header_libs: hidden' "$work/wheel.log"
+check build_used_fetched_fmt_json_cli11 bash -c "for l in fmt nlohmann-json CLI11; do
+  grep -q \"a2pack: \$l headers fetched (\" '$work/wheel.log' || { echo \"no fetched \$l\"; exit 1; }; done"
 check wheel_is_py3_none [ -n "$(basename "$wheel" | grep -- '-py3-none-linux_x86_64.whl$')" ]
 
 step "auditwheel"
@@ -90,6 +106,8 @@ import re, sys, zipfile
 names = zipfile.ZipFile('$repaired').namelist()
 assert any(n.endswith('_licenses/LICENSE.a2pack') for n in names), 'no a2pack license'
 assert any(n.endswith('_licenses/LICENSE.zstd') for n in names), 'no zstd license'
+for lib in ('fmt', 'nlohmann-json', 'CLI11'):
+    assert any(n.endswith('_licenses/LICENSE.' + lib) for n in names), 'no license of ' + lib
 assert any(re.search(r'dist-info/.*LICENSE', n) for n in names), 'no license in dist-info'
 "
 
