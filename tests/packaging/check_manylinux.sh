@@ -26,13 +26,7 @@ glibc=${A2PACK_MANYLINUX_GLIBC:-2.28}
 work=$(mktemp -d /tmp/a2pack-manylinux-XXXXXX)
 trap 'rm -rf "$work"' EXIT
 export PATH="$(dirname "$python"):$PATH"
-pass=0
-fail=0
-check() {  # name, command...
-  local name=$1; shift
-  if "$@"; then echo "PASS $name"; pass=$((pass + 1)); else echo "FAIL $name"; fail=$((fail + 1)); fi
-}
-step() { echo "-- $*"; }
+source "$src/tests/packaging/checks.sh"
 
 smoke_py='
 import sys, a2pack
