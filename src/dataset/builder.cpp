@@ -241,15 +241,9 @@ StreamResult stream_rows(const RunSource& src, const RowSink& out, uint64_t firs
 // Size and CRC32C of a file's bytes (metadata.db: tens of MB per million
 // runs, read from the page cache at memory speed).
 void file_crc(const std::string& path, uint64_t& bytes, uint32_t& crc) {
-  ReadFd f(path);
+  MappedFile f(path, MappedFile::Advice::sequential);
   bytes = f.size();
-  crc = 0;
-  std::vector<uint8_t> buf(std::min<uint64_t>(bytes, uint64_t{8} << 20));
-  for (uint64_t off = 0; off < bytes; off += buf.size()) {
-    const size_t n = static_cast<size_t>(std::min<uint64_t>(buf.size(), bytes - off));
-    f.pread_exact(buf.data(), n, off);
-    crc = crc32c::extend(crc, buf.data(), n);
-  }
+  crc = crc32c::compute(f.data(), f.size());
 }
 
 // Record metadata.db as it is now (committed, and written or checked by

@@ -55,7 +55,6 @@ class ExtendFile {
   void pwrite(const void* data, size_t len, uint64_t offset);
   void truncate(uint64_t size);
   void sync();
-  uint64_t end() const { return end_; }
 
  private:
   std::string path_;
