@@ -2151,6 +2151,11 @@ typedef struct a2pack_feed_options {
                              0 (default): never */
   uint64_t start_epoch;   /* the first epoch, default 0 (a loaded state overrides it) */
   a2pack_feed_pin pin;    /* default A2PACK_FEED_PIN_AUTO */
+  int32_t spare_consumer_cpu; /* 1 (default): the producer threads keep off the CPU the
+                                 consumer runs on (the thread that opened the feed, then the
+                                 one calling next()), when the process may use another, so
+                                 that their gathers do not evict the training loop's caches;
+                                 0: they run anywhere */
 } a2pack_feed_options;
 
 A2PACK_API void a2pack_feed_options_init(a2pack_feed_options *opts);
@@ -2200,6 +2205,18 @@ typedef struct a2pack_feed_batch_info {
 A2PACK_API a2pack_status a2pack_feed_batch_get_info(const a2pack_feed_batch *b,
                                                     a2pack_feed_batch_info *out);
 
+/* One call per batch, for bindings where each call into the library costs
+ * (Python through cffi, Julia): releases the `release_count` batches of
+ * `release` (as a2pack_feed_batch_release each; NULL entries are skipped),
+ * then takes the next batch as a2pack_feed_next_timeout does and, when it
+ * hands one out and `info` is not NULL, fills `*info` as
+ * a2pack_feed_batch_get_info does. The releases happen whatever the rest
+ * returns. Not for one batch from two threads at once (as release). */
+A2PACK_API a2pack_status a2pack_feed_advance(a2pack_feed *f, a2pack_feed_batch *const *release,
+                                             size_t release_count, int64_t timeout_ms,
+                                             a2pack_feed_batch **out,
+                                             a2pack_feed_batch_info *info, int32_t *ended);
+
 /* A column of a batch: a view into its slot, C-contiguous, valid until the
  * batch's last reference is released. */
 typedef struct a2pack_feed_column_view {
@@ -2239,6 +2256,7 @@ typedef struct a2pack_feed_stats {
   uint32_t ready;            /* slots filled and waiting for next() */
   int32_t pinned;            /* 1 when the ring is page-locked */
   uint64_t seed;             /* the sampler's seed (a loaded state's, after load_state) */
+  int32_t spared_cpu;        /* the CPU the producers keep off (spare_consumer_cpu), or -1 */
 } a2pack_feed_stats;
 
 /* Fill `out` (set out->size first). Cheap; any time before close. */
@@ -2303,6 +2321,8 @@ typedef struct a2pack_feed_api {
   a2pack_status (*open_mix)(const a2pack_dataset *, const a2pack_dataset_mix *, uint64_t,
                             const a2pack_feed_options *, a2pack_feed **);
   a2pack_status (*set_weights)(a2pack_feed *, const double *, size_t);
+  a2pack_status (*advance)(a2pack_feed *, a2pack_feed_batch *const *, size_t, int64_t,
+                           a2pack_feed_batch **, a2pack_feed_batch_info *, int32_t *);
 } a2pack_feed_api;
 /* (end of section feed) */
 

@@ -63,6 +63,7 @@ feed::Options convert(const a2pack_feed_options& o) {
       fail(A2PACK_E_INVALID_ARGUMENT, "feed options: pin {} is not AUTO, OFF or ON",
            capi::enum_int(o.pin));
   }
+  r.spare_consumer_cpu = o.spare_consumer_cpu != 0;
   return r;
 }
 
@@ -116,6 +117,7 @@ A2PACK_EXPORT void a2pack_feed_options_init(a2pack_feed_options* o) {
   o->epochs = 0;
   o->start_epoch = 0;
   o->pin = A2PACK_FEED_PIN_AUTO;
+  o->spare_consumer_cpu = 1;
 }
 
 A2PACK_EXPORT a2pack_status a2pack_feed_open(const a2pack_dataset* ds, const int64_t* indices,
@@ -184,6 +186,17 @@ A2PACK_EXPORT a2pack_status a2pack_feed_batch_get_info(const a2pack_feed_batch* 
   });
 }
 
+A2PACK_EXPORT a2pack_status a2pack_feed_advance(a2pack_feed* f, a2pack_feed_batch* const* release,
+                                                size_t release_count, int64_t timeout_ms,
+                                                a2pack_feed_batch** out,
+                                                a2pack_feed_batch_info* info, int32_t* ended) {
+  if (release)
+    for (size_t i = 0; i < release_count; ++i) a2pack_feed_batch_release(release[i]);
+  const a2pack_status st = a2pack_feed_next_timeout(f, timeout_ms, out, ended);
+  if (st == A2PACK_OK && info && out && *out) return a2pack_feed_batch_get_info(*out, info);
+  return st;
+}
+
 A2PACK_EXPORT a2pack_status a2pack_feed_batch_column(const a2pack_feed_batch* b,
                                                      a2pack_feed_column column,
                                                      a2pack_feed_column_view* out) {
@@ -232,6 +245,7 @@ A2PACK_EXPORT a2pack_status a2pack_feed_stats_get(const a2pack_feed* f, a2pack_f
     o.ready = st.ready;
     o.pinned = st.pinned ? 1 : 0;
     o.seed = st.seed;
+    o.spared_cpu = st.spared_cpu;
     capi::write_out(out, o);
   });
 }
@@ -295,6 +309,7 @@ const a2pack_feed_api* feed_api_table() {
       a2pack_feed_load_state,
       a2pack_feed_open_mix,
       a2pack_feed_set_weights,
+      a2pack_feed_advance,
   };
   return &table;
 }

@@ -208,6 +208,7 @@ void Feed::prepare(uint64_t epoch, std::unique_lock<std::mutex>&) {
   building_.push_back(epoch);
   prep_done_ = false;
   prep_ = std::thread([this, epoch] {
+    placement_.enter_helper();
     std::shared_ptr<const dataset::Sampler> s;
     try {
       s = make_epoch(epoch);
@@ -255,6 +256,9 @@ void Feed::restart_at(uint64_t epoch, uint64_t batch,
       ring_->free_list.push_back(r);
       r = nullptr;
     }
+  ring_->ready = 0;
+  ring_->consumer_fast = false;
+  pace_.reset();
   issued_ = consumed_ = 0;
   stop_ = failed_ = false;
   error_ = nullptr;
@@ -264,6 +268,7 @@ void Feed::restart_at(uint64_t epoch, uint64_t batch,
 
 void Feed::start() {
   if (o_.depth == 0) return;
+  placement_.begin(o_.spare_consumer_cpu);
   threads_.reserve(o_.threads);
   for (unsigned t = 0; t < o_.threads; ++t) threads_.emplace_back([this, t] { produce(t); });
 }
@@ -331,6 +336,7 @@ void Feed::fill(Slot* s, uint64_t ticket, uint32_t workers) {
 }
 
 void Feed::produce(unsigned) {
+  placement_.enter_producer();
   std::unique_lock<std::mutex> lk(ring_->mu);
   auto can_take = [this] {
     return stop_ || (!failed_ && issued_ < total_ && issued_ - consumed_ < o_.depth &&
@@ -342,7 +348,9 @@ void Feed::produce(unsigned) {
       // (not the wait after the end or after a failure).
       const bool counts = !failed_ && issued_ < total_;
       const auto t0 = Clock::now();
-      ring_->freed.wait(lk, can_take);
+      // Told only when the consumer needs a batch at once; otherwise looks
+      // again when the consumer's pace says room will have been made.
+      while (!can_take()) ring_->freed.wait_until(lk, pace_.next_look(Clock::now()));
       if (counts) idle_ns_.fetch_add(ns_since(t0), std::memory_order_relaxed);
     }
     if (stop_) return;
@@ -370,6 +378,7 @@ void Feed::produce(unsigned) {
       failed_ = true;
     } else {
       ready_[t % o_.depth] = s;
+      ++ring_->ready;
     }
     fills_.fetch_add(1, std::memory_order_release);
     filled_.notify_all();
@@ -385,7 +394,6 @@ Slot* Feed::hand_out(Slot* s) {
   state_next_ = s->batch + 1;
   served_.fetch_add(1, std::memory_order_relaxed);
   rows_served_.fetch_add(s->rows, std::memory_order_relaxed);
-  ring_->freed.notify_all();  // one more batch may be filled ahead
   return s;
 }
 
@@ -424,7 +432,7 @@ Slot* Feed::next(std::chrono::milliseconds timeout, bool* ended) {
     }
     wait_ns_.fetch_add(ns_since(t0), std::memory_order_relaxed);
     lk.lock();
-    return hand_out(s);
+    return hand_out(s);  // no producers to tell
   }
   const size_t i = consumed_ % o_.depth;
   if (!ready_[i]) {
@@ -442,15 +450,33 @@ Slot* Feed::next(std::chrono::milliseconds timeout, bool* ended) {
       lk.lock();
     }
     bool got = true;
+    // The producers may be asleep until their next look: this batch is
+    // needed now.
+    ring_->consumer_waiting = true;
+    ring_->freed.notify_all();
     if (timeout.count() < 0) filled_.wait(lk, ok);
     else got = filled_.wait_for(lk, timeout, ok);
+    ring_->consumer_waiting = false;
     wait_ns_.fetch_add(ns_since(t0), std::memory_order_relaxed);
     if (!got) return nullptr;
     if (!ready_[i]) std::rethrow_exception(error_);
   }
   Slot* s = ready_[i];
   ready_[i] = nullptr;
-  return hand_out(s);
+  --ring_->ready;
+  hand_out(s);
+  pace_.took(Clock::now());
+  ring_->consumer_fast = pace_.fast();
+  placement_.consumer_at(threads_, ring_->consumer_fast);
+  const bool wake = ring_->urgent();
+  lk.unlock();
+  // Room for one more batch ahead. A producer finds it at its next look
+  // (feed/pace.hpp) unless none is ready now or the consumer is fast: then
+  // one producer starts at once, told after the lock is released so that it
+  // does not wake into a held lock. One, since every producer waits for the
+  // same thing and this is room for one batch.
+  if (wake) ring_->freed.notify_one();
+  return s;
 }
 
 Stats Feed::stats() const {
@@ -466,6 +492,7 @@ Stats Feed::stats() const {
   st.depth = o_.depth;
   st.slots = static_cast<uint32_t>(ring_->slot_count());
   st.pinned = ring_->pinned();
+  st.spared_cpu = placement_.spared();
   std::lock_guard<std::mutex> lk(ring_->mu);
   const Position p = position(consumed_);
   st.epoch = p.epoch;

@@ -20,6 +20,8 @@
 #include "dataset/dataset.hpp"
 #include "dataset/mix_sampler.hpp"
 #include "dataset/sampler.hpp"
+#include "feed/pace.hpp"
+#include "feed/placement.hpp"
 #include "feed/ring.hpp"
 
 namespace a2pack::feed {
@@ -45,6 +47,7 @@ struct Options {
   uint64_t epochs = 0;  // end before this epoch; 0: never
   uint64_t start_epoch = 0;
   Pin pin = Pin::kAuto;
+  bool spare_consumer_cpu = true;  // see feed/placement.hpp
 };
 
 struct Stats {
@@ -53,6 +56,7 @@ struct Stats {
   uint64_t epoch = 0, next_batch = 0, batches_per_epoch = 0, slot_bytes = 0, seed = 0;
   uint32_t threads = 0, depth = 0, slots = 0, held = 0, ready = 0;
   bool pinned = false;
+  int spared_cpu = -1;  // the CPU the producers keep off, or -1
 };
 
 class Feed {
@@ -150,11 +154,13 @@ class Feed {
   uint64_t error_ticket_ = 0;
   bool failed_ = false;
   std::condition_variable filled_;  // a slot became ready (or an error)
+  Pace pace_;                        // the consumer's takes, for idle producers
   std::atomic<uint64_t> fills_{0};  // counts filled_ events, for polling without the lock
   // The sampler and position after the last batch handed out (the state).
   std::shared_ptr<const dataset::Sampler> state_sampler_;
   uint64_t state_next_ = 0;
   std::vector<std::thread> threads_;
+  Placement placement_;  // where the producers may run
 
   std::atomic<uint64_t> served_{0}, rows_served_{0}, wait_ns_{0}, idle_ns_{0}, busy_ns_{0};
 };

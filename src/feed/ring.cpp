@@ -78,12 +78,16 @@ void Ring::release(Slot* s) {
   // be the ring's last owner, and the lock lives in the ring.
   std::shared_ptr<Ring> keep = std::move(s->keep);
   std::shared_ptr<const dataset::Sampler> sampler = std::move(s->sampler);
+  bool wake;
   {
     std::lock_guard<std::mutex> lk(r->mu);
     r->free_list.push_back(s);
     --r->held;
+    wake = r->urgent();
   }
-  r->freed.notify_all();
+  // Otherwise a producer finds the slot at its next look (feed/pace.hpp).
+  // One slot is room for one batch: one producer.
+  if (wake) r->freed.notify_one();
 }
 
 }  // namespace a2pack::feed

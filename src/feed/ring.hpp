@@ -64,9 +64,21 @@ class Ring {
 
   // Guarded by mu: the free slots and the count handed out.
   std::mutex mu;
-  std::condition_variable freed;  // a slot came back
+  // A slot came back, or the consumer made room for a batch ahead. Producers
+  // also look again on their own (feed/pace.hpp), so it is signalled only
+  // when the consumer needs a batch soon: see urgent().
+  std::condition_variable freed;
   std::vector<Slot*> free_list;
   uint32_t held = 0;
+  // Guarded by mu, kept by the feed: batches filled and not yet taken,
+  // whether the consumer is waiting in next(), and whether it takes batches
+  // faster than a producer's timed sleep can follow (feed/pace.hpp).
+  uint32_t ready = 0;
+  bool consumer_waiting = false;
+  bool consumer_fast = false;
+  // True when a producer should start now rather than at its next look: the
+  // consumer is waiting, will be at its next call, or is fast.
+  bool urgent() const { return ready == 0 || consumer_waiting || consumer_fast; }
   ForkStamp stamp;
   // Bytes of one element of the moves column (set by the feed before any
   // slot is handed out; read by the column views).

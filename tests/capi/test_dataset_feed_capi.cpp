@@ -1,18 +1,22 @@
 // The training feed through the C ABI: batches in exactly the sampler's
 // order for any thread count and depth, every column equal to the rows it
 // names, rank parts, checkpoints across epochs, held batches staying intact
-// (producers wait instead), close with batches outstanding, fork, and the
-// pinning code with and without a CUDA runtime (a recording stand-in).
+// (producers wait instead), close with batches outstanding, fork, the
+// pinning code with and without a CUDA runtime (a recording stand-in), the
+// one-call advance and the producers keeping off the consumer's CPU.
 #include <dlfcn.h>
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "a2pack.h"
@@ -488,6 +492,107 @@ TEST(CapiFeed, EndAndTimeouts) {
   a2pack_feed_close(f);
 }
 
+TEST(CapiFeed, AdvanceReleasesTakesAndDescribesInOneCall) {
+  // The bindings' per-batch call: the batches given back are released, the
+  // next one is handed out with its place, and the order is next()'s.
+  Fixture fx(3, 40);
+  auto o = opts(16, 2, 1, 9);
+  o.slots = 3;
+  o.epochs = 1;
+  a2pack_feed *f = nullptr, *g = nullptr;
+  ASSERT_EQ(a2pack_feed_open(fx.ds, nullptr, 0, &o, &f), A2PACK_OK) << a2pack_last_error();
+  ASSERT_EQ(a2pack_feed_open(fx.ds, nullptr, 0, &o, &g), A2PACK_OK) << a2pack_last_error();
+  std::vector<a2pack_feed_batch*> held;
+  uint64_t seen = 0;
+  for (;;) {
+    // Give back all but the newest, with a NULL entry among them (skipped).
+    std::vector<a2pack_feed_batch*> back;
+    while (held.size() > 1) {
+      back.push_back(held.front());
+      back.push_back(nullptr);
+      held.erase(held.begin());
+    }
+    a2pack_feed_batch* b = nullptr;
+    a2pack_feed_batch_info info{};
+    info.size = sizeof info;
+    int32_t ended = -1;
+    ASSERT_EQ(a2pack_feed_advance(f, back.data(), back.size(), -1, &b, &info, &ended), A2PACK_OK)
+        << a2pack_last_error();
+    a2pack_feed_batch* want = nullptr;
+    ASSERT_EQ(a2pack_feed_next(g, &want), A2PACK_OK);
+    if (ended) {
+      EXPECT_EQ(b, nullptr);
+      EXPECT_EQ(want, nullptr);
+      break;
+    }
+    ASSERT_NE(b, nullptr);
+    ASSERT_NE(want, nullptr);
+    const auto ref = info_of(b);
+    EXPECT_EQ(info.size, sizeof info);
+    EXPECT_EQ(info.epoch, ref.epoch);
+    EXPECT_EQ(info.batch, seen);
+    EXPECT_EQ(info.rows, ref.rows);
+    EXPECT_EQ(info.sequence, ref.sequence);
+    EXPECT_EQ(indices_of(b), indices_of(want));
+    a2pack_feed_batch_release(want);
+    held.push_back(b);
+    ++seen;
+  }
+  EXPECT_EQ(seen, (fx.n + 15) / 16);
+  // With 3 slots and depth 2 the loop above could only go on because the
+  // releases happened: one batch is held now.
+  a2pack_feed_stats st{};
+  st.size = sizeof st;
+  ASSERT_EQ(a2pack_feed_stats_get(f, &st), A2PACK_OK);
+  EXPECT_EQ(st.held, 1u);
+  // The call that reports the end still takes the last batch back.
+  a2pack_feed_batch* b = nullptr;
+  int32_t ended = 0;
+  EXPECT_EQ(a2pack_feed_advance(f, held.data(), held.size(), 0, &b, nullptr, &ended), A2PACK_OK);
+  EXPECT_EQ(ended, 1);
+  ASSERT_EQ(a2pack_feed_stats_get(f, &st), A2PACK_OK);
+  EXPECT_EQ(st.held, 0u);
+  EXPECT_EQ(a2pack_feed_advance(nullptr, nullptr, 0, 0, &b, nullptr, nullptr),
+            A2PACK_E_INVALID_ARGUMENT);
+  a2pack_feed_close(f);
+  a2pack_feed_close(g);
+}
+
+TEST(CapiFeed, ProducersSpareTheConsumersCpuOnlyWhenAskedAndPossible) {
+  a2pack_feed_options d;
+  a2pack_feed_options_init(&d);
+  EXPECT_EQ(d.spare_consumer_cpu, 1);
+  Fixture fx(4, 200);
+  cpu_set_t mine;
+  ASSERT_EQ(sched_getaffinity(0, sizeof mine, &mine), 0);
+  for (int spare : {0, 1}) {
+    auto o = opts(8, 2, 1, 3);
+    o.spare_consumer_cpu = spare;
+    a2pack_feed* f = nullptr;
+    ASSERT_EQ(a2pack_feed_open(fx.ds, nullptr, 0, &o, &f), A2PACK_OK) << a2pack_last_error();
+    // A slow consumer (a 2 ms "training step") that stays on one CPU.
+    const int cpu = sched_getcpu();
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(cpu, &one);
+    ASSERT_EQ(sched_setaffinity(0, sizeof one, &one), 0);
+    for (int i = 0; i < 24; ++i) {
+      a2pack_feed_batch* b = nullptr;
+      ASSERT_EQ(a2pack_feed_next(f, &b), A2PACK_OK) << a2pack_last_error();
+      ASSERT_NE(b, nullptr);
+      a2pack_feed_batch_release(b);
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    ASSERT_EQ(sched_setaffinity(0, sizeof mine, &mine), 0);
+    a2pack_feed_stats st{};
+    st.size = sizeof st;
+    ASSERT_EQ(a2pack_feed_stats_get(f, &st), A2PACK_OK);
+    if (spare && CPU_COUNT(&mine) > 1) EXPECT_EQ(st.spared_cpu, cpu);
+    else EXPECT_EQ(st.spared_cpu, -1);
+    a2pack_feed_close(f);
+  }
+}
+
 TEST(CapiFeed, BadOptionsAreRefusedByName) {
   Fixture fx;
   a2pack_feed* f = nullptr;
@@ -654,4 +759,5 @@ TEST(CapiFeed, ApiTableListsTheFeed) {
   EXPECT_EQ(api->feed->batch_column, &a2pack_feed_batch_column);
   EXPECT_EQ(api->feed->stats_get, &a2pack_feed_stats_get);
   EXPECT_EQ(api->feed->load_state, &a2pack_feed_load_state);
+  EXPECT_EQ(api->feed->advance, &a2pack_feed_advance);
 }

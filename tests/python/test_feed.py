@@ -12,6 +12,7 @@ import os
 import pathlib
 import shutil
 import subprocess
+import time
 
 import numpy as np
 import pytest
@@ -187,7 +188,7 @@ def test_anything_kept_of_a_batch_keeps_its_slot(ds, kind):
         np.testing.assert_array_equal(nb["boards"], ds.steps[nb["indices"]]["board"])
 
 
-@pytest.mark.parametrize("kind", ["batch", "tensor", "view", "numpy", "dlpack"])
+@pytest.mark.parametrize("kind", ["batch", "tensor", "view", "numpy", "dlpack", "storage"])
 def test_torch_tensors_kept_of_a_batch_keep_its_slot(ds, kind):
     torch = pytest.importorskip("torch")
     feed = a2pack.Feed(ds, batch_size=16, depth=1, slots=3, columns=("boards",), tensors="torch")
@@ -195,10 +196,13 @@ def test_torch_tensors_kept_of_a_batch_keep_its_slot(ds, kind):
     t = b["boards"]
     assert isinstance(t, torch.Tensor) and t.dtype == torch.uint64
     np.testing.assert_array_equal(t.numpy(), ds.steps[b["indices"].numpy()]["board"])
+    # (The columns share one storage over the slot: keeping it keeps the slot.)
     kept = {"batch": b, "tensor": t, "view": t[3:9], "numpy": t.numpy(),
-            "dlpack": np.from_dlpack(t)}[kind]
+            "dlpack": np.from_dlpack(t), "storage": t.untyped_storage()}[kind]
     read = (lambda k: k["boards"].numpy().copy()) if kind == "batch" else (
         lambda k: np.asarray(k).copy())
+    if kind == "storage":  # the storage's bytes, through a tensor made over it
+        read = lambda k: torch.empty(0, dtype=torch.uint8).set_(k).numpy().copy()  # noqa: E731
     want = read(kept)
     del b, t
     gc.collect()
@@ -208,6 +212,23 @@ def test_torch_tensors_kept_of_a_batch_keep_its_slot(ds, kind):
     assert feed.stats()["held"] == 0
     with pytest.raises(ValueError, match="tensors must be"):
         a2pack.Feed(ds, tensors="jax")
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="one CPU: nothing to spare")
+def test_producers_keep_off_a_slow_consumers_cpu_unless_told_not_to(ds):
+    mine = os.sched_getaffinity(0)
+    for spare in (True, False):
+        feed = a2pack.Feed(ds, batch_size=8, depth=2, spare_cpu=spare)
+        cpu = sorted(mine)[0]
+        os.sched_setaffinity(0, {cpu})  # this thread only: the consumer stays put
+        try:
+            for _ in range(24):  # a 2 ms training step each
+                check_batch(ds, next(feed))
+                time.sleep(0.002)
+        finally:
+            os.sched_setaffinity(0, mine)
+        assert feed.stats()["spared_cpu"] == (cpu if spare else None)
+        feed.close()
 
 
 def test_a_dropped_batch_comes_round_as_the_same_objects(ds):

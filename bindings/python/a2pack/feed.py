@@ -14,6 +14,7 @@ See docs/training.md for the recipes and the knobs.
 
 from __future__ import annotations
 
+import itertools
 import operator
 import sys
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
@@ -38,6 +39,12 @@ _DTYPES = {
     lib.A2PACK_FEED_DTYPE_I64: np.dtype(np.int64),
     lib.A2PACK_FEED_DTYPE_F32: np.dtype(np.float32),
 }
+# The same element types as torch dtypes, by name (torch is imported only when
+# a feed asks for tensors).
+_TORCH_DTYPES = {np.dtype(np.uint8): "uint8", np.dtype(np.bool_): "bool",
+                 np.dtype(np.uint16): "uint16", np.dtype(np.uint32): "uint32",
+                 np.dtype(np.uint64): "uint64", np.dtype(np.int32): "int32",
+                 np.dtype(np.int64): "int64", np.dtype(np.float32): "float32"}
 _MOVES_DTYPES = {np.dtype(np.uint8): lib.A2PACK_FEED_DTYPE_U8,
                  np.dtype(np.int32): lib.A2PACK_FEED_DTYPE_I32,
                  np.dtype(np.int64): lib.A2PACK_FEED_DTYPE_I64}
@@ -60,6 +67,12 @@ class _Slot:
 
     def __init__(self) -> None:
         self.h: Any = None
+
+    def take(self) -> Any:
+        """The reference, for the caller to release (the slot no longer
+        holds it)."""
+        h, self.h = self.h, None
+        return h
 
     def release(self) -> None:
         h, self.h = self.h, None
@@ -92,11 +105,21 @@ class _SlotViews:
                  tensors: Tuple[Any, ...]) -> None:
         self.slot = slot
         self.batch = batch
+        # The objects a consumer can hold: the batch, its columns, and what
+        # their views refer to (a numpy view's base is the span's array).
         self.objects: Tuple[Any, ...] = (batch, *owned, *batch._arrays.values())
         # Torch tensors: their storages (kept, so the handles stay valid) and
-        # torch's count of the tensors and views that share each.
-        self.storages = tuple(t.untyped_storage() for t in tensors)
-        self.storage_ids = tuple(st._cdata for st in self.storages)
+        # torch's count of the tensors and views that share each (one storage
+        # when the columns are views of one tensor over the span).
+        storages: Dict[int, Any] = {}
+        for t in tensors:
+            st = t.untyped_storage()
+            storages.setdefault(st._cdata, st)
+        self.storages = tuple(storages.values())
+        self.storage_ids = tuple(storages)
+        # untyped_storage() hands out these same objects: the consumer may
+        # hold one.
+        self.objects += self.storages
         self.use_count: Any = None
         if tensors:
             import torch  # noqa: PLC0415 - only feeds asked for torch tensors get here
@@ -112,7 +135,12 @@ class _SlotViews:
 
     def in_use(self) -> bool:
         # A count below its baseline cannot happen; one above it is a holder.
-        return any(map(operator.gt, self.counts(), self.baseline))
+        # (One lazy pass, stopping at the first holder: this runs for each
+        # batch.)
+        counts = map(sys.getrefcount, self.objects)
+        if self.use_count is not None:
+            counts = itertools.chain(counts, map(self.use_count, self.storage_ids))
+        return any(map(operator.gt, counts, self.baseline))
 
 
 class FeedBatch(Mapping[str, Any]):
@@ -184,6 +212,11 @@ class Feed:
     (written in that type directly). ``pin``: "auto" page-locks the ring
     when a CUDA runtime is loaded in the process, "on" insists, "off" never.
 
+    ``spare_cpu`` (default True) keeps the producer threads off the CPU the
+    consumer runs on, when the process may use another: their gathers then
+    do not evict the training loop's caches between steps (``stats()``'s
+    ``spared_cpu`` says which; False lets them run anywhere).
+
     ``tensors="torch"`` makes the columns torch tensors (CPU, viewing the
     slot like the numpy arrays; made once per slot, which saves their
     conversion at every batch); the default is numpy arrays.
@@ -201,7 +234,8 @@ class Feed:
                  moves_dtype: "npt.DTypeLike" = np.uint8, seed: int = 0, shuffle: bool = True,
                  drop_last: bool = False, rank: int = 0, world: int = 1, epochs: int = 0,
                  start_epoch: int = 0, pin: str = "auto", sampler: Any = None,
-                 mix: Any = None, tensors: Optional[str] = None) -> None:
+                 mix: Any = None, tensors: Optional[str] = None,
+                 spare_cpu: bool = True) -> None:
         if tensors not in (None, "numpy", "torch"):
             raise ValueError(f"tensors must be 'numpy' or 'torch', not {tensors!r}")
         self._torch = tensors == "torch"
@@ -242,6 +276,7 @@ class Feed:
         o.epochs = int(epochs)
         o.start_epoch = int(start_epoch)
         o.pin = _PIN[pin]
+        o.spare_consumer_cpu = bool(spare_cpu)
         h = dataset._check_open()
         out = ffi.new("a2pack_feed **")
         self._mix = mix
@@ -270,6 +305,8 @@ class Feed:
         # the entries whose batch the consumer may still hold.
         self._views: Dict[Tuple[int, int], _SlotViews] = {}
         self._handed_out: List[_SlotViews] = []
+        # Room for every slot of the ring: the batches __next__ gives back.
+        self._release = ffi.new("a2pack_feed_batch *[]", self.stats()["slots"])
 
     # -- iteration -----------------------------------------------------------
     def __iter__(self) -> "Feed":
@@ -280,33 +317,50 @@ class Feed:
         if h is None:
             self._check_open()
         out, ended, info = self._out, self._ended, self._info
-        # The slots of batches the consumer dropped go back to the producers
-        # after the next batch is taken when one is ready: handing a slot back
-        # wakes a producer, which on a busy machine may run on this core
-        # first, and that should delay the training step's own work rather
-        # than this call. When none is ready (or the consumer holds every
-        # slot) they go back first, since the producers may need them.
+        # One call into the library per batch: it takes the slots of the
+        # batches the consumer dropped back and hands out the next batch with
+        # its place. The newest batch handed out is not looked at: a
+        # `for b in feed` loop still holds it while it asks for the next.
+        # (Giving slots back wakes no producer unless none is ready: the
+        # producers come round by themselves, so neither costs this call a
+        # context switch.)
+        handed = self._handed_out
+        n = 0
+        if len(handed) > 1:
+            rel = self._release
+            newest = handed.pop()
+            kept = []
+            for entry in handed:
+                if entry.in_use():
+                    kept.append(entry)
+                else:
+                    rel[n] = entry.slot.take()
+                    n += 1
+            kept.append(newest)
+            self._handed_out = kept
         # The wait happens inside the library with the GIL released (cffi
         # releases it around every call), in slices so Ctrl-C is seen.
         # A KeyboardInterrupt raised as a call returns must not lose a batch
         # the call handed out: it is released unless taken over.
         try:
-            st = lib.a2pack_feed_next_timeout(h, 0, out, ended)
+            st = lib.a2pack_feed_advance(h, self._release, n, 0, out, info, ended)
             if st and st != _E_FULL:
                 check(st)
             if out[0] == ffi.NULL:
+                # None ready (or the consumer holds every slot): every slot the
+                # consumer let go of goes back first, the producers may need it.
                 if self._handed_out:
                     self._return_dropped()
                 while True:
                     if ended[0]:
                         raise StopIteration
-                    st = lib.a2pack_feed_next_timeout(h, _WAIT_SLICE_MS, out, ended)
+                    st = lib.a2pack_feed_advance(h, ffi.NULL, 0, _WAIT_SLICE_MS, out, info,
+                                                 ended)
                     if st:
                         check(st)
                     if out[0] != ffi.NULL:
                         break
             b = out[0]
-            check(lib.a2pack_feed_batch_get_info(b, info))
             key = (b, info.rows)  # a cdata pointer hashes and compares by address
             entry = self._views.get(key)
             if entry is None:
@@ -321,8 +375,6 @@ class Feed:
                 lib.a2pack_feed_batch_release(out[0])
                 out[0] = ffi.NULL
             raise
-        if self._handed_out:
-            self._return_dropped()
         self._handed_out.append(entry)
         batch = entry.batch
         batch._place(info)
@@ -356,10 +408,22 @@ class Feed:
                 arrays[name] = whole[addr - lo: addr - lo + nbytes].view(dt).reshape(shape)
         if not self._torch:
             return _SlotViews(slot, FeedBatch(arrays, self._info, pinned), (whole,), ())
-        from torch.utils.dlpack import from_dlpack  # noqa: PLC0415 - asked for with tensors="torch"
-        tensors: Dict[str, Any] = {name: from_dlpack(a) for name, a in arrays.items()}
-        return _SlotViews(slot, FeedBatch(tensors, self._info, pinned),
-                          (whole, *arrays.values()), tuple(tensors.values()))
+        import torch  # noqa: PLC0415 - asked for with tensors="torch"
+
+        # One tensor over the span (through DLPack, no copy) and the columns
+        # as views of it: a single storage, whose use count says whether any
+        # tensor or view of the batch is still held.
+        span = torch.from_dlpack(whole)
+        tensors: Dict[str, Any] = {}
+        for name, addr, nbytes, shape, dt in cols:
+            if int(self._info.rows) == 0:
+                tensors[name] = torch.from_numpy(arrays[name])
+            else:
+                tensors[name] = span[addr - lo: addr - lo + nbytes].view(
+                    getattr(torch, _TORCH_DTYPES[dt])).reshape(shape)
+        # (`whole` is reachable only through `span`, whose count covers it.)
+        return _SlotViews(slot, FeedBatch(tensors, self._info, pinned), (span,),
+                          tuple(tensors.values()))
 
     def _return_dropped(self) -> None:
         """Give the producers back the slots of batches the consumer no
@@ -395,6 +459,7 @@ class Feed:
             "threads": int(s.threads), "depth": int(s.depth), "slots": int(s.slots),
             "held": int(s.held), "ready": int(s.ready), "pinned": bool(s.pinned),
             "seed": int(s.seed),
+            "spared_cpu": None if s.spared_cpu < 0 else int(s.spared_cpu),
         }
 
     def state_dict(self) -> Dict[str, Any]:

@@ -795,6 +795,7 @@ struct a2pack_feed_options
     epochs::UInt64  # uint64_t epochs
     start_epoch::UInt64  # uint64_t start_epoch
     pin::a2pack_feed_pin  # a2pack_feed_pin pin
+    spare_consumer_cpu::Int32  # int32_t spare_consumer_cpu
 end
 
 # a2pack_feed_batch_info
@@ -838,6 +839,7 @@ struct a2pack_feed_stats
     ready::UInt32  # uint32_t ready
     pinned::Int32  # int32_t pinned
     seed::UInt64  # uint64_t seed
+    spared_cpu::Int32  # int32_t spared_cpu
 end
 
 # a2pack_feed_api
@@ -857,6 +859,7 @@ struct a2pack_feed_api
     load_state::Ptr{Cvoid}  # a2pack_status (*load_state)(a2pack_feed *arg1, const void *arg2, size_t arg3)
     open_mix::Ptr{Cvoid}  # a2pack_status (*open_mix)(const a2pack_dataset *arg1, const a2pack_dataset_mix *arg2, uint64_t arg3, const a2pack_feed_options *arg4, a2pack_feed **arg5)
     set_weights::Ptr{Cvoid}  # a2pack_status (*set_weights)(a2pack_feed *arg1, const double *arg2, size_t arg3)
+    advance::Ptr{Cvoid}  # a2pack_status (*advance)(a2pack_feed *arg1, a2pack_feed_batch *const *arg2, size_t arg3, int64_t arg4, a2pack_feed_batch **arg5, a2pack_feed_batch_info *arg6, int32_t *arg7)
 end
 
 # a2pack_api_table
@@ -1102,6 +1105,7 @@ const _fp_a2pack_feed_next_timeout = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_feed_batch_retain = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_feed_batch_release = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_feed_batch_get_info = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_a2pack_feed_advance = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_feed_batch_column = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_feed_stats_get = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_feed_state = Ref{Ptr{Cvoid}}(C_NULL)
@@ -1290,6 +1294,7 @@ const SYMBOLS = (
     (:a2pack_feed_batch_retain, _fp_a2pack_feed_batch_retain),
     (:a2pack_feed_batch_release, _fp_a2pack_feed_batch_release),
     (:a2pack_feed_batch_get_info, _fp_a2pack_feed_batch_get_info),
+    (:a2pack_feed_advance, _fp_a2pack_feed_advance),
     (:a2pack_feed_batch_column, _fp_a2pack_feed_batch_column),
     (:a2pack_feed_stats_get, _fp_a2pack_feed_stats_get),
     (:a2pack_feed_state, _fp_a2pack_feed_state),
@@ -2213,6 +2218,11 @@ end
 # a2pack_status a2pack_feed_batch_get_info(const a2pack_feed_batch *b, a2pack_feed_batch_info *out)
 function a2pack_feed_batch_get_info(b, out)
     @ccall $(_fp_a2pack_feed_batch_get_info[])(b::Ptr{a2pack_feed_batch}, out::Ptr{a2pack_feed_batch_info})::a2pack_status
+end
+
+# a2pack_status a2pack_feed_advance(a2pack_feed *f, a2pack_feed_batch *const *release, size_t release_count, int64_t timeout_ms, a2pack_feed_batch **out, a2pack_feed_batch_info *info, int32_t *ended)
+function a2pack_feed_advance(f, release, release_count, timeout_ms, out, info, ended)
+    @ccall $(_fp_a2pack_feed_advance[])(f::Ptr{a2pack_feed}, release::Ptr{Ptr{a2pack_feed_batch}}, release_count::Csize_t, timeout_ms::Int64, out::Ptr{Ptr{a2pack_feed_batch}}, info::Ptr{a2pack_feed_batch_info}, ended::Ptr{Int32})::a2pack_status
 end
 
 # a2pack_status a2pack_feed_batch_column(const a2pack_feed_batch *b, a2pack_feed_column column, a2pack_feed_column_view *out)

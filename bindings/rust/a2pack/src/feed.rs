@@ -205,6 +205,14 @@ impl FeedOptions {
         };
         self
     }
+
+    /// Keep the producer threads off the consumer's CPU (default `true`):
+    /// their gathers then do not evict the training loop's caches between
+    /// steps. `false`: they run on any CPU.
+    pub fn spare_consumer_cpu(mut self, spare: bool) -> Self {
+        self.raw.spare_consumer_cpu = i32::from(spare);
+        self
+    }
 }
 
 /// Counters of a feed ([`Feed::stats`]).
@@ -242,6 +250,9 @@ pub struct FeedStats {
     pub pinned: bool,
     /// The sampler's seed (a loaded state's, after `load_state`).
     pub seed: u64,
+    /// The CPU the producers keep off ([`FeedOptions::spare_consumer_cpu`]),
+    /// if any.
+    pub spared_cpu: Option<u32>,
 }
 
 /// Batches of a dataset for a training loop, gathered ahead by library
@@ -383,6 +394,7 @@ impl Feed {
             ready: s.ready,
             pinned: s.pinned != 0,
             seed: s.seed,
+            spared_cpu: u32::try_from(s.spared_cpu).ok(),
         }
     }
 
