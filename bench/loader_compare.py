@@ -74,12 +74,10 @@ def run_loop(batches, n_batches, step_s):
 def feed_batches(path, batch, depth, threads, seed):
     ds = a2pack.Dataset(path)
     # Torch tensors viewing the ring slot, made once per slot by the feed.
-    feed = a2pack.Feed(ds, batch_size=batch, depth=depth, threads=threads, columns=COLUMNS,
+    # The feed itself is the iterator (next() and close()), as a training
+    # loop's `for b in feed` uses it.
+    return a2pack.Feed(ds, batch_size=batch, depth=depth, threads=threads, columns=COLUMNS,
                        moves_dtype="int64", seed=seed, tensors="torch")
-    try:
-        yield from feed
-    finally:
-        feed.close()
 
 
 def step_batches_dl(path, batch, workers, seed):

@@ -2084,6 +2084,12 @@ typedef struct a2pack_arrow_api {
  *  - In a process forked from the one that opened the feed, the producer
  *    threads do not exist: next() and load_state() fail with
  *    A2PACK_E_CLOSED; close() frees nothing it cannot free safely.
+ *  - next() and release do not wake the producers while batches are ready:
+ *    idle producers look again when the consumer's pace says its next take
+ *    is due (at most 20 ms later), so the consumer's calls cost no context
+ *    switch; they are woken at once when none is ready or the consumer
+ *    takes batches less than 250 us apart. While the consumer is the slower
+ *    side they also keep off its CPU (spare_consumer_cpu).
  * ====================================================================== */
 
 typedef struct a2pack_feed a2pack_feed;

@@ -450,8 +450,9 @@ Slot* Feed::next(std::chrono::milliseconds timeout, bool* ended) {
       lk.lock();
     }
     bool got = true;
-    // The producers may be asleep until their next look: this batch is
-    // needed now.
+    // The producers may be asleep until their next look, or kept off this
+    // CPU: this batch is needed now, and this CPU is free while we wait.
+    placement_.consumer_at(threads_, true);
     ring_->consumer_waiting = true;
     ring_->freed.notify_all();
     if (timeout.count() < 0) filled_.wait(lk, ok);

@@ -28,10 +28,10 @@ void Placement::enter_helper() const {
   if (enabled_) pthread_setaffinity_np(pthread_self(), sizeof allowed_, &allowed_);
 }
 
-void Placement::consumer_at(std::vector<std::thread>& producers, bool fast) {
+void Placement::consumer_at(std::vector<std::thread>& producers, bool behind) {
   if (!enabled_) return;
   const int spared = spared_.load(std::memory_order_relaxed);
-  if (fast) {
+  if (behind) {
     streak_ = 0;
     if (spared < 0) return;
     spared_.store(-1, std::memory_order_relaxed);

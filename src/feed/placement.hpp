@@ -10,11 +10,11 @@
 // tells it: once the consumer has taken kSettle batches in a row on one CPU,
 // each at least Pace::kFast after the last, the producers may run on every
 // CPU the process may use except that one (when there is another). While
-// the consumer takes batches faster than that, the producers are the
-// bottleneck and run anywhere again: pinned, they could not use the
-// consumer's CPU while it waits for them, and whatever else ran on theirs
-// would stall the feed. Best effort: where affinity cannot be set the
-// threads run anywhere.
+// the consumer takes batches faster than that, or has to wait for one, the
+// producers are the bottleneck and run anywhere again: pinned, they could
+// not use the consumer's CPU while it waits for them, and whatever else ran
+// on theirs would stall the feed. Best effort: where affinity cannot be set
+// the threads run anywhere.
 #pragma once
 
 #include <sched.h>
@@ -39,10 +39,11 @@ class Placement {
   // may run on every CPU, rather than inherit the producer's restriction and
   // compete with the producers' gathers.
   void enter_helper() const;
-  // On the consumer's thread at each take: whether it takes batches faster
-  // than Pace::kFast. Moves the `producers` when the answer or the
-  // consumer's CPU changes for good.
-  void consumer_at(std::vector<std::thread>& producers, bool fast);
+  // On the consumer's thread at each take, and when it is about to wait:
+  // `behind` when the producers are the bottleneck (it takes batches faster
+  // than Pace::kFast, or waits). Moves the `producers` when the answer or
+  // the consumer's CPU changes for good.
+  void consumer_at(std::vector<std::thread>& producers, bool behind);
   // The CPU the producers keep off, or -1 (they run anywhere).
   int spared() const { return spared_.load(std::memory_order_relaxed); }
 

@@ -230,3 +230,25 @@ fn a_feed_over_a_mix_follows_it_resumes_and_reweights() {
     mix = Mix::new(&[MixSource::Rows(&far)], &[1.0], 0, 4).unwrap();
     assert_eq!(Feed::open_mix(&ds, &mix, &opts()).unwrap_err().status(), Status::OutOfRange);
 }
+
+#[test]
+fn producers_spare_a_slow_consumers_cpu_unless_told_not_to() {
+    // (Which CPU is spared depends on where the scheduler runs this thread:
+    // the C and Python suites pin the consumer and check it. Here: the
+    // option reaches the library, and batches stay right either way.)
+    let dir = tempfile::tempdir().unwrap();
+    let ds = built(dir.path());
+    for spare in [true, false] {
+        let mut feed = Feed::open(&ds, None, &opts().depth(2).spare_consumer_cpu(spare)).unwrap();
+        // A slow consumer: a 2 ms training step after each batch.
+        for _ in 0..24 {
+            let b = feed.next().unwrap().unwrap();
+            let idx = b.indices().unwrap();
+            assert!(!idx.is_empty() && idx.len() as u64 <= BATCH);
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        if !spare {
+            assert_eq!(feed.stats().spared_cpu, None);
+        }
+    }
+}
