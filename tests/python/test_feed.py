@@ -7,6 +7,7 @@ checkpoints across epochs, fork, shutdown on exceptions and garbage
 collection, and the pinning code without CUDA and through a recording
 stand-in for libcudart (compiled here)."""
 
+import ctypes
 import gc
 import os
 import pathlib
@@ -516,3 +517,78 @@ def test_feed_over_a_mix_refuses_rows_outside_the_dataset(ds):
         a2pack.Feed(ds, mix=mix)
     with pytest.raises(ValueError, match="mix alone"):
         a2pack.Feed(ds, np.arange(4), mix=MixSampler([4], [1.0], batch_size=2))
+
+
+class _Copy:
+    """Stands in for a CUDA event recorded after an asynchronous copy out of
+    a batch: query() says whether it finished, synchronize() waits for it."""
+
+    def __init__(self):
+        self.done = False
+        self.waited = 0
+
+    def query(self):
+        return self.done
+
+    def synchronize(self):
+        self.waited += 1
+        self.done = True
+
+
+def test_a_copy_still_running_keeps_the_slot_of_a_dropped_batch(ds):
+    feed = a2pack.Feed(ds, batch_size=16, depth=1, slots=4, columns=("boards",))
+    b = next(feed)
+    want = b["boards"].copy()
+    where = b["boards"].ctypes.data
+    copy = _Copy()
+    b.hold_until(copy)
+    del b
+    gc.collect()
+    for _ in range(10):  # the ring comes round: that slot is skipped
+        nb = next(feed)
+        assert nb["boards"].ctypes.data != where
+        np.testing.assert_array_equal(nb["boards"], ds.steps[nb["indices"]]["board"])
+        del nb
+    assert feed.stats()["held"] == 1  # only the copying batch's slot
+    # The slot's bytes are still the batch's (read through a fresh view).
+    np.testing.assert_array_equal(
+        np.frombuffer((ctypes.c_uint64 * 16).from_address(where), np.uint64), want)
+    copy.done = True
+    assert feed.stats()["held"] == 0
+    assert copy.waited == 0
+
+
+def test_copies_are_waited_for_when_every_slot_is_held_by_them_and_at_close(ds):
+    feed = a2pack.Feed(ds, batch_size=16, depth=1, slots=3, columns=("boards",))
+    copies = []
+    for _ in range(8):  # each batch dropped with its copy still "running"
+        b = next(feed)
+        np.testing.assert_array_equal(b["boards"], ds.steps[b["indices"]]["board"])
+        copies.append(_Copy())
+        b.hold_until(copies[-1])
+        del b
+    # No FullError: when every slot was held by copies only, next() waited
+    # for the oldest one instead.
+    assert sum(c.waited for c in copies) >= 5
+    b = next(feed)
+    last = _Copy()
+    b.hold_until(last)
+    feed.close()  # waits for the copies of batches it still tracks
+    assert last.waited == 1
+    with pytest.raises(TypeError, match="query\\(\\) or is_ready\\(\\)"):
+        b.hold_until(object())
+
+
+def test_to_copies_every_column(ds):
+    torch = pytest.importorskip("torch")
+    for tensors in (None, "torch"):
+        feed = a2pack.Feed(ds, batch_size=16, depth=1, columns=("boards", "moves"),
+                           tensors=tensors)
+        b = next(feed)
+        out = b.to("cpu")
+        assert set(out) == {"boards", "moves", "indices"}
+        for name, t in out.items():
+            assert isinstance(t, torch.Tensor)
+            np.testing.assert_array_equal(t.numpy(), np.asarray(b[name]))
+        assert not b._pending  # no asynchronous copy to guard on the CPU
+        feed.close()

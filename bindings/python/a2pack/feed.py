@@ -133,7 +133,8 @@ class _SlotViews:
             c.extend(map(self.use_count, self.storage_ids))
         return c
 
-    def in_use(self) -> bool:
+    def held(self) -> bool:
+        """Whether the consumer refers to any object of the batch."""
         # A count below its baseline cannot happen; one above it is a holder.
         # (One lazy pass, stopping at the first holder: this runs for each
         # batch.)
@@ -141,6 +142,10 @@ class _SlotViews:
         if self.use_count is not None:
             counts = itertools.chain(counts, map(self.use_count, self.storage_ids))
         return any(map(operator.gt, counts, self.baseline))
+
+    def in_use(self) -> bool:
+        """Held, or a copy out of the slot (FeedBatch.hold_until) still runs."""
+        return self.held() or (bool(self.batch._pending) and self.batch._copying())
 
 
 class FeedBatch(Mapping[str, Any]):
@@ -151,14 +156,71 @@ class FeedBatch(Mapping[str, Any]):
     ``epoch``, ``batch`` (index of the global batch in its epoch), ``rows``
     (this rank's rows), ``global_rows`` (all ranks'), ``sequence`` (the
     batch's place in the feed's whole sequence), ``pinned``.
+
+    An asynchronous copy out of the ring (``non_blocking=True`` from pinned
+    memory) holds no reference to the batch: use :meth:`to`, or
+    :meth:`hold_until` for a copy made otherwise, so the slot is not
+    refilled while the copy may still read it.
     """
 
-    __slots__ = ("_arrays", "epoch", "batch", "rows", "global_rows", "sequence", "pinned")
+    __slots__ = ("_arrays", "_pending", "epoch", "batch", "rows", "global_rows", "sequence",
+                 "pinned")
 
     def __init__(self, arrays: Dict[str, Any], info: Any, pinned: bool) -> None:
         self._arrays = arrays
+        self._pending: List[Any] = []
         self.pinned = pinned
         self._place(info)
+
+    def to(self, device: Any, non_blocking: bool = True) -> Dict[str, Any]:
+        """The columns as torch tensors on `device` (e.g. ``"cuda"``), by
+        name. With ``non_blocking`` (the default) and a page-locked ring the
+        copies run asynchronously on the current CUDA stream, overlapping the
+        step running there; an event recorded after them keeps the slot from
+        the producers until they have finished, whether or not the batch is
+        still held. (``tensor.to(..., non_blocking=True)`` by hand has no
+        such guard: keep the batch until the copy is done, or pass an event
+        to :meth:`hold_until`.)"""
+        import torch  # noqa: PLC0415 - a method for torch users
+
+        out = {}
+        for name, col in self._arrays.items():
+            t = col if isinstance(col, torch.Tensor) else torch.from_dlpack(col)
+            out[name] = t.to(device, non_blocking=non_blocking)
+        dev = torch.device(device)
+        if non_blocking and dev.type == "cuda":
+            ev = torch.cuda.Event()
+            ev.record(torch.cuda.current_stream(dev))
+            self.hold_until(ev)
+        return out
+
+    def hold_until(self, done: Any) -> None:
+        """Keep this batch's slot from the producers until `done` has
+        completed, even after every reference to the batch is gone: a CUDA
+        event (torch or cupy: ``query()``) recorded after an asynchronous
+        copy out of the batch, or an array being made from it (jax:
+        ``is_ready()``). The feed looks again at its next ``next()``;
+        ``close()`` waits for it (``synchronize()`` /
+        ``block_until_ready()``)."""
+        if not (hasattr(done, "query") or hasattr(done, "is_ready")):
+            raise TypeError(f"hold_until needs an object with query() or is_ready(), not "
+                            f"{type(done).__name__}")
+        self._pending.append(done)
+
+    def _copying(self) -> bool:
+        """True while a copy hold_until() was told of may still read the slot."""
+        pending = self._pending
+        while pending:
+            d = pending[-1]
+            if not (d.query() if hasattr(d, "query") else d.is_ready()):
+                return True
+            pending.pop()
+        return False
+
+    def _wait_copies(self) -> None:
+        for d in self._pending:
+            (d.synchronize if hasattr(d, "synchronize") else d.block_until_ready)()
+        self._pending.clear()
 
     def _place(self, info: Any) -> None:
         # cffi reads the uint64_t fields as Python ints.
@@ -328,16 +390,23 @@ class Feed:
         n = 0
         if len(handed) > 1:
             rel = self._release
-            newest = handed.pop()
-            kept = []
-            for entry in handed:
-                if entry.in_use():
-                    kept.append(entry)
-                else:
-                    rel[n] = entry.slot.take()
-                    n += 1
-            kept.append(newest)
-            self._handed_out = kept
+            if len(handed) == 2:  # a `for b in feed` loop: the one before the newest
+                old = handed[0]
+                if not old.in_use():
+                    rel[0] = old.slot.take()
+                    n = 1
+                    del handed[0]
+            else:
+                newest = handed.pop()
+                kept = []
+                for entry in handed:
+                    if entry.in_use():
+                        kept.append(entry)
+                    else:
+                        rel[n] = entry.slot.take()
+                        n += 1
+                kept.append(newest)
+                self._handed_out = kept
         # The wait happens inside the library with the GIL released (cffi
         # releases it around every call), in slices so Ctrl-C is seen.
         # A KeyboardInterrupt raised as a call returns must not lose a batch
@@ -356,6 +425,8 @@ class Feed:
                         raise StopIteration
                     st = lib.a2pack_feed_advance(h, ffi.NULL, 0, _WAIT_SLICE_MS, out, info,
                                                  ended)
+                    if st == _E_FULL and self._finish_a_copy():
+                        continue
                     if st:
                         check(st)
                     if out[0] != ffi.NULL:
@@ -424,6 +495,17 @@ class Feed:
         # (`whole` is reachable only through `span`, whose count covers it.)
         return _SlotViews(slot, FeedBatch(tensors, self._info, pinned), (span,),
                           tuple(tensors.values()))
+
+    def _finish_a_copy(self) -> bool:
+        """The consumer holds every slot, some only through copies still
+        running: wait for the oldest such batch's copies and give its slot
+        back. False when no slot is held that way."""
+        for entry in self._handed_out:
+            if entry.batch._pending and not entry.held():
+                entry.batch._wait_copies()
+                self._return_dropped()
+                return True
+        return False
 
     def _return_dropped(self) -> None:
         """Give the producers back the slots of batches the consumer no
@@ -509,6 +591,9 @@ class Feed:
             return
         if self._handed_out:
             self._return_dropped()
+        # Copies still reading a slot finish before the feed lets go of it.
+        for entry in self._handed_out:
+            entry.batch._wait_copies()
         # Batches still out keep their slots through their views' bases; the
         # feed lets go of them and of the idle objects (whose memory goes
         # with the ring).
