@@ -138,7 +138,7 @@ class _SlotViews:
         # A count below its baseline cannot happen; one above it is a holder.
         # (One lazy pass, stopping at the first holder: this runs for each
         # batch.)
-        counts = map(sys.getrefcount, self.objects)
+        counts: Iterator[int] = map(sys.getrefcount, self.objects)
         if self.use_count is not None:
             counts = itertools.chain(counts, map(self.use_count, self.storage_ids))
         return any(map(operator.gt, counts, self.baseline))
@@ -182,14 +182,15 @@ class FeedBatch(Mapping[str, Any]):
         such guard: keep the batch until the copy is done, or pass an event
         to :meth:`hold_until`.)"""
         import torch  # noqa: PLC0415 - a method for torch users
+        from torch.utils.dlpack import from_dlpack  # noqa: PLC0415
 
         out = {}
         for name, col in self._arrays.items():
-            t = col if isinstance(col, torch.Tensor) else torch.from_dlpack(col)
+            t = col if isinstance(col, torch.Tensor) else from_dlpack(col)
             out[name] = t.to(device, non_blocking=non_blocking)
         dev = torch.device(device)
         if non_blocking and dev.type == "cuda":
-            ev = torch.cuda.Event()
+            ev = torch.cuda.Event()  # type: ignore[no-untyped-call]
             ev.record(torch.cuda.current_stream(dev))
             self.hold_until(ev)
         return out
@@ -399,11 +400,11 @@ class Feed:
             else:
                 newest = handed.pop()
                 kept = []
-                for entry in handed:
-                    if entry.in_use():
-                        kept.append(entry)
+                for e in handed:
+                    if e.in_use():
+                        kept.append(e)
                     else:
-                        rel[n] = entry.slot.take()
+                        rel[n] = e.slot.take()
                         n += 1
                 kept.append(newest)
                 self._handed_out = kept
@@ -480,11 +481,12 @@ class Feed:
         if not self._torch:
             return _SlotViews(slot, FeedBatch(arrays, self._info, pinned), (whole,), ())
         import torch  # noqa: PLC0415 - asked for with tensors="torch"
+        from torch.utils.dlpack import from_dlpack  # noqa: PLC0415
 
         # One tensor over the span (through DLPack, no copy) and the columns
         # as views of it: a single storage, whose use count says whether any
         # tensor or view of the batch is still held.
-        span = torch.from_dlpack(whole)
+        span = from_dlpack(whole)
         tensors: Dict[str, Any] = {}
         for name, addr, nbytes, shape, dt in cols:
             if int(self._info.rows) == 0:
