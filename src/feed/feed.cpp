@@ -349,8 +349,12 @@ void Feed::produce(unsigned) {
       const bool counts = !failed_ && issued_ < total_;
       const auto t0 = Clock::now();
       // Told only when the consumer needs a batch at once; otherwise looks
-      // again when the consumer's pace says room will have been made.
-      while (!can_take()) ring_->freed.wait_until(lk, pace_.next_look(Clock::now()));
+      // again when the consumer's pace says room will have been made. After
+      // the end or a failure only stop() (which tells them) changes anything.
+      while (!can_take()) {
+        if (failed_ || issued_ >= total_) ring_->freed.wait(lk);
+        else ring_->freed.wait_until(lk, pace_.next_look(Clock::now()));
+      }
       if (counts) idle_ns_.fetch_add(ns_since(t0), std::memory_order_relaxed);
     }
     if (stop_) return;
