@@ -504,7 +504,7 @@ Stats Feed::stats() const {
   st.next_batch = p.batch;
   st.held = ring_->held;
   st.seed = mix_ ? mix_->seed() : state_sampler_->seed();
-  for (Slot* r : ready_) st.ready += r != nullptr;
+  st.ready = ring_->ready;
   return st;
 }
 

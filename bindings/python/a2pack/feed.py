@@ -127,21 +127,21 @@ class _SlotViews:
         # Set by the feed once no local variable refers to the objects.
         self.baseline: List[int] = []
 
-    def counts(self) -> List[int]:
-        c = list(map(sys.getrefcount, self.objects))
+    def _counts(self) -> Iterator[int]:
+        counts: Iterator[int] = map(sys.getrefcount, self.objects)
         if self.use_count is not None:
-            c.extend(map(self.use_count, self.storage_ids))
-        return c
+            counts = itertools.chain(counts, map(self.use_count, self.storage_ids))
+        return counts
+
+    def counts(self) -> List[int]:
+        return list(self._counts())
 
     def held(self) -> bool:
         """Whether the consumer refers to any object of the batch."""
         # A count below its baseline cannot happen; one above it is a holder.
         # (One lazy pass, stopping at the first holder: this runs for each
         # batch.)
-        counts: Iterator[int] = map(sys.getrefcount, self.objects)
-        if self.use_count is not None:
-            counts = itertools.chain(counts, map(self.use_count, self.storage_ids))
-        return any(map(operator.gt, counts, self.baseline))
+        return any(map(operator.gt, self._counts(), self.baseline))
 
     def in_use(self) -> bool:
         """Held, or a copy out of the slot (FeedBatch.hold_until) still runs."""
@@ -387,27 +387,7 @@ class Feed:
         # (Giving slots back wakes no producer unless none is ready: the
         # producers come round by themselves, so neither costs this call a
         # context switch.)
-        handed = self._handed_out
-        n = 0
-        if len(handed) > 1:
-            rel = self._release
-            if len(handed) == 2:  # a `for b in feed` loop: the one before the newest
-                old = handed[0]
-                if not old.in_use():
-                    rel[0] = old.slot.take()
-                    n = 1
-                    del handed[0]
-            else:
-                newest = handed.pop()
-                kept = []
-                for e in handed:
-                    if e.in_use():
-                        kept.append(e)
-                    else:
-                        rel[n] = e.slot.take()
-                        n += 1
-                kept.append(newest)
-                self._handed_out = kept
+        n = self._take_dropped(len(self._handed_out) - 1)
         # The wait happens inside the library with the GIL released (cffi
         # releases it around every call), in slices so Ctrl-C is seen.
         # A KeyboardInterrupt raised as a call returns must not lose a batch
@@ -465,7 +445,8 @@ class Feed:
             pinned = bool(v.pinned)
         slot = _Slot()
         arrays: Dict[str, Any] = {}
-        if int(self._info.rows) == 0:
+        empty = int(self._info.rows) == 0
+        if empty:
             whole = np.zeros(0, np.uint8)
             for name, _addr, _n, shape, dt in cols:
                 arrays[name] = np.zeros(shape, dt)
@@ -487,13 +468,12 @@ class Feed:
         # as views of it: a single storage, whose use count says whether any
         # tensor or view of the batch is still held.
         span = from_dlpack(whole)
-        tensors: Dict[str, Any] = {}
-        for name, addr, nbytes, shape, dt in cols:
-            if int(self._info.rows) == 0:
-                tensors[name] = torch.from_numpy(arrays[name])
-            else:
-                tensors[name] = span[addr - lo: addr - lo + nbytes].view(
-                    getattr(torch, _TORCH_DTYPES[dt])).reshape(shape)
+        if empty:
+            tensors: Dict[str, Any] = {n: torch.from_numpy(a) for n, a in arrays.items()}
+        else:
+            tensors = {name: span[addr - lo: addr - lo + nbytes].view(
+                getattr(torch, _TORCH_DTYPES[dt])).reshape(shape)
+                for name, addr, nbytes, shape, dt in cols}
         # (`whole` is reachable only through `span`, whose count covers it.)
         return _SlotViews(slot, FeedBatch(tensors, self._info, pinned), (span,),
                           tuple(tensors.values()))
@@ -509,16 +489,32 @@ class Feed:
                 return True
         return False
 
-    def _return_dropped(self) -> None:
-        """Give the producers back the slots of batches the consumer no
-        longer holds any part of."""
+    def _take_dropped(self, upto: int) -> int:
+        """Of the first `upto` batches handed out, those the consumer no
+        longer holds any part of: their slots' references move into
+        self._release (the count is returned) and the batches out of the
+        handed-out list."""
+        n = 0
+        if upto <= 0:
+            return n
+        handed = self._handed_out
         kept = []
-        for entry in self._handed_out:
+        for entry in handed[:upto]:
             if entry.in_use():
                 kept.append(entry)
             else:
-                entry.slot.release()
-        self._handed_out = kept
+                self._release[n] = entry.slot.take()
+                n += 1
+        if n:
+            self._handed_out = kept + handed[upto:]
+        return n
+
+    def _return_dropped(self) -> None:
+        """Give the producers back the slots of batches the consumer no
+        longer holds any part of."""
+        rel = self._release
+        for i in range(self._take_dropped(len(self._handed_out))):
+            lib.a2pack_feed_batch_release(rel[i])
 
     # -- state and statistics ----------------------------------------------
     def stats(self) -> Dict[str, Any]:
