@@ -821,6 +821,11 @@ typedef struct a2pack_dataset_build_options {
                                      programs read without a2pack's lock while appending.
                                      A file whose header has no room for the new count, or
                                      that has another hard link, is always copied. */
+  uint64_t shard_rows;            /* build: 0 (default) writes one steps.npy; N writes the
+                                     sharded layout, shards of whole runs of at most N rows
+                                     (docs/dataset.md). append to a sharded dataset: the new
+                                     shards' size, 0 = the dataset's; an append writes new
+                                     shards only. Not for a single-file dataset's append. */
 } a2pack_dataset_build_options;
 
 A2PACK_API void a2pack_dataset_build_options_init(a2pack_dataset_build_options *opts);
@@ -2431,6 +2436,107 @@ typedef struct a2pack_api_table {
  *   const a2pack_api_table *(*get)(uint32_t) = dlsym(h, "a2pack_api");
  *   const a2pack_api_table *api = get(A2PACK_ABI_VERSION);               */
 A2PACK_API const a2pack_api_table *a2pack_api(uint32_t abi_version);
+
+/* ------------------------------------------------------------------------
+ * Shard streams: a dataset larger than RAM, a memory budget at a time
+ *
+ * A sharded dataset (built with shard_rows) keeps its rows in several .npy
+ * shards of whole runs. A shard stream keeps whole shards in memory within a
+ * byte budget (least recently used out) and serves batches of a block
+ * shuffle: each epoch the shards are permuted by the seed and dealt out to
+ * the ranks (every rank computes the same deal, nothing is exchanged); a
+ * rank reads its shards a window at a time, each window's rows in a seeded
+ * random order, so a batch is drawn from the window's shards. While a window
+ * is read a background thread loads the next one. The budget holds two
+ * windows. docs/dataset.md says what this costs in shuffle quality.
+ *
+ * A single-file dataset is streamed as one shard. Streaming reads shard files
+ * and never takes the folder's lock: committed shards never change, and an
+ * append adds new ones, which join at the next epoch.
+ *
+ * Thread safety: one thread at a time per stream.
+ * ------------------------------------------------------------------------ */
+typedef struct a2pack_shard_stream a2pack_shard_stream;
+
+typedef struct a2pack_shard_stream_options {
+  size_t size;            /* sizeof(a2pack_shard_stream_options) */
+  uint64_t budget_bytes;  /* memory for resident shards; default 1 GiB; at least two of
+                             the largest shard */
+  uint64_t batch_size;    /* rows per batch (per rank); default 4096 */
+  uint64_t seed;          /* the same on every rank; default 0 */
+  uint32_t rank, world;   /* default 0 of 1. With world > 1 every rank takes the same
+                             number of full batches each epoch */
+  uint32_t window_shards; /* shards a batch is drawn from; 0 (default): as many as half
+                             the budget holds */
+  int32_t drop_last;      /* one rank: 1 drops an epoch's short last batch; default 0 */
+  int32_t verify_crc;     /* default 1: check each shard against the manifest on load */
+  int32_t prefetch;       /* default 1: load the next window on a background thread */
+} a2pack_shard_stream_options;
+
+A2PACK_API void a2pack_shard_stream_options_init(a2pack_shard_stream_options *opts);
+
+/* Open a stream over the dataset in `dir` at epoch 0, batch 0. Fails
+ * (INVALID_ARGUMENT, naming the sizes) when the budget cannot hold two
+ * windows of the largest shard, or there are fewer shards than ranks. */
+A2PACK_API a2pack_status a2pack_shard_stream_open(const char *dir,
+                                                  const a2pack_shard_stream_options *opts,
+                                                  a2pack_shard_stream **out);
+/* Stops the loader thread and frees every shard. NULL is a no-op. */
+A2PACK_API void a2pack_shard_stream_close(a2pack_shard_stream *s);
+
+typedef struct a2pack_shard_stream_info {
+  size_t size;               /* sizeof(a2pack_shard_stream_info), set by the caller */
+  uint64_t rows, runs, shards;  /* of the dataset */
+  uint64_t max_shard_bytes;
+  uint64_t window_shards;
+  uint64_t epoch, next_batch;   /* where the stream is */
+  uint64_t batches;             /* in this epoch (the same on every rank) */
+  uint64_t rank_shards, rank_rows; /* this rank's share of this epoch */
+} a2pack_shard_stream_info;
+
+A2PACK_API a2pack_status a2pack_shard_stream_get_info(const a2pack_shard_stream *s,
+                                                      a2pack_shard_stream_info *out);
+
+/* Start epoch `epoch` at its first batch (the deal and the windows change
+ * with the epoch; shards appended since the stream opened are not seen: open
+ * a new stream to include them). */
+A2PACK_API a2pack_status a2pack_shard_stream_set_epoch(a2pack_shard_stream *s, uint64_t epoch);
+
+/* Gather the next batch into `out` (arrays of batch_size rows; NULL members
+ * skipped) and, when idx is not NULL, its global row indices. *n gets its
+ * length; 0 marks the end of an epoch, after which the stream stands at the
+ * next epoch's first batch. Waits for shards still loading. */
+A2PACK_API a2pack_status a2pack_shard_stream_next(a2pack_shard_stream *s,
+                                                  const a2pack_dataset_columns *out,
+                                                  int64_t *idx, size_t *n);
+
+/* The global row indices of batch b of the current epoch (batch_size
+ * values at most) without loading anything; *n = 0 past the epoch. */
+A2PACK_API a2pack_status a2pack_shard_stream_batch_indices(a2pack_shard_stream *s, uint64_t b,
+                                                           int64_t *out, size_t *n);
+
+/* Checkpoint: the position (epoch, next batch) and everything it depends on,
+ * as an owned byte string (release with a2pack_free), O(1) bytes. Loading it
+ * into a stream of the same seed and batch size resumes exactly; mid-epoch
+ * also the same rank count and window, and the same first shards (shards
+ * appended since join at the next epoch). Errors name what differs. */
+A2PACK_API a2pack_status a2pack_shard_stream_save_state(const a2pack_shard_stream *s,
+                                                        uint8_t **out_data, size_t *out_len);
+A2PACK_API a2pack_status a2pack_shard_stream_load_state(a2pack_shard_stream *s, const void *data,
+                                                        size_t len);
+
+typedef struct a2pack_shard_stream_stats {
+  size_t size;              /* sizeof(a2pack_shard_stream_stats), set by the caller */
+  uint64_t batches;         /* handed out */
+  uint64_t loads, evictions;
+  uint64_t bytes_read;
+  uint64_t resident_bytes, resident_shards;
+  double load_wait_s;       /* time next() waited for shards */
+  double load_s;            /* time spent loading shards, on either thread */
+} a2pack_shard_stream_stats;
+
+A2PACK_API a2pack_status a2pack_shard_stream_get_stats(const a2pack_shard_stream *s,
+                                                       a2pack_shard_stream_stats *out);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "capi/api_table.hpp"
+#include "capi/columns.hpp"
 #include "capi/common.hpp"
 #include "dataset/builder.hpp"
 #include "dataset/dataset.hpp"
@@ -102,6 +103,7 @@ dataset::BuildOptions convert(const a2pack_dataset_build_options* user) {
   }
   b.lock_timeout_ms = o.lock_timeout_ms;
   b.copy_steps = o.copy_steps != 0;
+  b.shard_rows = o.shard_rows;
   return b;
 }
 
@@ -340,21 +342,7 @@ A2PACK_EXPORT a2pack_status a2pack_dataset_gather_columns(const a2pack_dataset* 
     require(h, "dataset");
     require(out, "out");
     if (n) require(idx, "idx");
-    if (out->size < sizeof(size_t))
-      fail(A2PACK_E_INVALID_ARGUMENT, "out->size is {}; set it to sizeof(a2pack_dataset_columns)",
-           out->size);
-    a2pack_dataset_columns c{};
-    std::memcpy(static_cast<void*>(&c), out, std::min(out->size, sizeof c));
-    dataset::ColumnsOut o;
-    o.exponents = c.exponents;
-    o.boards = c.boards;
-    o.moves = c.moves;
-    o.legal = c.legal;
-    o.legal_mask = c.legal_mask;
-    o.ev_values = c.ev_values;
-    o.run_ids = c.run_ids;
-    o.step_indices = c.step_indices;
-    h->ds->gather_columns(idx, n, o, workers);
+    h->ds->gather_columns(idx, n, capi::columns_out(out), workers);
   });
 }
 
@@ -503,6 +491,26 @@ A2PACK_EXPORT a2pack_status a2pack_dataset_sampler_load_state(a2pack_dataset_sam
     if (out_next_batch) *out_next_batch = next;
   });
 }
+
+namespace a2pack::capi {
+dataset::ColumnsOut columns_out(const a2pack_dataset_columns* out) {
+  if (out->size < sizeof(size_t))
+    fail(A2PACK_E_INVALID_ARGUMENT, "out->size is {}; set it to sizeof(a2pack_dataset_columns)",
+         out->size);
+  a2pack_dataset_columns c{};
+  std::memcpy(static_cast<void*>(&c), out, std::min(out->size, sizeof c));
+  dataset::ColumnsOut o;
+  o.exponents = c.exponents;
+  o.boards = c.boards;
+  o.moves = c.moves;
+  o.legal = c.legal;
+  o.legal_mask = c.legal_mask;
+  o.ev_values = c.ev_values;
+  o.run_ids = c.run_ids;
+  o.step_indices = c.step_indices;
+  return o;
+}
+}  // namespace a2pack::capi
 
 // ---------------------------------------------------------------- api table
 namespace a2pack::capi {

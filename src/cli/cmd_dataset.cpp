@@ -31,6 +31,7 @@ struct DatasetArgs {
   bool strict = false;
   double lock_timeout_s = 60;
   bool copy_steps = false;
+  uint64_t shard_rows = 0;
   bool progress = false;  // upstream's `dataset build --progress`: the bar is on by default here
 };
 
@@ -60,6 +61,7 @@ a2pack_dataset_build_options build_options(const DatasetArgs& a, Progress& bar) 
   o.on_bad_input = &report_bad;
   o.lock_timeout_ms = a.lock_timeout_s < 0 ? -1 : static_cast<int64_t>(a.lock_timeout_s * 1000);
   o.copy_steps = a.copy_steps;
+  o.shard_rows = a.shard_rows;
   return o;
 }
 
@@ -236,6 +238,9 @@ Registrar reg("dataset", [](CLI::App& app) {
   c->add_flag("--allow-missing-branches", b->allow_missing_branches,
               "Accept runs without branch values: only the chosen move is legal, at 1.0");
   c->add_flag("--overwrite", b->overwrite, "Replace an existing dataset folder (atomically)");
+  c->add_option("--shard-rows", b->shard_rows,
+                "Write the sharded layout: shards of whole runs of at most N rows (32 N bytes) "
+                "instead of one steps.npy, for datasets larger than RAM (docs/dataset.md)");
   add_writer_flags(c, *b);
   c->callback([b] { run_build(*b); });
 
@@ -253,6 +258,9 @@ Registrar reg("dataset", [](CLI::App& app) {
               "Write a new steps.npy (the old rows copied, then renamed into place) instead of "
               "extending it: costs a copy of the whole file; for folders that programs other "
               "than a2pack read while appending (they keep the old file)");
+  c->add_option("--shard-rows", p->shard_rows,
+                "Sharded dataset: the new shards' size in rows (default: the dataset's). An "
+                "append to a sharded dataset writes new shards only, never an existing one");
   add_writer_flags(c, *p);
   c->callback([p] { run_append(*p); });
 

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <climits>
@@ -26,6 +27,7 @@
 #include "dataset/journal.hpp"
 #include "dataset/metadata.hpp"
 #include "dataset/npy.hpp"
+#include "dataset/shards.hpp"
 #include "dataset/row.hpp"
 #include "run/codec.hpp"
 
@@ -99,9 +101,10 @@ size_t take_failures(std::vector<std::exception_ptr>& errors, size_t k, size_t a
   return found;
 }
 
-// Where decoded rows go, in order: a new steps file, or the end of the
-// existing one.
-using RowSink = std::function<void(const uint8_t*, size_t)>;
+// Where decoded rows go, in order, whole runs a call: a new steps file, the
+// end of the existing one, or shards. (p, bytes, ends, k): run j's rows are
+// [ends[j], ends[j + 1]) of p (ends[0] == 0, ends[k] * 32 == bytes).
+using RowSink = std::function<void(const uint8_t*, size_t, const uint64_t*, size_t)>;
 
 // Decode every run of `src` and hand its rows to `out`, run ids from
 // `first_id`, row numbers from `first_row`, extending `crc`.
@@ -208,7 +211,7 @@ StreamResult stream_rows(const RunSource& src, const RowSink& out, uint64_t firs
       if (take_failures(errors, k, a, skip, src, o, res) == 0) break;
     }
 
-    out(rows.data(), rows.size());
+    out(rows.data(), rows.size(), offs.data(), k);
     res.crc = crc32c::extend(res.crc, rows.data(), rows.size());
     for (size_t j = 0; j < k; ++j) {
       if (skip[j]) continue;
@@ -276,7 +279,11 @@ void require_dataset_files(const std::string& dir) {
   struct stat st;
   if (::stat(dir.c_str(), &st) != 0) fail_errno("open dataset", dir, errno);
   if (!S_ISDIR(st.st_mode)) fail(A2PACK_E_INVALID_ARGUMENT, "{}: not a dataset folder", dir);
+  // A sharded dataset keeps its rows in the shards its manifest lists.
+  const bool sharded = !path_exists(dir + "/steps.npy") && path_exists(dir + "/manifest.json") &&
+                       read_manifest(dir)->sharded;
   for (const char* f : {"steps.npy", "metadata.db"})
+    if (!(sharded && std::strcmp(f, "steps.npy") == 0))
     if (!path_exists(dir + "/" + f))
       fail(A2PACK_E_NOT_FOUND, "{}/{}: missing (a dataset holds steps.npy, metadata.db and "
            "manifest.json)", dir, f);
@@ -321,6 +328,14 @@ void truncate_steps(const std::string& steps_path, const ReadFd& steps, const Np
   t.install();
 }
 
+int64_t count_runs(Db& db, const char* where, int64_t a, int64_t b) {
+  Stmt c = db.prepare(std::string("SELECT count(*) FROM runs WHERE ") + where);
+  c.bind(1, a);
+  if (b >= 0) c.bind(2, b);
+  c.step();
+  return c.col_int(0);
+}
+
 void delete_runs(Db& db, const char* where, int64_t a, int64_t b) {
   db.exec("BEGIN IMMEDIATE");
   Stmt d = db.prepare(std::string("DELETE FROM runs WHERE ") + where);
@@ -340,6 +355,87 @@ std::string adopted_warning(const std::string& dir, const Unrecorded& u) {
       local ? ". Their rows carry run-local run_ids (a known defect of upstream's append): "
               "`verify` lists them; select rows through metadata.db, not by the run_id column"
             : "");
+}
+
+// Shard files on disk past the manifest's list (indexes >= m.shards.size()),
+// by index; named like shard_file_name() names them, nothing else.
+std::vector<size_t> shards_past(const std::string& dir, const Manifest& m) {
+  std::vector<size_t> out;
+  for (const auto& name : list_dir(dir)) {
+    if (name.size() != 15 || name.compare(0, 6, "steps-") != 0 || name.compare(11, 4, ".npy") != 0)
+      continue;
+    size_t i = 0;
+    bool digits = true;
+    for (size_t c = 6; c < 11; ++c) {
+      digits &= name[c] >= '0' && name[c] <= '9';
+      i = i * 10 + static_cast<size_t>(name[c] - '0');
+    }
+    if (digits && i >= m.shards.size()) out.push_back(i);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+void remove_shard(const std::string& dir, size_t i) {
+  const std::string path = dir + "/" + shard_file_name(i);
+  if (::unlink(path.c_str()) != 0 && errno != ENOENT) fail_errno("remove", path, errno);
+}
+
+// recover_locked() for a sharded dataset. Only a2pack writes this layout, so
+// content past the manifest is an interrupted append of a2pack's (its journal
+// names the run ids and shard files) or unexplained, which is removed only
+// when asked (discard_unrecorded) and otherwise refused, naming it.
+Manifest recover_sharded(const std::string& dir, const Manifest& m, Db& db,
+                         const RecoverOptions& ro, RecoverReport& rep) {
+  auto j = read_journal(dir);
+  if (j && j->describes_uncommitted(m)) {
+    if (!j->sharded)
+      fail(A2PACK_E_CORRUPT, "{}/{}: the journal of a steps.npy append in a sharded dataset", dir,
+           kJournalName);
+    const int64_t n = count_runs(db, "id >= ?1 AND id < ?2", static_cast<int64_t>(j->first_new_id),
+                                 static_cast<int64_t>(j->end_new_id));
+    if (n) {
+      delete_runs(db, "id >= ?1 AND id < ?2", static_cast<int64_t>(j->first_new_id),
+                  static_cast<int64_t>(j->end_new_id));
+      rep.actions.push_back(fmt::format(
+          "deleted {} uncommitted runs of an interrupted append from metadata.db", n));
+    }
+    size_t removed = 0;
+    for (size_t i : shards_past(dir, m))
+      if (i >= j->first_new_shard && i < j->end_new_shard) {
+        remove_shard(dir, i);
+        ++removed;
+      }
+    if (removed) {
+      fsync_dir(dir);
+      rep.actions.push_back(
+          fmt::format("removed {} uncommitted shard files of an interrupted append", removed));
+    }
+  }
+  if (j) {
+    remove_journal(dir);
+    rep.actions.push_back(j->describes_uncommitted(m)
+                              ? "removed the journal of an interrupted append"
+                              : "removed the journal of an append that had committed");
+  }
+  const int64_t extra_runs =
+      count_runs(db, "id >= ?1", static_cast<int64_t>(m.next_run_id), -1);
+  const std::vector<size_t> extra_shards = shards_past(dir, m);
+  if (!extra_runs && extra_shards.empty()) return m;
+  std::string what = fmt::format("{} runs with id >= {} in metadata.db and {} shard files past "
+                                 "the manifest's {}",
+                                 extra_runs, m.next_run_id, extra_shards.size(), m.shards.size());
+  if (!ro.discard_unrecorded)
+    fail(A2PACK_E_CORRUPT,
+         "{}: holds {} that manifest.json does not record and no append journal explains. "
+         "Nothing was changed. To drop them run `a2pack dataset verify --repair "
+         "--discard-unrecorded`",
+         dir, what);
+  if (extra_runs) delete_runs(db, "id >= ?1", static_cast<int64_t>(m.next_run_id), -1);
+  for (size_t i : extra_shards) remove_shard(dir, i);
+  fsync_dir(dir);
+  rep.actions.push_back("removed " + what + ", as asked");
+  return m;
 }
 
 Manifest recover_locked(const std::string& dir, const RecoverOptions& ro, RecoverReport& rep) {
@@ -364,6 +460,7 @@ Manifest recover_locked(const std::string& dir, const RecoverOptions& ro, Recove
   if (ro.check_indexes || !m || !metadata_unchanged(*m, db_path)) check_db_indexes(db);
   if (had_journal && !path_exists(journal))
     rep.actions.push_back("rolled back an interrupted metadata.db transaction");
+  if (m && m->sharded) return recover_sharded(dir, *m, db, ro, rep);
 
   const std::string steps_path = dir + "/steps.npy";
   std::optional<ReadFd> steps(std::in_place, steps_path);
@@ -531,7 +628,7 @@ void require_local(const std::string& dir) {
 // they write cannot drift apart.
 BuildResult build_folder(const std::string& out_dir, const BuildOptions& o,
                          const std::string& input, const std::string& kind,
-                         const std::function<StreamResult(TempFile&)>& fill) {
+                         const std::function<StreamResult(const RowSink&)>& fill) {
   require_local(out_dir);
   const std::string out = strip_slashes(out_dir);
   if (out.empty()) fail(A2PACK_E_INVALID_ARGUMENT, "the output folder name is empty");
@@ -565,11 +662,20 @@ BuildResult build_folder(const std::string& out_dir, const BuildOptions& o,
   try {
     BuildResult r;
     StreamResult res;
-    {
+    std::vector<ShardRecord> shards;
+    if (o.shard_rows) {
+      ShardWriter w(tmp, 0, 0, o.shard_rows);
+      res = fill([&](const uint8_t* p, size_t, const uint64_t* ends, size_t k) {
+        w.put(p, ends, k);
+      });
+      w.finish();
+      w.install();
+      shards = w.shards();
+    } else {
       TempFile steps(tmp + "/steps.npy");
       std::string hdr = npy_header(0);
       steps.write(hdr.data(), hdr.size());
-      res = fill(steps);
+      res = fill([&](const uint8_t* p, size_t n, const uint64_t*, size_t) { steps.write(p, n); });
       hdr = npy_header(res.rows);
       steps.pwrite(hdr.data(), hdr.size(), 0);
       steps.sync();
@@ -592,6 +698,12 @@ BuildResult build_folder(const std::string& out_dir, const BuildOptions& o,
     m.created_utc = m.updated_utc = utc_now();
     m.generator = generator_name();
     m.sources.push_back({input, kind, m.runs, m.rows, 0, m.created_utc});
+    if (o.shard_rows) {
+      m.format_version = kShardedFormatVersion;
+      m.sharded = true;
+      m.shard_rows = o.shard_rows;
+      m.shards = std::move(shards);
+    }
     stamp_metadata(m, tmp + "/metadata.db");
     write_manifest(tmp, m, "build:manifest-synced");
     fsync_dir(tmp);
@@ -611,10 +723,8 @@ BuildResult build_folder(const std::string& out_dir, const BuildOptions& o,
 }  // namespace
 
 BuildResult build(const RunSource& src, const std::string& out_dir, const BuildOptions& o) {
-  return build_folder(out_dir, o, src.input(), src.kind(), [&](TempFile& steps) {
-    return stream_rows(
-        src, [&](const uint8_t* p, size_t n) { steps.write(p, n); }, 0, 0, 0, o,
-        "build:rows-partial");
+  return build_folder(out_dir, o, src.input(), src.kind(), [&](const RowSink& out) {
+    return stream_rows(src, out, 0, 0, 0, o, "build:rows-partial");
   });
 }
 
@@ -659,14 +769,21 @@ BuildResult build_from_rows(const uint8_t* rows, uint64_t n_rows, std::vector<Ru
   if (row != n_rows)
     fail(A2PACK_E_INVALID_ARGUMENT,
          "{} rows given, but the runs' num_steps add up to {}", n_rows, row);
-  return build_folder(out_dir, o, input, kind, [&](TempFile& steps) {
+  return build_folder(out_dir, o, input, kind, [&](const RowSink& out) {
     StreamResult res;
-    // In slices of 32 MiB, each CRC'd while still in cache.
+    // In slices of whole runs of about 32 MiB, each CRC'd while still in cache.
     constexpr uint64_t kSlice = uint64_t{1} << 20;  // rows
-    for (uint64_t a = 0; a < n_rows; a += kSlice) {
-      const uint64_t k = std::min(kSlice, n_rows - a);
-      steps.write(rows + a * kRowBytes, k * kRowBytes);
+    std::vector<uint64_t> ends;
+    uint64_t a = 0;
+    for (size_t i = 0; i < runs.size();) {
+      ends.assign(1, 0);
+      while (i < runs.size() &&
+             (ends.back() == 0 || ends.back() + static_cast<uint64_t>(runs[i].num_steps) <= kSlice))
+        ends.push_back(ends.back() + static_cast<uint64_t>(runs[i++].num_steps));
+      const uint64_t k = ends.back();
+      out(rows + a * kRowBytes, k * kRowBytes, ends.data(), ends.size() - 1);
       res.crc = crc32c::extend(res.crc, rows + a * kRowBytes, k * kRowBytes);
+      a += k;
     }
     res.rows = n_rows;
     res.runs = std::move(runs);
@@ -711,7 +828,7 @@ StreamResult append_by_copy(const RunSource& src, const std::string& dir, const 
   tmp.copy_from(old.fd(), steps_path, info.data_offset, m.rows * kRowBytes);
   crash_point("append:old-rows-copied");
   StreamResult res = stream_rows(
-      src, [&](const uint8_t* p, size_t n) { tmp.write(p, n); }, m.next_run_id, m.rows,
+      src, [&](const uint8_t* p, size_t n, const uint64_t*, size_t) { tmp.write(p, n); }, m.next_run_id, m.rows,
       m.steps_crc32c, o, "append:rows-partial");
   hdr = npy_header(m.rows + res.rows);
   tmp.pwrite(hdr.data(), hdr.size(), 0);
@@ -750,7 +867,7 @@ StreamResult append_in_place(const RunSource& src, const std::string& dir, const
   StreamResult res;
   try {
     res = stream_rows(
-        src, [&](const uint8_t* p, size_t n) { f.write(p, n); }, m.next_run_id, m.rows,
+        src, [&](const uint8_t* p, size_t n, const uint64_t*, size_t) { f.write(p, n); }, m.next_run_id, m.rows,
         m.steps_crc32c, o, "append:rows-partial");
     f.sync();
     crash_point("append:steps-synced");
@@ -776,6 +893,64 @@ StreamResult append_in_place(const RunSource& src, const std::string& dir, const
   return res;
 }
 
+// The rows and runs an append adds, recorded in the manifest it commits.
+Manifest next_manifest(const Manifest& m, const RunSource& src, const StreamResult& res) {
+  Manifest next = m;
+  next.rows = m.rows + res.rows;
+  next.runs += res.runs.size();
+  next.next_run_id += res.runs.size();
+  next.steps_crc32c = res.crc;
+  next.updated_utc = utc_now();
+  next.generator = generator_name();
+  next.sources.push_back(
+      {src.input(), src.kind(), res.runs.size(), res.rows, m.next_run_id, next.updated_utc});
+  return next;
+}
+
+BuildResult commit_append(const std::string& dir, Manifest& next, const RecoverReport& rep,
+                          const StreamResult& res, bool copied) {
+  stamp_metadata(next, dir + "/metadata.db");
+  write_manifest(dir, next, "append:manifest-synced");
+  crash_point("append:committed");
+  remove_journal(dir);
+  BuildResult r;
+  r.runs_added = res.runs.size();
+  r.rows_added = res.rows;
+  r.total_runs = next.runs;
+  r.total_rows = next.rows;
+  r.runs_adopted = rep.adopted_runs;
+  r.runs_skipped = res.skipped;
+  r.steps_copied = copied;
+  return r;
+}
+
+// A sharded dataset's append: the new runs go into new shard files (under
+// temporary names until metadata.db has their runs), so it writes the new
+// rows, their runs and a manifest, and never touches an existing shard.
+BuildResult append_sharded(const RunSource& src, const std::string& dir, const Manifest& m,
+                           const RecoverReport& rep, const BuildOptions& o) {
+  const uint64_t shard_rows = o.shard_rows ? o.shard_rows : m.shard_rows;
+  ShardWriter w(dir, m.shards.size(), m.rows, shard_rows ? shard_rows : 1);
+  StreamResult res = stream_rows(
+      src, [&](const uint8_t* p, size_t, const uint64_t* ends, size_t k) { w.put(p, ends, k); },
+      m.next_run_id, m.rows, m.steps_crc32c, o, "append:rows-partial");
+  w.finish();
+  crash_point("append:steps-synced");
+  Journal j = Journal::starting_from(m, res.runs.size());
+  j.sharded = true;
+  j.first_new_shard = m.shards.size();
+  j.end_new_shard = m.shards.size() + w.shards().size();
+  write_journal(dir, j);
+  crash_point("append:journal-written");
+  insert_new_runs(dir, res.runs);
+  w.install();
+  crash_point("append:steps-installed");
+  Manifest next = next_manifest(m, src, res);
+  next.shard_rows = shard_rows;
+  next.shards.insert(next.shards.end(), w.shards().begin(), w.shards().end());
+  return commit_append(dir, next, rep, res, false);
+}
+
 }  // namespace
 
 BuildResult append(const RunSource& src, const std::string& dir_in, const BuildOptions& o) {
@@ -790,6 +965,13 @@ BuildResult append(const RunSource& src, const std::string& dir_in, const BuildO
   if (o.on_warning)
     for (const auto& w : rep.warnings) o.on_warning(w);
 
+  if (m.sharded) return append_sharded(src, dir, m, rep, o);
+  if (o.shard_rows)
+    fail(A2PACK_E_INVALID_ARGUMENT,
+         "{}: shard_rows applies to a sharded dataset's append; this one keeps its rows in one "
+         "steps.npy (build a sharded copy with `a2pack dataset build --shard-rows`)",
+         dir);
+
   const std::string steps_path = dir + "/steps.npy";
   ReadFd old(steps_path);
   NpyInfo info = read_npy_info(old);
@@ -802,29 +984,8 @@ BuildResult append(const RunSource& src, const std::string& dir_in, const BuildO
   StreamResult res = in_place ? append_in_place(src, dir, m, old, info, o)
                               : append_by_copy(src, dir, m, old, info, o);
 
-  Manifest next = m;
-  next.rows = m.rows + res.rows;
-  next.runs += res.runs.size();
-  next.next_run_id += res.runs.size();
-  next.steps_crc32c = res.crc;
-  next.updated_utc = utc_now();
-  next.generator = generator_name();
-  next.sources.push_back(
-      {src.input(), src.kind(), res.runs.size(), res.rows, m.next_run_id, next.updated_utc});
-  stamp_metadata(next, dir + "/metadata.db");
-  write_manifest(dir, next, "append:manifest-synced");
-  crash_point("append:committed");
-  remove_journal(dir);
-
-  BuildResult r;
-  r.runs_added = res.runs.size();
-  r.rows_added = res.rows;
-  r.total_runs = next.runs;
-  r.total_rows = next.rows;
-  r.runs_adopted = rep.adopted_runs;
-  r.runs_skipped = res.skipped;
-  r.steps_copied = !in_place;
-  return r;
+  Manifest next = next_manifest(m, src, res);
+  return commit_append(dir, next, rep, res, !in_place);
 }
 
 RecoverReport recover(const std::string& dir_in, const RecoverOptions& ro) {

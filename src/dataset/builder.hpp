@@ -52,6 +52,12 @@ struct BuildOptions {
   // programs read without a2pack's lock (np.load, upstream's tools) while
   // appends run, which then keep reading the old file.
   bool copy_steps = false;
+  // build: write the sharded layout (docs/dataset.md), shards of whole runs
+  // of at most this many rows (a longer run gets a shard of its own); 0 (the
+  // default) writes one steps.npy. append to a sharded dataset: the size of
+  // the new shards (0: the dataset's own); an append adds shards and never
+  // rewrites one. Not for a single-file dataset's append.
+  uint64_t shard_rows = 0;
 };
 
 struct BuildResult {

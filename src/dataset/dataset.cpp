@@ -25,6 +25,7 @@
 #include "dataset/gather.hpp"
 #include "dataset/npy.hpp"
 #include "dataset/row.hpp"
+#include "dataset/shards.hpp"
 #include "dataset/team.hpp"
 
 namespace a2pack::dataset {
@@ -76,15 +77,6 @@ uint64_t mix64(uint64_t z) {
   return z ^ (z >> 31);
 }
 
-// 4 bytes of 0/1 per ev_legal mask, for the bool[n][4] column.
-struct LegalTable {
-  uint32_t t[16];
-  constexpr LegalTable() : t{} {
-    for (uint32_t m = 0; m < 16; ++m)
-      t[m] = (m & 1) | ((m >> 1 & 1) << 8) | ((m >> 2 & 1) << 16) | ((m >> 3 & 1) << 24);
-  }
-};
-constexpr LegalTable kLegal{};
 
 }  // namespace
 
@@ -98,6 +90,11 @@ std::unique_ptr<Dataset> Dataset::open(const std::string& dir_in, const OpenOpti
   if (::stat(dir.c_str(), &st) != 0) fail_errno("open dataset", dir, errno);
   if (!S_ISDIR(st.st_mode)) fail(A2PACK_E_INVALID_ARGUMENT, "{}: not a dataset folder", dir);
   DirLock lock(dir, /*exclusive=*/false, /*timeout_ms=*/-1);  // not while an append is half-way
+  if (auto m = read_manifest(dir); m && m->sharded) {
+    ds->manifest_ = std::move(m);
+    ds->open_shards(o);
+    return ds;
+  }
 
   bool has_steps = false, has_db = false;
   for (const auto& name : list_dir(dir)) {
@@ -161,6 +158,58 @@ std::unique_ptr<Dataset> Dataset::open(const std::string& dir_in, const OpenOpti
   ds->load_rows(f, info.data_offset, o);
   ds->check_metadata(u);
   return ds;
+}
+
+// A sharded dataset (docs/dataset.md): the manifest's shards, read one after
+// the other into one array, so that everything else (selections, gathers,
+// checks, the feed) works on it as on a single steps.npy.
+void Dataset::open_shards(const OpenOptions& o) {
+  const Manifest& m = *manifest_;
+  if (o.mmap)
+    fail(A2PACK_E_UNSUPPORTED,
+         "{}: a sharded dataset cannot be mapped as one array: open it into RAM (mmap off), or "
+         "stream it under a memory budget (a2pack_shards_open, a2pack.ShardStream)",
+         dir_);
+  std::vector<char> present(m.shards.size(), 0);
+  for (const auto& name : list_dir(dir_)) {
+    if (name == "metadata.db" || name == "manifest.json" || name == kJournalName ||
+        name == "metadata.db-journal" || name == "metadata.db-wal" || name == "metadata.db-shm")
+      continue;
+    auto it = std::find_if(m.shards.begin(), m.shards.end(),
+                           [&](const ShardRecord& r) { return r.file == name; });
+    if (it != m.shards.end()) {
+      present[static_cast<size_t>(it - m.shards.begin())] = 1;
+    } else if (is_temp_name(name) || (name.size() == 15 && name.compare(0, 6, "steps-") == 0)) {
+      notes_.push_back(fmt::format(
+          "{}/{}: not in manifest.json (left by an interrupted append; ignored, the next append "
+          "or `verify --repair` removes it)",
+          dir_, name));
+    } else if (!o.allow_extra_files) {
+      fail(A2PACK_E_CORRUPT,
+           "{}/{}: unexpected file in a sharded dataset folder (it holds the shards manifest.json "
+           "lists, metadata.db and manifest.json); remove it, or open with allow_extra_files",
+           dir_, name);
+    }
+  }
+  for (size_t i = 0; i < m.shards.size(); ++i)
+    if (!present[i])
+      fail(A2PACK_E_NOT_FOUND, "{}/{}: shard {} of manifest.json is missing", dir_,
+           m.shards[i].file, i);
+  uint32_t crc = 0;
+  for (const auto& r : m.shards) crc = crc32c::combine(crc, r.crc32c, r.rows * kRowBytes);
+  if (crc != m.steps_crc32c)
+    fail(A2PACK_E_CORRUPT,
+         "{}/manifest.json: its shards' CRCs combine to {:#010x}, but steps_crc32c is {:#010x}",
+         dir_, crc, m.steps_crc32c);
+  open_db(o.verify_crc);
+  rows_ = file_rows_ = crc_rows_ = m.rows;
+  mem_ = RowMemory(static_cast<size_t>(rows_ * kRowBytes), o.huge_pages);
+  data_ = mem_.data();
+  parallel_for(m.shards.size(), o.workers, [&](size_t i) {
+    const ShardRecord& r = m.shards[i];
+    read_shard(dir_, r, mem_.data() + r.first_row * kRowBytes, o.verify_crc);
+  });
+  check_metadata(Unrecorded{});
 }
 
 void Dataset::load_rows(const ReadFd& f, uint64_t offset, const OpenOptions& o) {
@@ -310,23 +359,6 @@ void Dataset::gather(const int64_t* idx, size_t n, uint8_t* out, uint32_t worker
   });
 }
 
-namespace {
-// Row `row` as batch position i of the requested columns.
-inline void emit_columns(size_t i, const uint8_t* row, const ColumnsOut& o) {
-  Row r;
-  std::memcpy(&r, row, kRowBytes);
-  if (o.exponents) unpack_exponents(r.board, o.exponents + 16 * i);
-  if (o.boards) o.boards[i] = r.board;
-  if (o.moves) o.moves[i] = r.move;
-  if (o.legal) std::memcpy(o.legal + 4 * i, &kLegal.t[r.ev_legal & 0xF], 4);
-  if (o.legal_mask) o.legal_mask[i] = r.ev_legal;
-  if (o.ev_values) std::memcpy(o.ev_values + 4 * i, r.ev_values, 16);
-  if (o.run_ids) o.run_ids[i] = r.run_id;
-  if (o.step_indices) o.step_indices[i] = r.step_index;
-  if (o.moves_i32) o.moves_i32[i] = r.move;
-  if (o.moves_i64) o.moves_i64[i] = r.move;
-}
-}  // namespace
 
 void Dataset::gather_columns(const int64_t* idx, size_t n, const ColumnsOut& out,
                              uint32_t workers) const {

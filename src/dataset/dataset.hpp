@@ -12,6 +12,7 @@
 
 #include "a2pack.h"
 #include "base/file_io.hpp"
+#include "dataset/columns.hpp"
 #include "dataset/foreign.hpp"
 #include "dataset/manifest.hpp"
 #include "dataset/memory.hpp"
@@ -28,19 +29,6 @@ struct OpenOptions {
   bool allow_extra_files = false; // ignore files a dataset does not hold
 };
 
-// Columns a gather can write; null pointers are skipped.
-struct ColumnsOut {
-  uint8_t* exponents = nullptr;   // n * 16: tile exponents, cell 0 = top-left
-  uint64_t* boards = nullptr;     // n
-  uint8_t* moves = nullptr;       // n
-  uint8_t* legal = nullptr;       // n * 4: 1 where the move is legal, else 0 (numpy bool)
-  uint8_t* legal_mask = nullptr;  // n: the ev_legal bitmask
-  float* ev_values = nullptr;     // n * 4
-  uint32_t* run_ids = nullptr;    // n
-  uint16_t* step_indices = nullptr; // n
-  int32_t* moves_i32 = nullptr;   // n: the chosen move widened (a training loss's target type)
-  int64_t* moves_i64 = nullptr;   // n
-};
 
 // Consecutive step indices [first, first + count): one run's rows.
 struct RowRange {
@@ -119,6 +107,7 @@ class Dataset {
   // s3:// and gs:// datasets (remote.cpp).
   static std::unique_ptr<Dataset> open_remote(const std::string& url, const OpenOptions& opts);
   void load_rows(const ReadFd& f, uint64_t offset, const OpenOptions& o);
+  void open_shards(const OpenOptions& o);
   void open_db(bool check_indexes);
   void check_metadata(const Unrecorded& u);
   template <typename F>

@@ -54,7 +54,8 @@ void write_journal(const std::string& dir, const Journal& j) {
               {"steps_crc32c", j.old_crc}};
   o["new_run_ids"] = {j.first_new_id, j.end_new_id};
   o["new_steps"] = {{"dev", j.steps_dev}, {"ino", j.steps_ino}};
-  o["mode"] = j.in_place ? "in-place" : "new-file";
+  o["mode"] = j.sharded ? "new-shards" : j.in_place ? "in-place" : "new-file";
+  if (j.sharded) o["new_shards"] = {j.first_new_shard, j.end_new_shard};
   std::string text = o.dump(2) + "\n";
   TempFile t(dir + "/" + kJournalName);
   t.write(text.data(), text.size());
@@ -93,6 +94,15 @@ std::optional<Journal> read_journal(const std::string& dir) {
     j.steps_dev = o.at("new_steps").at("dev").get<uint64_t>();
     j.steps_ino = o.at("new_steps").at("ino").get<uint64_t>();
     const std::string mode = o.value("mode", "new-file");
+    if (mode == "new-shards") {
+      j.sharded = true;
+      j.first_new_shard = o.at("new_shards").at(0).get<uint64_t>();
+      j.end_new_shard = o.at("new_shards").at(1).get<uint64_t>();
+      if (j.end_new_shard < j.first_new_shard || j.end_new_shard - j.first_new_shard > 99999)
+        fail(A2PACK_E_CORRUPT, "{}: new_shards [{}, {}) is not a range of shard indexes", path,
+             j.first_new_shard, j.end_new_shard);
+      return j;
+    }
     if (mode != "in-place" && mode != "new-file")
       fail(A2PACK_E_CORRUPT, "{}: unknown append mode '{}'", path, printable(mode));
     j.in_place = mode == "in-place";

@@ -37,6 +37,12 @@ struct Journal {
   // bytes past old_rows may then be a partly written tail.
   uint64_t steps_dev = 0, steps_ino = 0;
   bool in_place = false;
+  // A sharded dataset's append: it writes the shard files with indexes
+  // [first_new_shard, end_new_shard) (named as shard_file_name() names them),
+  // which recovery removes while the append has not committed. JSON
+  // "new_shards": [first, end]; absent for a steps.npy append.
+  bool sharded = false;
+  uint64_t first_new_shard = 0, end_new_shard = 0;
 
   // Whether `m` is still the manifest the append started from (the append
   // did not commit); a committed append's journal is only a leftover.

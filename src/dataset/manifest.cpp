@@ -71,6 +71,15 @@ std::string to_json(const Manifest& m) {
     s.push_back(std::move(e));
   }
   j["sources"] = s;
+  if (m.sharded) {
+    j["layout"] = "sharded";
+    j["shard_rows"] = m.shard_rows;
+    json sh = json::array();
+    for (const auto& r : m.shards)
+      sh.push_back({{"file", r.file}, {"first_row", r.first_row}, {"rows", r.rows},
+                    {"runs", r.runs}, {"crc32c", r.crc32c}});
+    j["shards"] = std::move(sh);
+  }
   if (m.has_metadata_stamp)
     j["metadata_db"] = {{"bytes", m.metadata_bytes}, {"crc32c", m.metadata_crc32c}};
   // A source's input is the path given, which need not be UTF-8: such bytes
@@ -108,7 +117,51 @@ std::string get_str(const json& j, const char* key, const std::string& path) {
   return it->get<std::string>();
 }
 
+// The shard list: named like a2pack names them (nothing that leaves the
+// folder), contiguous from row 0, adding up to the manifest's rows.
+void parse_shards(const json& j, const std::string& path, Manifest& m) {
+  std::string layout = get_str(j, "layout", path);
+  if (layout.empty() || layout == "single") return;
+  if (layout != "sharded")
+    fail(A2PACK_E_UNSUPPORTED, "{}: \"layout\" is \"{}\", expected \"sharded\" or \"single\"",
+         path, printable(layout));
+  m.sharded = true;
+  m.shard_rows = get<uint64_t>(j, "shard_rows", path);
+  auto it = j.find("shards");
+  if (it == j.end() || !it->is_array())
+    fail(A2PACK_E_CORRUPT, "{}: a sharded manifest needs a \"shards\" array", path);
+  uint64_t row = 0, runs = 0;
+  for (const auto& e : *it) {
+    if (!e.is_object()) fail(A2PACK_E_CORRUPT, "{}: a \"shards\" entry is not an object", path);
+    ShardRecord r;
+    r.file = get<std::string>(e, "file", path);
+    r.first_row = get<uint64_t>(e, "first_row", path);
+    r.rows = get<uint64_t>(e, "rows", path);
+    r.runs = get<uint64_t>(e, "runs", path);
+    r.crc32c = get<uint32_t>(e, "crc32c", path);
+    const size_t i = m.shards.size();
+    if (r.file != shard_file_name(i))
+      fail(A2PACK_E_CORRUPT, "{}: shard {} is named \"{}\", expected \"{}\"", path, i,
+           printable(r.file), shard_file_name(i));
+    if (r.first_row != row)
+      fail(A2PACK_E_CORRUPT, "{}: shard {} ({}) starts at row {}, expected {}", path, i, r.file,
+           r.first_row, row);
+    if (r.rows > m.rows - row)
+      fail(A2PACK_E_CORRUPT, "{}: shard {} ({}) ends past the manifest's {} rows", path, i,
+           r.file, m.rows);
+    row += r.rows;
+    runs += r.runs;
+    m.shards.push_back(std::move(r));
+  }
+  if (row != m.rows || runs != m.runs)
+    fail(A2PACK_E_CORRUPT,
+         "{}: the shards hold {} rows of {} runs, but the manifest records {} rows of {} runs",
+         path, row, runs, m.rows, m.runs);
+}
+
 }  // namespace
+
+std::string shard_file_name(size_t i) { return fmt::format("steps-{:05d}.npy", i); }
 
 Manifest parse_manifest(const std::string& text, const std::string& path) {
   json j;
@@ -149,6 +202,10 @@ Manifest parse_manifest(const std::string& text, const std::string& path) {
     m.metadata_crc32c = get<uint32_t>(*it, "crc32c", path);
     m.has_metadata_stamp = true;
   }
+  parse_shards(j, path, m);
+  if (m.sharded != (m.format_version == kShardedFormatVersion))
+    fail(A2PACK_E_CORRUPT, "{}: format_version {} with {} layout (sharded datasets are version {})",
+         path, m.format_version, m.sharded ? "a sharded" : "a single-file", kShardedFormatVersion);
   if (auto it = j.find("sources"); it != j.end()) {
     if (!it->is_array()) fail(A2PACK_E_CORRUPT, "{}: \"sources\" must be an array", path);
     for (const auto& s : *it) {

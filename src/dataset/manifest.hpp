@@ -12,7 +12,10 @@
 
 namespace a2pack::dataset {
 
-inline constexpr uint32_t kFormatVersion = 1;
+inline constexpr uint32_t kFormatVersion = 2;  // the newest this build reads
+// A sharded dataset's manifest has format_version 2, so that a build that
+// knows only steps.npy refuses it (UNSUPPORTED) instead of calling it damaged.
+inline constexpr uint32_t kShardedFormatVersion = 2;
 inline constexpr const char* kFormatName = "a2pack-steps";
 
 struct SourceRecord {
@@ -28,8 +31,19 @@ struct SourceRecord {
   bool local_run_ids = false;
 };
 
+// One steps file of a sharded dataset (docs/dataset.md, "Sharded datasets"):
+// DIR/<file>, a plain .npy of `rows` rows, global rows [first_row, first_row +
+// rows), holding whole runs (`runs` of them); `crc32c` of its data bytes.
+struct ShardRecord {
+  std::string file;
+  uint64_t first_row = 0;
+  uint64_t rows = 0;
+  uint64_t runs = 0;
+  uint32_t crc32c = 0;
+};
+
 struct Manifest {
-  uint32_t format_version = kFormatVersion;
+  uint32_t format_version = 1;  // kShardedFormatVersion when sharded
   uint64_t rows = 0;
   uint64_t runs = 0;
   uint64_t next_run_id = 0;  // runs with id >= this are not committed
@@ -47,9 +61,18 @@ struct Manifest {
   bool has_metadata_stamp = false;
   uint64_t metadata_bytes = 0;
   uint32_t metadata_crc32c = 0;
+  // Sharded layout: the rows live in `shards` (in order; together the first
+  // `rows` rows, `steps_crc32c` still the CRC of all of them) instead of
+  // steps.npy. JSON "layout": "sharded", "shard_rows", "shards": [...].
+  bool sharded = false;
+  uint64_t shard_rows = 0;  // the target rows per shard the dataset was built with
+  std::vector<ShardRecord> shards;
 };
 
 std::string to_json(const Manifest& m);
+
+// The file name of shard i: "steps-00000.npy", "steps-00001.npy", ...
+std::string shard_file_name(size_t i);
 
 // Parse manifest.json text; errors name `path` and the key that is missing or
 // wrong. A format_version above kFormatVersion is UNSUPPORTED.

@@ -169,7 +169,7 @@ def _result(r: Any, skipped: Optional[List[Tuple[str, str]]] = None) -> Dict[str
 def build_dataset(input: PathLike, out_dir: PathLike, *, workers: int = 0,
                   allow_missing_branches: bool = False, overwrite: bool = False,
                   progress: Progress = None, skip_bad: bool = False,
-                  lock_timeout: Optional[float] = 60.0) -> Dict[str, Any]:
+                  lock_timeout: Optional[float] = 60.0, shard_rows: int = 0) -> Dict[str, Any]:
     """Build a dataset folder from a folder of .a2run2 files or a packfile.
 
     Atomic: on any error nothing is left under ``out_dir`` (or the previous
@@ -177,11 +177,14 @@ def build_dataset(input: PathLike, out_dir: PathLike, *, workers: int = 0,
     InvalidArgumentError naming the file unless ``allow_missing_branches``.
     ``progress(done, total)`` may return False to stop. ``skip_bad`` skips
     runs that cannot be read or decoded; the result's ``skipped`` lists
-    (label, message) for each. Returns the counts.
+    (label, message) for each. ``shard_rows`` > 0 writes the sharded layout
+    (shards of whole runs of at most that many rows, for datasets larger
+    than RAM: :class:`a2pack.ShardStream`). Returns the counts.
     """
     skipped: Optional[List[Tuple[str, str]]] = [] if skip_bad else None
     o, _cb = _build_options(workers, allow_missing_branches, overwrite, progress,
                             lock_timeout, skip_bad, skipped)
+    o.shard_rows = int(shard_rows)
     r = ffi.new("a2pack_dataset_build_result *")
     r.size = ffi.sizeof("a2pack_dataset_build_result")
     check(lib.a2pack_dataset_build(fspath(input), fspath(out_dir), o, r))
@@ -191,7 +194,7 @@ def build_dataset(input: PathLike, out_dir: PathLike, *, workers: int = 0,
 def append_dataset(dataset_dir: PathLike, input: PathLike, *, workers: int = 0,
                    allow_missing_branches: bool = False, progress: Progress = None,
                    skip_bad: bool = False, lock_timeout: Optional[float] = 60.0,
-                   copy: bool = False) -> Dict[str, Any]:
+                   copy: bool = False, shard_rows: int = 0) -> Dict[str, Any]:
     """Append runs to a dataset, atomically (fresh run ids; see docs/dataset.md).
 
     steps.npy is extended in place: the append writes the new rows, its
@@ -203,11 +206,15 @@ def append_dataset(dataset_dir: PathLike, input: PathLike, *, workers: int = 0,
 
     Waits up to ``lock_timeout`` seconds (None: no limit) for readers that
     are loading the dataset. Runs another tool appended without updating the
-    manifest are adopted, with a ``UserWarning`` naming them."""
+    manifest are adopted, with a ``UserWarning`` naming them.
+
+    A sharded dataset gets new shards (of ``shard_rows`` rows at most, 0:
+    the dataset's size) and no existing shard is touched."""
     skipped: Optional[List[Tuple[str, str]]] = [] if skip_bad else None
     o, _cb = _build_options(workers, allow_missing_branches, False, progress,
                             lock_timeout, skip_bad, skipped)
     o.copy_steps = bool(copy)
+    o.shard_rows = int(shard_rows)
     r = ffi.new("a2pack_dataset_build_result *")
     r.size = ffi.sizeof("a2pack_dataset_build_result")
     check(lib.a2pack_dataset_append(fspath(dataset_dir), fspath(input), o, r))
