@@ -209,7 +209,23 @@ void Dataset::open_shards(const OpenOptions& o) {
     const ShardRecord& r = m.shards[i];
     read_shard(dir_, r, mem_.data() + r.first_row * kRowBytes, o.verify_crc);
   });
-  check_metadata(Unrecorded{});
+  // Runs past the manifest (an interrupted append's, or unexplained) are
+  // hidden from every query, as in a single-file dataset.
+  Unrecorded u;
+  {
+    Stmt q = db_->prepare("SELECT count(*) FROM runs WHERE id >= ?1");
+    q.bind(1, static_cast<int64_t>(m.next_run_id));
+    q.step();
+    u.runs = static_cast<uint64_t>(q.col_int(0));
+  }
+  if (u.runs) {
+    u.problem = "not recorded by manifest.json";
+    notes_.push_back(fmt::format(
+        "{}/metadata.db: ignores {} runs with id >= {} that manifest.json does not record (an "
+        "interrupted append's: the next append or `verify --repair` removes them)",
+        dir_, u.runs, m.next_run_id));
+  }
+  check_metadata(u);
 }
 
 void Dataset::load_rows(const ReadFd& f, uint64_t offset, const OpenOptions& o) {

@@ -259,6 +259,10 @@ void crash_point(const char* name) {
 bool is_temp_name(const std::string& name) {
   for (const char* prefix : {"steps.npy.tmp-", "manifest.json.tmp-", "append-journal.json.tmp-"})
     if (name.rfind(prefix, 0) == 0) return true;
+  // A shard being written: "steps-NNNNN.npy.tmp-..." (dataset/shards.hpp).
+  if (name.size() > 20 && name.compare(0, 6, "steps-") == 0 &&
+      name.compare(11, 9, ".npy.tmp-") == 0)
+    return std::all_of(name.begin() + 6, name.begin() + 11, [](char c) { return c >= '0' && c <= '9'; });
   return false;
 }
 

@@ -70,7 +70,10 @@ void ShardWriter::finish() {
 }
 
 void ShardWriter::install() {
-  for (auto& f : files_) f->install();
+  for (size_t i = 0; i < files_.size(); ++i) {
+    files_[i]->install();
+    if (i == 0 && files_.size() > 1) crash_point("shards:first-installed");
+  }
   files_.clear();
 }
 

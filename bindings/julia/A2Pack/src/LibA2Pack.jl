@@ -308,6 +308,7 @@ struct a2pack_dataset_build_options
     on_bad_input_user::Ptr{Cvoid}  # void *on_bad_input_user
     lock_timeout_ms::Int64  # int64_t lock_timeout_ms
     copy_steps::Int32  # int32_t copy_steps
+    shard_rows::UInt64  # uint64_t shard_rows
 end
 
 # a2pack_dataset_build_result
@@ -925,6 +926,51 @@ struct a2pack_api_table
     expectimax_reset_stats::Ptr{Cvoid}  # void (*expectimax_reset_stats)(a2pack_expectimax *arg1)
 end
 
+# a2pack_shard_stream (opaque: used through Ptr{a2pack_shard_stream} only)
+mutable struct a2pack_shard_stream end
+
+# a2pack_shard_stream_options
+struct a2pack_shard_stream_options
+    size::Csize_t  # size_t size
+    budget_bytes::UInt64  # uint64_t budget_bytes
+    batch_size::UInt64  # uint64_t batch_size
+    seed::UInt64  # uint64_t seed
+    rank::UInt32  # uint32_t rank
+    world::UInt32  # uint32_t world
+    window_shards::UInt32  # uint32_t window_shards
+    drop_last::Int32  # int32_t drop_last
+    verify_crc::Int32  # int32_t verify_crc
+    prefetch::Int32  # int32_t prefetch
+end
+
+# a2pack_shard_stream_info
+struct a2pack_shard_stream_info
+    size::Csize_t  # size_t size
+    rows::UInt64  # uint64_t rows
+    runs::UInt64  # uint64_t runs
+    shards::UInt64  # uint64_t shards
+    max_shard_bytes::UInt64  # uint64_t max_shard_bytes
+    window_shards::UInt64  # uint64_t window_shards
+    epoch::UInt64  # uint64_t epoch
+    next_batch::UInt64  # uint64_t next_batch
+    batches::UInt64  # uint64_t batches
+    rank_shards::UInt64  # uint64_t rank_shards
+    rank_rows::UInt64  # uint64_t rank_rows
+end
+
+# a2pack_shard_stream_stats
+struct a2pack_shard_stream_stats
+    size::Csize_t  # size_t size
+    batches::UInt64  # uint64_t batches
+    loads::UInt64  # uint64_t loads
+    evictions::UInt64  # uint64_t evictions
+    bytes_read::UInt64  # uint64_t bytes_read
+    resident_bytes::UInt64  # uint64_t resident_bytes
+    resident_shards::UInt64  # uint64_t resident_shards
+    load_wait_s::Cdouble  # double load_wait_s
+    load_s::Cdouble  # double load_s
+end
+
 # ---------------------------------------------------------------- functions
 
 const _fp_a2pack_status_name = Ref{Ptr{Cvoid}}(C_NULL)
@@ -1113,6 +1159,16 @@ const _fp_a2pack_feed_load_state = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_feed_open_mix = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_feed_set_weights = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_api = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_a2pack_shard_stream_options_init = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_a2pack_shard_stream_open = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_a2pack_shard_stream_close = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_a2pack_shard_stream_get_info = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_a2pack_shard_stream_set_epoch = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_a2pack_shard_stream_next = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_a2pack_shard_stream_batch_indices = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_a2pack_shard_stream_save_state = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_a2pack_shard_stream_load_state = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_a2pack_shard_stream_get_stats = Ref{Ptr{Cvoid}}(C_NULL)
 
 # (symbol, pointer slot) of every function above.
 const SYMBOLS = (
@@ -1302,6 +1358,16 @@ const SYMBOLS = (
     (:a2pack_feed_open_mix, _fp_a2pack_feed_open_mix),
     (:a2pack_feed_set_weights, _fp_a2pack_feed_set_weights),
     (:a2pack_api, _fp_a2pack_api),
+    (:a2pack_shard_stream_options_init, _fp_a2pack_shard_stream_options_init),
+    (:a2pack_shard_stream_open, _fp_a2pack_shard_stream_open),
+    (:a2pack_shard_stream_close, _fp_a2pack_shard_stream_close),
+    (:a2pack_shard_stream_get_info, _fp_a2pack_shard_stream_get_info),
+    (:a2pack_shard_stream_set_epoch, _fp_a2pack_shard_stream_set_epoch),
+    (:a2pack_shard_stream_next, _fp_a2pack_shard_stream_next),
+    (:a2pack_shard_stream_batch_indices, _fp_a2pack_shard_stream_batch_indices),
+    (:a2pack_shard_stream_save_state, _fp_a2pack_shard_stream_save_state),
+    (:a2pack_shard_stream_load_state, _fp_a2pack_shard_stream_load_state),
+    (:a2pack_shard_stream_get_stats, _fp_a2pack_shard_stream_get_stats),
 )
 
 const _handle = Ref{Ptr{Cvoid}}(C_NULL)
@@ -2258,6 +2324,56 @@ end
 # const a2pack_api_table *a2pack_api(uint32_t abi_version)
 function a2pack_api(abi_version)
     @ccall $(_fp_a2pack_api[])(abi_version::UInt32)::Ptr{a2pack_api_table}
+end
+
+# void a2pack_shard_stream_options_init(a2pack_shard_stream_options *opts)
+function a2pack_shard_stream_options_init(opts)
+    @ccall $(_fp_a2pack_shard_stream_options_init[])(opts::Ptr{a2pack_shard_stream_options})::Cvoid
+end
+
+# a2pack_status a2pack_shard_stream_open(const char *dir, const a2pack_shard_stream_options *opts, a2pack_shard_stream **out)
+function a2pack_shard_stream_open(dir, opts, out)
+    @ccall $(_fp_a2pack_shard_stream_open[])(dir::Ptr{Cchar}, opts::Ptr{a2pack_shard_stream_options}, out::Ptr{Ptr{a2pack_shard_stream}})::a2pack_status
+end
+
+# void a2pack_shard_stream_close(a2pack_shard_stream *s)
+function a2pack_shard_stream_close(s)
+    @ccall $(_fp_a2pack_shard_stream_close[])(s::Ptr{a2pack_shard_stream})::Cvoid
+end
+
+# a2pack_status a2pack_shard_stream_get_info(const a2pack_shard_stream *s, a2pack_shard_stream_info *out)
+function a2pack_shard_stream_get_info(s, out)
+    @ccall $(_fp_a2pack_shard_stream_get_info[])(s::Ptr{a2pack_shard_stream}, out::Ptr{a2pack_shard_stream_info})::a2pack_status
+end
+
+# a2pack_status a2pack_shard_stream_set_epoch(a2pack_shard_stream *s, uint64_t epoch)
+function a2pack_shard_stream_set_epoch(s, epoch)
+    @ccall $(_fp_a2pack_shard_stream_set_epoch[])(s::Ptr{a2pack_shard_stream}, epoch::UInt64)::a2pack_status
+end
+
+# a2pack_status a2pack_shard_stream_next(a2pack_shard_stream *s, const a2pack_dataset_columns *out, int64_t *idx, size_t *n)
+function a2pack_shard_stream_next(s, out, idx, n)
+    @ccall $(_fp_a2pack_shard_stream_next[])(s::Ptr{a2pack_shard_stream}, out::Ptr{a2pack_dataset_columns}, idx::Ptr{Int64}, n::Ptr{Csize_t})::a2pack_status
+end
+
+# a2pack_status a2pack_shard_stream_batch_indices(a2pack_shard_stream *s, uint64_t b, int64_t *out, size_t *n)
+function a2pack_shard_stream_batch_indices(s, b, out, n)
+    @ccall $(_fp_a2pack_shard_stream_batch_indices[])(s::Ptr{a2pack_shard_stream}, b::UInt64, out::Ptr{Int64}, n::Ptr{Csize_t})::a2pack_status
+end
+
+# a2pack_status a2pack_shard_stream_save_state(const a2pack_shard_stream *s, uint8_t **out_data, size_t *out_len)
+function a2pack_shard_stream_save_state(s, out_data, out_len)
+    @ccall $(_fp_a2pack_shard_stream_save_state[])(s::Ptr{a2pack_shard_stream}, out_data::Ptr{Ptr{UInt8}}, out_len::Ptr{Csize_t})::a2pack_status
+end
+
+# a2pack_status a2pack_shard_stream_load_state(a2pack_shard_stream *s, const void *data, size_t len)
+function a2pack_shard_stream_load_state(s, data, len)
+    @ccall $(_fp_a2pack_shard_stream_load_state[])(s::Ptr{a2pack_shard_stream}, data::Ptr{Cvoid}, len::Csize_t)::a2pack_status
+end
+
+# a2pack_status a2pack_shard_stream_get_stats(const a2pack_shard_stream *s, a2pack_shard_stream_stats *out)
+function a2pack_shard_stream_get_stats(s, out)
+    @ccall $(_fp_a2pack_shard_stream_get_stats[])(s::Ptr{a2pack_shard_stream}, out::Ptr{a2pack_shard_stream_stats})::a2pack_status
 end
 
 end # module LibA2Pack
