@@ -880,6 +880,8 @@ typedef struct a2pack_dataset_rows_options {
   int64_t lock_timeout_ms;   /* as a2pack_dataset_build_options (default 60000) */
   const char *source_input;  /* manifest.json's sources[0].input; NULL (default): "rows" */
   const char *source_kind;   /* its kind ("dir", "pack", ...); NULL (default): "rows" */
+  uint64_t shard_rows;       /* as a2pack_dataset_build_options.shard_rows (default 0: one
+                                steps.npy; N: shards of whole runs of at most N rows) */
 } a2pack_dataset_rows_options;
 
 A2PACK_API void a2pack_dataset_rows_options_init(a2pack_dataset_rows_options *opts);

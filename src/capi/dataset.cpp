@@ -222,6 +222,7 @@ A2PACK_EXPORT a2pack_status a2pack_dataset_build_from_rows(
     dataset::BuildOptions b;
     b.overwrite = o.overwrite != 0;
     b.lock_timeout_ms = o.lock_timeout_ms;
+    b.shard_rows = o.shard_rows;
     std::vector<dataset::RunRow> meta(n_runs);
     for (uint64_t i = 0; i < n_runs; ++i) {
       const a2pack_dataset_run_record& r = runs[i];

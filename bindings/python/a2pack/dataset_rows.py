@@ -103,7 +103,7 @@ def write_dataset(out_dir: "Union[str, os.PathLike[str]]",
                   runs: "Sequence[Tuple[RunMeta, npt.NDArray[np.void]]]", *,
                   overwrite: bool = False, source_input: str = "python",
                   source_kind: str = "python",
-                  lock_timeout: Optional[float] = 60.0) -> Dict[str, Any]:
+                  lock_timeout: Optional[float] = 60.0, shard_rows: int = 0) -> Dict[str, Any]:
     """Write a dataset folder from ``runs`` (metadata row, rows), which get
     run ids 0..n-1 in the order given (the rows' run_id column is set here).
 
@@ -112,7 +112,8 @@ def write_dataset(out_dir: "Union[str, os.PathLike[str]]",
     CLI's bytes for the same runs in the same order (the manifest's time
     stamps too when ``SOURCE_DATE_EPOCH`` is set). Written under a temporary
     sibling name and renamed into place: on an error nothing is left under
-    ``out_dir``. Returns path, runs and rows."""
+    ``out_dir``. ``shard_rows`` > 0 writes the sharded layout, as
+    ``a2pack dataset build --shard-rows`` does. Returns path, runs and rows."""
     out = os.fspath(out_dir)
     n = len(runs)
     counts = np.fromiter((len(rows) for _m, rows in runs), dtype=np.int64, count=n)
@@ -138,6 +139,7 @@ def write_dataset(out_dir: "Union[str, os.PathLike[str]]",
     o = ffi.new("a2pack_dataset_rows_options *")
     lib.a2pack_dataset_rows_options_init(o)
     o.overwrite = int(bool(overwrite))
+    o.shard_rows = int(shard_rows)
     o.lock_timeout_ms = (-1 if lock_timeout is None or lock_timeout < 0
                          else int(lock_timeout * 1000))
     src_in = ffi.new("char[]", source_input.encode("utf-8"))

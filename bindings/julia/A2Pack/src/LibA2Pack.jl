@@ -340,6 +340,7 @@ struct a2pack_dataset_rows_options
     lock_timeout_ms::Int64  # int64_t lock_timeout_ms
     source_input::Ptr{Cchar}  # const char *source_input
     source_kind::Ptr{Cchar}  # const char *source_kind
+    shard_rows::UInt64  # uint64_t shard_rows
 end
 
 # enum a2pack_dataset_verify_flags

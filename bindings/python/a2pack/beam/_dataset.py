@@ -63,6 +63,8 @@ class BuildDataset(transforms.PTransform[pvalue.PCollection[Any], pvalue.PCollec
     source (the CLI writes the --input it was given and "dir" or "pack");
     its time stamps are the assembly's time, or ``SOURCE_DATE_EPOCH`` when
     set on the worker that assembles.
+    ``shard_rows`` > 0 writes the sharded layout (docs/dataset.md), the
+    same shards as ``a2pack dataset build --shard-rows``.
     The output PCollection holds one dict: ``path``, ``runs``, ``rows``,
     ``bad_runs`` (list of ``(key, message)``).
     """
@@ -70,8 +72,9 @@ class BuildDataset(transforms.PTransform[pvalue.PCollection[Any], pvalue.PCollec
     def __init__(self, out_dir: Union[str, os.PathLike[str]], *,
                  allow_missing_branches: bool = False, overwrite: bool = False,
                  skip_bad: bool = True, source_input: str = "beam",
-                 source_kind: str = "beam") -> None:
+                 source_kind: str = "beam", shard_rows: int = 0) -> None:
         self._out = os.fspath(out_dir)
+        self._shard_rows = int(shard_rows)
         self._allow_missing = allow_missing_branches
         self._overwrite = overwrite
         self._skip_bad = skip_bad
@@ -86,7 +89,7 @@ class BuildDataset(transforms.PTransform[pvalue.PCollection[Any], pvalue.PCollec
             ins[0].pipeline
             | "Once" >> beam.Create([None])
             | "Assemble" >> beam.Map(_assemble, pvalue.AsList(all_made), self._out,
-                                     self._overwrite, self._source))
+                                     self._overwrite, self._source, self._shard_rows))
         return result
 
     def display_data(self) -> Dict[str, Any]:
@@ -96,6 +99,7 @@ class BuildDataset(transforms.PTransform[pvalue.PCollection[Any], pvalue.PCollec
                                                               label="Allow missing branches"),
             "overwrite": display.DisplayDataItem(self._overwrite, label="Overwrite"),
             "skip_bad": display.DisplayDataItem(self._skip_bad, label="Skip bad runs"),
+            "shard_rows": display.DisplayDataItem(self._shard_rows, label="Rows per shard"),
         }
 
 
@@ -131,7 +135,7 @@ class _RowsFn(beam.DoFn):
 
 
 def _assemble(_: None, outcomes: List[Union[_Made, _Bad]], out_dir: str,
-              overwrite: bool, source: Tuple[str, str]) -> Dict[str, Any]:
+              overwrite: bool, source: Tuple[str, str], shard_rows: int = 0) -> Dict[str, Any]:
     bad = [(label(k), why) for k, meta, why in outcomes if meta is None]
     made: List[_Made] = [m for m in outcomes if m[1] is not None]
     order = sort_keys([m[0] for m in made], "BuildDataset")
@@ -141,6 +145,7 @@ def _assemble(_: None, outcomes: List[Union[_Made, _Bad]], out_dir: str,
                          + (f" ({len(bad)} bad runs skipped; the first: {min(bad)[1]})"
                             if bad else ""))
     result = write_dataset(out_dir, [(m[1], m[2]) for m in made], overwrite=overwrite,
-                           source_input=source[0], source_kind=source[1])
+                           source_input=source[0], source_kind=source[1],
+                           shard_rows=shard_rows)
     result["bad_runs"] = sorted(bad)
     return result
