@@ -935,7 +935,10 @@ typedef struct a2pack_dataset_open_options {
   int32_t mmap;               /* 0 (default): read the rows into RAM with large parallel
                                  reads; 1: map steps.npy (MADV_RANDOM, MADV_HUGEPAGE) */
   int32_t verify_crc;         /* 1 (default): check the rows against manifest.json's CRC32C */
-  int32_t huge_pages;         /* 1 (default): back RAM rows with transparent huge pages */
+  int32_t huge_pages;         /* 1 (default): back RAM rows with transparent huge pages;
+                                 with mmap, hint them for the mapping: faster gathers once
+                                 the file is cached, but a cold fault reads 2 MiB - set 0
+                                 to map a file larger than RAM (or use a shard stream) */
   uint32_t workers;           /* threads for loading and checking, 0 (default) = all cores */
   int32_t allow_extra_files;  /* 0 (default): a file a dataset does not hold is an error */
 } a2pack_dataset_open_options;

@@ -240,7 +240,7 @@ void Dataset::load_rows(const ReadFd& f, uint64_t offset, const OpenOptions& o) 
     mapped_ = true;
     data_ = bytes ? map_.data() + offset : nullptr;
 #ifdef MADV_HUGEPAGE
-    if (bytes) ::madvise(const_cast<uint8_t*>(map_.data()), map_.size(), MADV_HUGEPAGE);  // a hint
+    if (bytes && o.huge_pages) ::madvise(const_cast<uint8_t*>(map_.data()), map_.size(), MADV_HUGEPAGE);  // a hint
 #endif
     if (check) crc = parallel_crc(data_, crc_bytes, o.workers);
   } else {

@@ -24,7 +24,9 @@ struct OpenOptions {
   bool mmap = false;              // map steps.npy instead of reading it into RAM
   bool verify_crc = true;         // check the rows against manifest.json's CRC32C, and
                                   // metadata.db's indexes against its table
-  bool huge_pages = true;         // ask for transparent huge pages (RAM mode)
+  bool huge_pages = true;         // ask for transparent huge pages (RAM mode; with mmap a hint
+                                  // under which a cold fault reads 2 MiB: off for files larger
+                                  // than RAM)
   uint32_t workers = 0;           // threads for loading and checking, 0 = all cores
   bool allow_extra_files = false; // ignore files a dataset does not hold
 };

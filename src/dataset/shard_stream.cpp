@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 
+#include <unistd.h>
+
 #include "base/error.hpp"
 #include "dataset/fsutil.hpp"
 #include "dataset/shards.hpp"
@@ -69,20 +71,39 @@ ShardStream::ShardStream(const std::string& dir, Manifest m, const ShardStreamOp
     : dir_(dir), m_(std::move(m)), o_(o), sampler_(std::move(s)) {
   res_.resize(m_.shards.size());
   pinned_.assign(m_.shards.size(), 0);
+  owner_pid_ = static_cast<long>(::getpid());
   start_epoch(0, m_.shards.size(), 0);
-  if (o_.prefetch) loader_ = std::thread([this] { loader_loop(); });
+  if (o_.prefetch) loader_ = std::make_unique<std::thread>([this] { loader_loop(); });
 }
 
 ShardStream::~ShardStream() {
+  if (static_cast<long>(::getpid()) != owner_pid_) {
+    // A forked child: the loader thread and whatever held the mutex at the
+    // fork are the parent's; leave both alone (the child's copy of the
+    // memory goes with the child).
+    (void)loader_.release();
+    return;
+  }
   {
     std::lock_guard<std::mutex> lk(mu_);
     stop_ = true;
   }
   cv_.notify_all();
-  if (loader_.joinable()) loader_.join();
+  if (loader_) loader_->join();
 }
 
-void ShardStream::set_epoch(uint64_t e) { start_epoch(e, m_.shards.size(), 0); }
+void ShardStream::check_process() const {
+  if (static_cast<long>(::getpid()) != owner_pid_)
+    fail(A2PACK_E_INVALID_ARGUMENT,
+         "{}: this shard stream was opened by process {}; a forked process cannot use it (its "
+         "loader thread is not there): open a stream in this process",
+         dir_, owner_pid_);
+}
+
+void ShardStream::set_epoch(uint64_t e) {
+  check_process();
+  start_epoch(e, m_.shards.size(), 0);
+}
 
 void ShardStream::start_epoch(uint64_t e, size_t shards, uint64_t next_batch) {
   BlockPlan p = sampler_.plan(e, shards);
@@ -283,6 +304,7 @@ size_t ShardStream::fill_rows(uint64_t a, uint64_t b, const uint8_t** ptrs, int6
 }
 
 size_t ShardStream::next(const ColumnsOut& out, int64_t* idx) {
+  check_process();
   if (next_batch_ >= plan_.batches) {
     start_epoch(plan_.epoch + 1, m_.shards.size(), 0);
     return 0;
@@ -316,11 +338,13 @@ std::string ShardStream::save_state() const {
 }
 
 void ShardStream::load_state(const void* data, size_t len) {
+  check_process();
   const auto pos = sampler_.load_state(data, len);
   start_epoch(pos.epoch, pos.shards, pos.next_batch);
 }
 
 ShardStreamStats ShardStream::stats() const {
+  check_process();
   std::lock_guard<std::mutex> lk(mu_);
   ShardStreamStats s = st_;
   s.resident_bytes = 0;

@@ -6,7 +6,10 @@
 // is read, so a batch rarely waits for the disk.
 //
 // One thread at a time may call a stream's methods (the loader thread is
-// its own business).
+// its own business). A process forked from the one that opened a stream
+// cannot use it (its loader thread is not there): next() and the other
+// calls that move it fail naming this, and destroying it there frees
+// nothing the parent owns.
 #pragma once
 
 #include <condition_variable>
@@ -137,7 +140,11 @@ class ShardStream {
   std::vector<const uint8_t*> ptrs_;
   bool stop_ = false;
   ShardStreamStats st_;
-  std::thread loader_;
+  // Heap-held so that a forked child, where the thread does not exist, can
+  // let go of it without joining (a joinable std::thread cannot be destroyed).
+  std::unique_ptr<std::thread> loader_;
+  long owner_pid_ = 0;
+  void check_process() const;
 };
 
 }  // namespace a2pack::dataset

@@ -186,3 +186,25 @@ def test_bad_arguments_are_clear_errors(folders):
     s.close()
     with pytest.raises(ValueError, match="closed"):
         s.next_batch()
+
+
+def test_a_forked_child_is_refused_clearly_and_frees_nothing_of_the_parent(folders):
+    import gc
+    s = a2pack.ShardStream(folders / "sh", budget_bytes=1 << 22, columns=("indices",))
+    first = s.next_batch()
+    pid = os.fork()
+    if pid == 0:  # the child: its loader thread is the parent's
+        code = 3
+        try:
+            s.next_batch()
+        except a2pack.errors.InvalidArgumentError as e:
+            code = 0 if "forked" in str(e) else 4
+        except BaseException:
+            code = 5
+        del s
+        gc.collect()  # the stream's destructor must neither join nor hang
+        os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+    second = s.next_batch()
+    assert second is not None and not np.array_equal(first["indices"], second["indices"])
