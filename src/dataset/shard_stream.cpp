@@ -82,13 +82,14 @@ ShardStream::~ShardStream() {
     // fork are the parent's; leave both alone (the child's copy of the
     // memory goes with the child).
     (void)loader_.release();
+    (void)cv_.release();
     return;
   }
   {
     std::lock_guard<std::mutex> lk(mu_);
     stop_ = true;
   }
-  cv_.notify_all();
+  cv_->notify_all();
   if (loader_) loader_->join();
 }
 
@@ -145,7 +146,7 @@ void ShardStream::repin_locked() {
     wanted_w_ = sw;
     want_order_ = true;
   }
-  cv_.notify_all();
+  cv_->notify_all();
 }
 
 std::shared_ptr<const std::vector<uint32_t>> ShardStream::order(const BlockPlan& p, size_t w) {
@@ -210,10 +211,10 @@ void ShardStream::load(uint32_t s, std::unique_lock<std::mutex>& lk) {
     if (!lk.owns_lock()) lk.lock();
     res_[s].reset();
     resident_bytes_ -= bytes;
-    cv_.notify_all();
+    cv_->notify_all();
     throw;
   }
-  cv_.notify_all();
+  cv_->notify_all();
 }
 
 const uint8_t* ShardStream::shard_data(uint32_t s) {
@@ -226,7 +227,7 @@ const uint8_t* ShardStream::shard_data(uint32_t s) {
     }
     const auto t0 = std::chrono::steady_clock::now();
     if (r)
-      cv_.wait(lk);  // the loader is reading it
+      cv_->wait(lk);  // the loader is reading it
     else
       load(s, lk);
     st_.load_wait_s += seconds_since(t0);
@@ -248,7 +249,7 @@ void ShardStream::loader_loop() {
         remember_order_locked(Order{WindowRef{p.epoch, p.shards.size(), w}, p.rows, perm});
         continue;
       }
-      cv_.wait(lk);
+      cv_->wait(lk);
       continue;
     }
     const uint32_t s = queue_.front();

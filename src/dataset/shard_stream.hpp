@@ -128,7 +128,10 @@ class ShardStream {
   BlockPlan next_plan_;  // the next epoch's, for the last window's successor
 
   mutable std::mutex mu_;
-  std::condition_variable cv_;
+  // Heap-held: in a forked child it is leaked, since destroying a condition
+  // variable the parent's loader thread waited on at the fork blocks forever
+  // (glibc waits for its waiters).
+  std::unique_ptr<std::condition_variable> cv_ = std::make_unique<std::condition_variable>();
   std::vector<std::unique_ptr<Resident>> res_;
   std::vector<char> pinned_;
   uint64_t resident_bytes_ = 0, clock_ = 0;

@@ -190,7 +190,8 @@ def test_bad_arguments_are_clear_errors(folders):
 
 def test_a_forked_child_is_refused_clearly_and_frees_nothing_of_the_parent(folders):
     import gc
-    s = a2pack.ShardStream(folders / "sh", budget_bytes=1 << 22, columns=("indices",))
+    s = a2pack.ShardStream(folders / "sh", batch_size=64, budget_bytes=1 << 22,
+                           columns=("indices",))
     first = s.next_batch()
     pid = os.fork()
     if pid == 0:  # the child: its loader thread is the parent's
