@@ -209,3 +209,35 @@ def test_a_forked_child_is_refused_clearly_and_frees_nothing_of_the_parent(folde
     assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
     second = s.next_batch()
     assert second is not None and not np.array_equal(first["indices"], second["indices"])
+
+
+@pytest.mark.parametrize("shard_rows", [0, 300])
+def test_beam_appends_what_the_cli_appends(folders, tmp_path, shard_rows):
+    """AppendToDataset, on Beam's DirectRunner, appends the runs the CLI's
+    append would, in the same order: the same rows (steps.npy or new
+    shards) and metadata.db, byte for byte."""
+    beam = pytest.importorskip("apache_beam")
+    import shutil
+    from a2pack import beam as a2beam
+    base = folders / ("sh" if shard_rows else "one")
+    shutil.copytree(base, tmp_path / "cli")
+    shutil.copytree(base, tmp_path / "beam")
+    cli = cli_of_loaded_library()
+    subprocess.run([str(cli), "dataset", "append", "--dataset", str(tmp_path / "cli"),
+                    "--input", str(folders / "more")], check=True, capture_output=True)
+    (folders / "bad").mkdir(exist_ok=True)
+    (folders / "bad" / "zz.a2run2").write_bytes(b"A2T2 not a run")
+    with beam.Pipeline() as p:
+        out = ((p | "a" >> a2beam.ReadRunFiles(folders / "more"),
+                p | "b" >> a2beam.ReadRunFiles(folders / "bad"))
+               | a2beam.AppendToDataset(tmp_path / "beam"))
+        from apache_beam.testing import util
+        util.assert_that(out | beam.Map(lambda r: (r["runs_added"], len(r["bad_runs"]))),
+                         util.equal_to([(12, 1)]))
+    names = sorted(os.listdir(tmp_path / "cli"))
+    assert sorted(os.listdir(tmp_path / "beam")) == names
+    for f in names:
+        if f != "manifest.json":
+            assert filecmp.cmp(tmp_path / "beam" / f, tmp_path / "cli" / f, shallow=False), f
+    assert a2pack.verify_dataset(tmp_path / "beam")["ok"]
+    assert not [x for x in os.listdir(tmp_path) if "beam-append" in x]

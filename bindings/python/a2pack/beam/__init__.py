@@ -24,6 +24,7 @@ from ._bag import ReadFromBag, WriteToBag
 from ._pack import ReadFromPack, ReadRunFiles
 from ._pack_write import WriteToPack
 from ._dataset import BuildDataset
+from ._dataset_append import AppendToDataset
 
 # The names of bagz.beam.bagzio and sackli.beam.sacklio, so that their
 # pipelines (and tests) run with only the import changed.
@@ -31,5 +32,5 @@ ReadFromBagz = ReadFromSackli = ReadFromBag
 WriteToBagz = WriteToSackli = WriteToBag
 
 __all__ = ["NAMESPACE", "ReadFromBag", "WriteToBag", "ReadFromPack", "ReadRunFiles",
-           "WriteToPack", "BuildDataset", "ReadFromBagz", "WriteToBagz", "ReadFromSackli",
+           "WriteToPack", "BuildDataset", "AppendToDataset", "ReadFromBagz", "WriteToBagz", "ReadFromSackli",
            "WriteToSackli"]

@@ -146,6 +146,16 @@ impl BuildOptions {
         self.raw.copy_steps = i32::from(on);
         self
     }
+
+    /// [`build`]: write the sharded layout, shards of whole runs of at most
+    /// `rows` rows (0, the default: one steps.npy); read it larger than RAM
+    /// with [`ShardStream`](crate::ShardStream). [`append`] to a sharded
+    /// dataset: the new shards' size (0: the dataset's); it writes new
+    /// shards only.
+    pub fn shard_rows(mut self, rows: u64) -> Self {
+        self.raw.shard_rows = rows;
+        self
+    }
 }
 
 /// What a build or append did.
@@ -405,6 +415,55 @@ fn where_cstr(w: Option<&str>) -> Result<Option<std::ffi::CString>> {
     w.map(|w| text_cstr("the SQL filter", w)).transpose()
 }
 
+/// The C struct over `out`'s slices, each checked to hold n rows' values
+/// (exactly, or at least when `exact` is false).
+pub(crate) fn raw_columns(
+    call: &str,
+    out: &mut ColumnsMut<'_>,
+    n: usize,
+    exact: bool,
+) -> Result<sys::a2pack_dataset_columns> {
+    let ptr = |what: &str, len: usize, p: *mut u8, want: usize| -> Result<()> {
+        if p.is_null() || len == want || (!exact && len > want) {
+            Ok(())
+        } else {
+            Err(Error::new(Status::InvalidArgument, format!("{call}: {what} holds {len} values, {want} needed")))
+        }
+    };
+    fn raw<T>(s: &mut Option<&mut [T]>) -> (*mut T, usize) {
+        s.as_deref_mut().map_or((std::ptr::null_mut(), 0), |s| (s.as_mut_ptr(), s.len()))
+    }
+    let (e, b, m, l, lm, v, r, si) = (
+        raw(&mut out.exponents),
+        raw(&mut out.boards),
+        raw(&mut out.moves),
+        raw(&mut out.legal),
+        raw(&mut out.legal_mask),
+        raw(&mut out.ev_values),
+        raw(&mut out.run_ids),
+        raw(&mut out.step_indices),
+    );
+    ptr("exponents", e.1, e.0, n * 16)?;
+    ptr("boards", b.1, b.0.cast(), n)?;
+    ptr("moves", m.1, m.0, n)?;
+    ptr("legal", l.1, l.0, n * 4)?;
+    ptr("legal_mask", lm.1, lm.0, n)?;
+    ptr("ev_values", v.1, v.0.cast(), n * 4)?;
+    ptr("run_ids", r.1, r.0.cast(), n)?;
+    ptr("step_indices", si.1, si.0.cast(), n)?;
+    Ok(sys::a2pack_dataset_columns {
+        size: std::mem::size_of::<sys::a2pack_dataset_columns>(),
+        exponents: e.0,
+        boards: b.0,
+        moves: m.0,
+        legal: l.0,
+        legal_mask: lm.0,
+        ev_values: v.0,
+        run_ids: r.0,
+        step_indices: si.0,
+    })
+}
+
 /// Column destinations of [`Dataset::gather_columns`]; `None` members are
 /// skipped. Each slice holds n entries per row (16 for exponents, 4 for
 /// legal and values, 1 otherwise).
@@ -552,27 +611,7 @@ impl Dataset {
     /// Gather rows `idx` straight into training arrays.
     pub fn gather_columns(&self, idx: &[usize], out: &mut ColumnsMut<'_>, workers: u32) -> Result<()> {
         let n = idx.len();
-        fn ptr<T>(what: &str, s: &mut Option<&mut [T]>, want: usize) -> Result<*mut T> {
-            match s {
-                None => Ok(std::ptr::null_mut()),
-                Some(s) if s.len() == want => Ok(s.as_mut_ptr()),
-                Some(s) => Err(Error::new(
-                    Status::InvalidArgument,
-                    format!("gather_columns: {what} holds {} values, {want} needed", s.len()),
-                )),
-            }
-        }
-        let raw = sys::a2pack_dataset_columns {
-            size: std::mem::size_of::<sys::a2pack_dataset_columns>(),
-            exponents: ptr("exponents", &mut out.exponents, n * 16)?,
-            boards: ptr("boards", &mut out.boards, n)?,
-            moves: ptr("moves", &mut out.moves, n)?,
-            legal: ptr("legal", &mut out.legal, n * 4)?,
-            legal_mask: ptr("legal_mask", &mut out.legal_mask, n)?,
-            ev_values: ptr("ev_values", &mut out.ev_values, n * 4)?,
-            run_ids: ptr("run_ids", &mut out.run_ids, n)?,
-            step_indices: ptr("step_indices", &mut out.step_indices, n)?,
-        };
+        let raw = raw_columns("gather_columns", out, n, true)?;
         // SAFETY: every non-NULL destination has the checked length.
         check(unsafe { sys::a2pack_dataset_gather_columns(self.raw, positions_ptr(idx), n, &raw, workers) })
     }

@@ -35,6 +35,7 @@ mod ffi;
 mod gen;
 mod pack;
 mod run;
+mod shards;
 
 pub mod arrow;
 pub mod bag;
@@ -56,6 +57,7 @@ pub use pack::{
     PackIterOptions, PackOptions, PackStats, PackWriter, PackWriterOptions, ReadFlags,
 };
 pub use run::{Branches, Run, RunBatch, RunColumns, RunKind, RunMeta, Steps};
+pub use shards::{ShardStream, ShardStreamInfo, ShardStreamOptions, ShardStreamStats};
 
 use std::ffi::CStr;
 
