@@ -26,22 +26,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// Run fn in a child with A2PACK_TEST_CRASH_AT=point; return its exit code.
-int run_child(const char* point, const std::function<void()>& fn) {
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    ::setenv("A2PACK_TEST_CRASH_AT", point, 1);
-    try {
-      fn();
-    } catch (...) {
-      ::_exit(1);
-    }
-    ::_exit(0);
-  }
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
+using dstest::run_child;
 
 BuildOptions one_worker() {
   BuildOptions o;

@@ -340,23 +340,6 @@ TEST(DatasetForeign, RowsWithoutRunsAreRefused) {
   EXPECT_EQ(read_npy_info(ReadFd(c.ds + "/steps.npy")).rows, info.rows + 2);
 }
 
-namespace {
-int crash_child(const char* point, const std::function<void()>& fn) {
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    ::setenv("A2PACK_TEST_CRASH_AT", point, 1);
-    try {
-      fn();
-    } catch (...) {
-      ::_exit(1);
-    }
-    ::_exit(0);
-  }
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-}  // namespace
 
 // a2pack's append is interrupted after it committed its runs to metadata.db
 // (its journal is there), then upstream appends: a2pack removes its own
@@ -366,7 +349,7 @@ TEST(DatasetForeign, OwnInterruptedAppendThenUpstreamAppend) {
   auto a = batch(1, 3), lost = batch(10, 2), up = batch(20, 2), b = batch(40, 2);
   c.a2_build(a);
   DirSource s(c.runs_dir(lost));
-  ASSERT_EQ(crash_child("append:db-committed", [&] { append(s, c.ds, one()); }), kCrashExitCode);
+  ASSERT_EQ(dstest::run_child("append:db-committed", [&] { append(s, c.ds, one()); }), kCrashExitCode);
   EXPECT_TRUE(fs::exists(c.ds + "/append-journal.json"));
   expect_content(c.ds, {{a, 0, false}});
   upstream_append(c.ds, up);  // ids after a2pack's uncommitted 3..4: 5..6, rows after a's
@@ -385,7 +368,7 @@ TEST(DatasetForeign, OwnInstalledRowsUnderUpstreamRowsAreRefused) {
   auto a = batch(1, 3), lost = batch(10, 2), up = batch(20, 2), b = batch(40, 2);
   c.a2_build(a);
   DirSource s(c.runs_dir(lost));
-  ASSERT_EQ(crash_child("append:steps-installed", [&] { append(s, c.ds, one()); }),
+  ASSERT_EQ(dstest::run_child("append:steps-installed", [&] { append(s, c.ds, one()); }),
             kCrashExitCode);
   upstream_append(c.ds, up);
   DirSource sb(c.runs_dir(b));

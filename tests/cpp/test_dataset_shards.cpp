@@ -29,6 +29,7 @@
 using namespace a2pack;
 using namespace a2pack::dataset;
 using dstest::make_run;
+using dstest::run_child;
 namespace fs = std::filesystem;
 
 namespace {
@@ -66,21 +67,6 @@ struct Folders {
   }
 };
 
-int run_child(const char* point, const std::function<void()>& fn) {
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    ::setenv("A2PACK_TEST_CRASH_AT", point, 1);
-    try {
-      fn();
-    } catch (...) {
-      ::_exit(1);
-    }
-    ::_exit(0);
-  }
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
 
 }  // namespace
 

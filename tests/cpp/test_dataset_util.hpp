@@ -5,6 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <cstring>
 #include <filesystem>
 #include <functional>
@@ -18,6 +21,25 @@
 #include "test_util.hpp"
 
 namespace dstest {
+
+// Run fn in a forked child with A2PACK_TEST_CRASH_AT=point (the library's
+// crash points _exit there, as a power cut would); its exit code: the
+// crash code, 1 for an exception, 0 when it ran to the end.
+inline int run_child(const char* point, const std::function<void()>& fn) {
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::setenv("A2PACK_TEST_CRASH_AT", point, 1);
+    try {
+      fn();
+    } catch (...) {
+      ::_exit(1);
+    }
+    ::_exit(0);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
 
 using a2pack::run::Run;
 

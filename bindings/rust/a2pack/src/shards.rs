@@ -96,6 +96,7 @@ pub type ShardStreamStats = sys::a2pack_shard_stream_stats;
 /// assert_eq!(rows as u64, s.info()?.rows);
 /// # Ok::<(), a2pack::Error>(())
 /// ```
+#[derive(Debug)]
 pub struct ShardStream {
     raw: *mut sys::a2pack_shard_stream,
     batch: usize,
