@@ -951,7 +951,10 @@ A2PACK_API void a2pack_dataset_open_options_init(a2pack_dataset_open_options *op
  * steps.npy or row counts that disagree between steps.npy, manifest.json and
  * metadata.db (A2PACK_E_CORRUPT), a CRC mismatch (A2PACK_E_CHECKSUM). A
  * dataset without manifest.json (written by the upstream tool) opens without
- * a CRC check. `opts` may be NULL. Close with a2pack_dataset_close. */
+ * a CRC check. A sharded dataset (built with shard_rows) is read into RAM as
+ * one array, each shard checked against its CRC; mapping one is
+ * A2PACK_E_UNSUPPORTED (stream it: a2pack_shard_stream_open). `opts` may be
+ * NULL. Close with a2pack_dataset_close. */
 A2PACK_API a2pack_status a2pack_dataset_open(const char *dataset_dir,
                                              const a2pack_dataset_open_options *opts,
                                              a2pack_dataset **out);

@@ -92,6 +92,7 @@ class ShardStream:
 
     @property
     def epoch(self) -> int:
+        """The epoch the next batch belongs to."""
         return self.info()["epoch"]
 
     def set_epoch(self, epoch: int) -> None:
