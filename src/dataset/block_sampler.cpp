@@ -8,6 +8,7 @@
 #include "base/crc32c.hpp"
 #include "base/error.hpp"
 #include "base/splitmix.hpp"
+#include "dataset/state_frame.hpp"
 
 namespace a2pack::dataset {
 
@@ -140,19 +141,7 @@ std::string BlockSampler::save_state(uint64_t epoch, uint64_t next_batch, size_t
 
 BlockSampler::Position BlockSampler::load_state(const void* data, size_t len) const {
   const auto* p = static_cast<const uint8_t*>(data);
-  if (len < 8 || std::memcmp(p, kMagic, 4) != 0)
-    fail(A2PACK_E_INVALID_ARGUMENT, "not a shard stream state ({} bytes, no 'A2BS' magic)", len);
-  const uint32_t version = le::load<uint32_t>(p + 4);
-  if (version != kVersion)
-    fail(A2PACK_E_UNSUPPORTED, "shard stream state version {}: this library reads version {}",
-         version, kVersion);
-  if (len != kStateBytes)
-    fail(A2PACK_E_INVALID_ARGUMENT, "shard stream state of {} bytes: version {} has {}", len,
-         version, kStateBytes);
-  const uint32_t crc = le::load<uint32_t>(p + kStateBytes - 4);
-  if (crc != crc32c::compute(p, kStateBytes - 4))
-    fail(A2PACK_E_CORRUPT, "shard stream state damaged: CRC32C {:08x}, expected {:08x}", crc,
-         crc32c::compute(p, kStateBytes - 4));
+  check_state_frame(p, len, kMagic, kVersion, kStateBytes, "shard stream");
   const uint64_t seed = le::load<uint64_t>(p + 8), epoch = le::load<uint64_t>(p + 16),
                  next = le::load<uint64_t>(p + 24), batch = le::load<uint64_t>(p + 32),
                  shards = le::load<uint64_t>(p + 40), hash = le::load<uint64_t>(p + 48);

@@ -8,6 +8,7 @@
 #include "base/crc32c.hpp"
 #include "base/error.hpp"
 #include "base/splitmix.hpp"
+#include "dataset/state_frame.hpp"
 
 namespace a2pack::dataset {
 
@@ -145,19 +146,7 @@ std::string Sampler::save_state(uint64_t next_batch) const {
 
 uint64_t Sampler::load_state(const void* data, size_t len) {
   const auto* p = static_cast<const uint8_t*>(data);
-  if (len < 8 || std::memcmp(p, kStateMagic, 4) != 0)
-    fail(A2PACK_E_INVALID_ARGUMENT, "not a sampler state ({} bytes, no 'A2SS' magic)", len);
-  const uint32_t version = le::load<uint32_t>(p + 4);
-  if (version != kStateVersion)
-    fail(A2PACK_E_UNSUPPORTED, "sampler state version {}: this library reads version {}",
-         version, kStateVersion);
-  if (len != kStateBytes)
-    fail(A2PACK_E_INVALID_ARGUMENT, "sampler state of {} bytes: version {} has {}", len, version,
-         kStateBytes);
-  const uint32_t crc = le::load<uint32_t>(p + kStateBytes - 4);
-  if (crc != crc32c::compute(p, kStateBytes - 4))
-    fail(A2PACK_E_CORRUPT, "sampler state damaged: CRC32C {:08x}, expected {:08x}", crc,
-         crc32c::compute(p, kStateBytes - 4));
+  check_state_frame(p, len, kStateMagic, kStateVersion, kStateBytes, "sampler");
   const uint64_t seed = le::load<uint64_t>(p + 8), epoch = le::load<uint64_t>(p + 16),
                  next = le::load<uint64_t>(p + 24), batch = le::load<uint64_t>(p + 32),
                  n = le::load<uint64_t>(p + 40), hash = le::load<uint64_t>(p + 48);
