@@ -361,17 +361,8 @@ std::string adopted_warning(const std::string& dir, const Unrecorded& u) {
 // by index; named like shard_file_name() names them, nothing else.
 std::vector<size_t> shards_past(const std::string& dir, const Manifest& m) {
   std::vector<size_t> out;
-  for (const auto& name : list_dir(dir)) {
-    if (name.size() != 15 || name.compare(0, 6, "steps-") != 0 || name.compare(11, 4, ".npy") != 0)
-      continue;
-    size_t i = 0;
-    bool digits = true;
-    for (size_t c = 6; c < 11; ++c) {
-      digits &= name[c] >= '0' && name[c] <= '9';
-      i = i * 10 + static_cast<size_t>(name[c] - '0');
-    }
-    if (digits && i >= m.shards.size()) out.push_back(i);
-  }
+  for (const auto& name : list_dir(dir))
+    if (auto i = shard_index(name); i && *i >= m.shards.size()) out.push_back(*i);
   std::sort(out.begin(), out.end());
   return out;
 }

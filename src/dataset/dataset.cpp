@@ -179,7 +179,7 @@ void Dataset::open_shards(const OpenOptions& o) {
                            [&](const ShardRecord& r) { return r.file == name; });
     if (it != m.shards.end()) {
       present[static_cast<size_t>(it - m.shards.begin())] = 1;
-    } else if (is_temp_name(name) || (name.size() == 15 && name.compare(0, 6, "steps-") == 0)) {
+    } else if (is_temp_name(name) || shard_index(name)) {
       notes_.push_back(fmt::format(
           "{}/{}: not in manifest.json (left by an interrupted append; ignored, the next append "
           "or `verify --repair` removes it)",

@@ -163,6 +163,17 @@ void parse_shards(const json& j, const std::string& path, Manifest& m) {
 
 std::string shard_file_name(size_t i) { return fmt::format("steps-{:05d}.npy", i); }
 
+std::optional<size_t> shard_index(const std::string& name) {
+  if (name.size() != 15 || name.compare(0, 6, "steps-") != 0 || name.compare(11, 4, ".npy") != 0)
+    return std::nullopt;
+  size_t i = 0;
+  for (size_t c = 6; c < 11; ++c) {
+    if (name[c] < '0' || name[c] > '9') return std::nullopt;
+    i = i * 10 + static_cast<size_t>(name[c] - '0');
+  }
+  return i;
+}
+
 Manifest parse_manifest(const std::string& text, const std::string& path) {
   json j;
   try {

@@ -73,6 +73,8 @@ std::string to_json(const Manifest& m);
 
 // The file name of shard i: "steps-00000.npy", "steps-00001.npy", ...
 std::string shard_file_name(size_t i);
+// The index a shard file name stands for, or nullopt for any other name.
+std::optional<size_t> shard_index(const std::string& name);
 
 // Parse manifest.json text; errors name `path` and the key that is missing or
 // wrong. A format_version above kFormatVersion is UNSUPPORTED.

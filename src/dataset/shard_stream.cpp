@@ -313,6 +313,7 @@ size_t ShardStream::next(const ColumnsOut& out, int64_t* idx) {
   const uint64_t bs = sampler_.batch_size();
   const uint64_t a = next_batch_ * bs, b = std::min(a + bs, plan_.stream_end);
   ptrs_.resize(static_cast<size_t>(b - a));
+  const size_t window_before = cur_window_;
   const size_t n = fill_rows(a, b, ptrs_.data(), idx, true);
   const size_t ahead = std::min(n, kPrefetchAhead);
   for (size_t i = 0; i < ahead; ++i) __builtin_prefetch(ptrs_[i], 0, 2);
@@ -323,7 +324,9 @@ size_t ShardStream::next(const ColumnsOut& out, int64_t* idx) {
   std::lock_guard<std::mutex> lk(mu_);
   ++next_batch_;
   ++st_.batches;
-  repin_locked();
+  // The pins change only when a batch entered another window (the previous
+  // window stayed pinned while this batch was gathered from it).
+  if (cur_window_ != window_before) repin_locked();
   return n;
 }
 
