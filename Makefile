@@ -25,7 +25,7 @@ export CMAKE_C_COMPILER_LAUNCHER := ccache
 endif
 
 APT_PACKAGES := cmake ninja-build g++ pkg-config ccache libzstd-dev libsqlite3-dev libfmt-dev \
-  nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev python3-venv liburing-dev
+  nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev python3-venv python3-dev liburing-dev
 # What building and using the package needs, and pyarrow for the demo's
 # Parquet export (the demo uses nothing else).
 PIP_PACKAGES := cffi numpy scikit-build-core pyarrow

@@ -27,7 +27,10 @@
 #     memory - a segfault after `a2pack report` on a missing file, found by
 #     running tests/python against this build;
 #   - no io_uring (liburing is not built for the target): batch reads of
-#     files kept out of the page cache use threads.
+#     files kept out of the page cache use threads;
+#   - the package's C part (a2pack/_feedcore, the limited API) is compiled
+#     against the target's CPython headers, Debian's libpython3.X-dev for
+#     that architecture, unpacked like the storage headers.
 # Each wheel is built by scikit-build-core (pip wheel) with a CMake
 # toolchain file of zig wrappers, then retagged py3-none-manylinux_2_28_<arch>
 # (scikit-build-core names the build machine's platform).
@@ -88,6 +91,15 @@ for arch in "${archs[@]}"; do
   # are loaded at run time).
   unpack_debs "$dir/storage-headers" "$a" libcurl4-openssl-dev libssl-dev
   storage_inc="$dir/storage-headers/usr/include;$dir/storage-headers/usr/include/$arch-linux-gnu"
+  # The target's CPython headers, for the package's C part (a2pack/_feedcore,
+  # built against the limited API: any CPython from 3.9 on runs it). Debian's
+  # pyconfig.h picks the architecture's copy under <arch>-linux-gnu/.
+  pydev=$(apt-cache depends libpython3-dev 2> /dev/null | awk '/Depends: libpython3\.[0-9]+-dev/ {print $2; exit}')
+  [ -n "$pydev" ] || { echo "apt-cache names no libpython3.X-dev behind libpython3-dev" >&2; exit 1; }
+  unpack_debs "$dir/python-headers" "$a" "$pydev"
+  pyver=${pydev#libpython}
+  pyver=${pyver%-dev}
+  python_inc="$dir/python-headers/usr/include/python$pyver;$dir/python-headers/usr/include"
   for t in cc c++; do
     printf '#!/bin/sh\nexec "%s" %s -target %s-linux-gnu.%s "$@"\n' "$zig" "$t" "$arch" "$glibc" > "$dir/tc/$t"
   done
@@ -121,6 +133,7 @@ EOF
       -C cmake.define.A2PACK_HEADER_LIBS=FETCHED \
       -C cmake.define.A2PACK_CURL_DLOPEN=ON \
       -C cmake.define.A2PACK_STORAGE_INCLUDE_DIRS="$storage_inc" \
+      -C cmake.define.A2PACK_PYTHON_INCLUDE="$python_inc" \
       -C cmake.define.A2PACK_STATIC_LIBSTDCXX=OFF \
       -C cmake.define.A2PACK_IO_URING=OFF \
       -C cmake.define.CMAKE_SHARED_LINKER_FLAGS="-Wl,--strip-debug -Wl,-z,nodelete" \

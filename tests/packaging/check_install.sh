@@ -117,6 +117,11 @@ run = a2pack.RunV2.load('$fixture')
 assert len(run) > 0
 print('a2pack', a2pack.__version__, 'from', a2pack.__file__, len(run), 'steps')
 "
+check feed_c_part_loads run_outside "$venv/bin/python" -c "
+import a2pack.feed as f
+assert f._core is not None and 'site-packages' in f._core.__file__, f._core
+assert issubclass(f.Feed, f._core.FeedBase)
+"
 check console_script_version run_outside "$venv/bin/a2pack" --version
 check console_script_inspect run_outside "$venv/bin/a2pack" inspect --run "$fixture"
 check console_script_usage_exit_2 bash -c "cd '$work'; '$venv/bin/a2pack' --no-such-flag >/dev/null 2>&1; [ \$? = 2 ]"

@@ -35,6 +35,13 @@ run = a2pack.RunV2.load(sys.argv[1])
 assert len(run) > 0
 print("a2pack", a2pack.__version__, "from", a2pack.__file__, len(run), "steps")
 '
+# The feed's C part (a2pack/_feedcore) is in the wheel and is what Feed uses.
+feedcore_py='
+import a2pack.feed as f
+assert f._core is not None and "site" in f._core.__file__, f._core
+assert issubclass(f.Feed, f._core.FeedBase)
+print("feed C part:", f._core.__file__)
+'
 
 for wheel in "$@"; do
   wheel=$(realpath "$wheel")
@@ -76,6 +83,7 @@ PY
     "$venv/bin/python" -m pip install -q "$wheel" > "$work/install.log" 2>&1 || { cat "$work/install.log"; exit 1; }
     run_outside() { (cd "$work" && env -u A2PACK_LIBRARY -u PYTHONPATH -u A2PACK_CLI "$@"); }
     check x86_64_import_and_decode_fixture run_outside "$venv/bin/python" -c "$smoke_py" "$fixture"
+    check x86_64_feed_c_part_loads run_outside "$venv/bin/python" -c "$feedcore_py"
     check x86_64_console_script_version run_outside "$venv/bin/a2pack" --version
     check x86_64_console_script_inspect run_outside "$venv/bin/a2pack" inspect --run "$fixture"
     ;;
@@ -110,6 +118,7 @@ PY
     }
     check aarch64_python_runs_under_qemu py_arm -c 'import platform; print("python", platform.python_version(), platform.machine()); assert platform.machine() == "aarch64"'
     check aarch64_import_and_decode_fixture py_arm -c "$smoke_py" "$fixture"
+    check aarch64_feed_c_part_loads py_arm -c "$feedcore_py"
     tool=$site/a2pack/_bin/a2pack
     check aarch64_tool_is_aarch64 bash -c "readelf -h '$tool' | grep -q 'AArch64'"
     check aarch64_tool_version bash -c "cd '$work' && QEMU_LD_PREFIX='$root' '$qemu' '$tool' --version"

@@ -13,6 +13,7 @@ import os
 import pathlib
 import shutil
 import subprocess
+import sys
 import time
 
 import numpy as np
@@ -592,3 +593,62 @@ def test_to_copies_every_column(ds):
             np.testing.assert_array_equal(t.numpy(), np.asarray(b[name]))
         assert not b._pending  # no asynchronous copy to guard on the CPU
         feed.close()
+
+
+def test_the_c_part_serves_next_where_built(ds):
+    # feed.py finds the C part (a2pack/_feedcore) beside the library or in
+    # the installed package; where one is built, Feed's __next__ is its own.
+    from a2pack import feed as F
+
+    built = (pathlib.Path(F.library_path).parent / "_feedcore.abi3.so").is_file() or any(
+        pathlib.Path(F.__file__).parent.glob("_feedcore*.so"))
+    if os.environ.get("A2PACK_FEEDCORE") == "0" or not built:
+        assert F._core is None
+        assert "__next__" in vars(F._PyFeedBase)
+        return
+    assert F._core is not None
+    feed = a2pack.Feed(ds, batch_size=16, depth=2)
+    assert isinstance(feed, F._core.FeedBase)
+    assert "__next__" not in vars(a2pack.Feed)  # a Python one would replace the C slot
+    for _ in range(30):
+        check_batch(ds, next(feed))
+    feed.close()
+    with pytest.raises(errors.ClosedError):
+        next(feed)
+
+
+def test_a_batch_taken_but_not_delivered_goes_back(ds):
+    # A batch the library handed out that never reached the consumer (an
+    # interrupt as it came back) is given back by the next next().
+    from a2pack._native import ffi, lib
+
+    feed = a2pack.Feed(ds, batch_size=16, depth=2, slots=4, shuffle=False, columns=("boards",))
+    first = next(feed)
+    assert lib.a2pack_feed_advance(feed._h, ffi.NULL, 0, 1000, feed._out, feed._info,
+                                   feed._ended) == 0
+    assert feed._out[0] != ffi.NULL and feed.stats()["held"] == 2
+    b = next(feed)
+    assert b.batch == first.batch + 2  # the lost one was batch 1
+    assert feed._out[0] == ffi.NULL
+    del first, b
+    gc.collect()
+    for _ in range(10):
+        nb = next(feed)
+        np.testing.assert_array_equal(nb["boards"], ds.steps[nb["indices"]]["board"])
+    del nb
+    assert feed.stats()["held"] == 0
+
+
+def test_the_python_path_passes_this_suite_too():
+    # Where the C part serves next(), this file runs again without it.
+    from a2pack import feed as F
+
+    if F._core is None:
+        pytest.skip("this run is the Python path")
+    env = {**os.environ, "A2PACK_FEEDCORE": "0"}
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                        __file__, "-k", "not python_path_passes"],
+                       env=env, cwd=pathlib.Path(__file__).parent, capture_output=True, text=True,
+                       timeout=900)
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
+    assert " passed" in r.stdout

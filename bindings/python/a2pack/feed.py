@@ -14,15 +14,21 @@ See docs/training.md for the recipes and the knobs.
 
 from __future__ import annotations
 
+import importlib.machinery
+import importlib.util
 import itertools
 import operator
+import os
+import pathlib
 import sys
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
+from types import ModuleType
+from typing import (TYPE_CHECKING, Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple,
+                    Union)
 
 import numpy as np
 import numpy.typing as npt
 
-from ._native import check, ffi, lib, view_array
+from ._native import check, ffi, lib, library_path, view_array
 
 # Column names, in the order of a2pack_feed_column.
 COLUMNS: Tuple[str, ...] = ("exponents", "moves", "legal", "ev_values", "boards", "run_ids",
@@ -57,6 +63,39 @@ _WAIT_SLICE_MS = 100
 _E_FULL = lib.A2PACK_E_FULL  # next() when the consumer holds every slot of the ring
 
 
+def _load_core() -> Optional[ModuleType]:
+    """The C part of the feed (_feedcore.c: next() for a batch that is ready,
+    without the interpreter's cost after each training step), or None:
+    then feed.py does the same in Python. The build beside the library comes
+    first (the library A2PACK_LIBRARY names, or a clone's build folder: built
+    with it, with its sanitizers), then the package's (an installed wheel).
+    It uses the library only through cffi's function pointers, so either
+    serves any library. A2PACK_FEEDCORE=0 turns it off."""
+    if os.environ.get("A2PACK_FEEDCORE", "1") == "0" or sys.implementation.name != "cpython":
+        return None
+    name = f"{__package__}._feedcore"
+    path = pathlib.Path(library_path).parent / "_feedcore.abi3.so"
+    if path.is_file():
+        loader = importlib.machinery.ExtensionFileLoader(name, str(path))
+        spec = importlib.util.spec_from_file_location(name, path, loader=loader)
+        if spec is not None:
+            module = importlib.util.module_from_spec(spec)
+            loader.exec_module(module)
+            return module
+    try:
+        from . import _feedcore  # type: ignore[attr-defined]  # the wheel's
+        return _feedcore  # type: ignore[no-any-return]
+    except ImportError:
+        return None
+
+
+_core = _load_core()
+
+
+def _address(cdata: Any) -> int:
+    return int(ffi.cast("uintptr_t", cdata))
+
+
 class _Slot:
     """Holds the consumer's reference to a ring slot while its batch is out.
     The views of the batch keep this object alive (through their base), so
@@ -66,18 +105,18 @@ class _Slot:
     __slots__ = ("h", "__weakref__")
 
     def __init__(self) -> None:
-        self.h: Any = None
+        self.h: Optional[int] = None  # the slot's address while its batch is out
 
     def take(self) -> Any:
         """The reference, for the caller to release (the slot no longer
         holds it)."""
         h, self.h = self.h, None
-        return h
+        return ffi.NULL if h is None else ffi.cast("a2pack_feed_batch *", h)
 
     def release(self) -> None:
         h, self.h = self.h, None
         if h is not None:
-            lib.a2pack_feed_batch_release(h)
+            lib.a2pack_feed_batch_release(ffi.cast("a2pack_feed_batch *", h))
 
     def __del__(self) -> None:
         self.release()
@@ -251,6 +290,38 @@ class FeedBatch(Mapping[str, Any]):
         return f"FeedBatch(epoch={self.epoch}, batch={self.batch}, rows={self.rows}, {cols})"
 
 
+class _PyFeedBase:
+    """Iteration in Python, where the C part (_feedcore) is missing."""
+
+    def __iter__(self) -> "_PyFeedBase":
+        return self
+
+    def __next__(self) -> "FeedBatch":
+        return self._next_python()
+
+    def _next_python(self) -> "FeedBatch":
+        raise NotImplementedError
+
+    # What the C part keeps: nothing, here.
+    def _core_init(self, *args: Any) -> None:
+        pass
+
+    def _core_register(self, *args: Any) -> None:
+        pass
+
+    def _core_close(self) -> None:
+        pass
+
+
+if TYPE_CHECKING:
+    _FeedBase = _PyFeedBase
+else:
+    # The C part's __next__ is the type's own slot (a Python __next__ in the
+    # class would replace it), so `for b in feed` and `next(feed)` reach it
+    # without a Python frame.
+    _FeedBase = _PyFeedBase if _core is None else _core.FeedBase
+
+
 def _column_bits(columns: Sequence[str]) -> int:
     bits = 0
     for c in columns:
@@ -260,7 +331,7 @@ def _column_bits(columns: Sequence[str]) -> int:
     return bits
 
 
-class Feed:
+class Feed(_FeedBase):
     """Batches of a dataset for a training loop, filled ahead by library
     threads, in the epoch sampler's order (see docs/training.md).
 
@@ -369,17 +440,24 @@ class Feed:
         self._views: Dict[Tuple[int, int], _SlotViews] = {}
         self._handed_out: List[_SlotViews] = []
         # Room for every slot of the ring: the batches __next__ gives back.
-        self._release = ffi.new("a2pack_feed_batch *[]", self.stats()["slots"])
+        slots = self.stats()["slots"]
+        self._release = ffi.new("a2pack_feed_batch *[]", slots)
+        # The handed-out list is shared with the C part: changed in place only.
+        self._core_init(_address(self._h), _address(lib.a2pack_feed_advance),
+                        _address(lib.a2pack_feed_batch_release), _address(self._release), slots,
+                        _address(self._out), _address(self._info), _address(self._ended),
+                        self._handed_out)
 
     # -- iteration -----------------------------------------------------------
-    def __iter__(self) -> "Feed":
-        return self
+    if TYPE_CHECKING:
+        def __iter__(self) -> "Feed": ...
 
-    def __next__(self) -> FeedBatch:
+    def _next_python(self) -> FeedBatch:
+        """__next__ (which the C part, where present, does itself for a
+        batch that is ready and comes here otherwise)."""
         h = self._h
         if h is None:
             self._check_open()
-        out, ended, info = self._out, self._ended, self._info
         # One call into the library per batch: it takes the slots of the
         # batches the consumer dropped back and hands out the next batch with
         # its place. The newest batch handed out is not looked at: a
@@ -388,12 +466,33 @@ class Feed:
         # producers come round by themselves, so neither costs this call a
         # context switch.)
         n = self._take_dropped(len(self._handed_out) - 1)
+        self._drop_out()
+        try:
+            st = lib.a2pack_feed_advance(h, self._release, n, 0, self._out, self._info,
+                                         self._ended)
+        except BaseException:
+            self._drop_out()
+            raise
+        return self._after_advance(st)
+
+    def _drop_out(self) -> None:
+        """A batch the library handed out that never reached the consumer (a
+        KeyboardInterrupt as a call returned) goes back."""
+        if self._out[0] != ffi.NULL:
+            lib.a2pack_feed_batch_release(self._out[0])
+            self._out[0] = ffi.NULL
+
+    def _after_advance(self, st: int) -> FeedBatch:
+        """next() after a2pack_feed_advance returned `st` (and, when it
+        handed one out, the batch in self._out): waits when none was ready,
+        makes the views of a slot seen for the first time."""
+        out, ended, info = self._out, self._ended, self._info
+        h = self._h
         # The wait happens inside the library with the GIL released (cffi
         # releases it around every call), in slices so Ctrl-C is seen.
         # A KeyboardInterrupt raised as a call returns must not lose a batch
         # the call handed out: it is released unless taken over.
         try:
-            st = lib.a2pack_feed_advance(h, self._release, n, 0, out, info, ended)
             if st and st != _E_FULL:
                 check(st)
             if out[0] == ffi.NULL:
@@ -413,19 +512,20 @@ class Feed:
                     if out[0] != ffi.NULL:
                         break
             b = out[0]
-            key = (b, info.rows)  # a cdata pointer hashes and compares by address
+            addr = _address(b)
+            key = (addr, int(info.rows))
             entry = self._views.get(key)
             if entry is None:
                 entry = self._views[key] = self._make_views(b)
-                # Taken here, where only the entry refers to its objects
-                # (as when in_use() looks again).
+                # Counted here, where only the entry (and then the C part)
+                # refers to its objects, as when in_use() looks again.
+                self._core_register(entry, addr, key[1], entry.objects, entry.storage_ids,
+                                    entry.use_count, entry.slot)
                 entry.baseline = entry.counts()
-            entry.slot.h = b
+            entry.slot.h = addr
             out[0] = ffi.NULL
         except BaseException:
-            if out[0] != ffi.NULL:
-                lib.a2pack_feed_batch_release(out[0])
-                out[0] = ffi.NULL
+            self._drop_out()
             raise
         self._handed_out.append(entry)
         batch = entry.batch
@@ -506,7 +606,7 @@ class Feed:
                 self._release[n] = entry.slot.take()
                 n += 1
         if n:
-            self._handed_out = kept + handed[upto:]
+            handed[:upto] = kept  # in place: the C part shares the list
         return n
 
     def _return_dropped(self) -> None:
@@ -595,8 +695,9 @@ class Feed:
         # Batches still out keep their slots through their views' bases; the
         # feed lets go of them and of the idle objects (whose memory goes
         # with the ring).
-        self._handed_out = []
-        self._views = {}
+        self._core_close()
+        self._handed_out.clear()
+        self._views.clear()
         self._h = None  # the last reference: its finalizer closes now
 
     def __enter__(self) -> "Feed":
