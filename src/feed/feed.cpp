@@ -394,7 +394,9 @@ Slot* Feed::hand_out(Slot* s) {
   ++ring_->held;
   s->refs.store(1, std::memory_order_relaxed);
   s->keep = ring_;
-  state_sampler_ = s->sampler;
+  // Copied when the epoch changes only: the producers copy the same
+  // shared pointer at every fill, and its count's cache line is theirs.
+  if (state_sampler_ != s->sampler) state_sampler_ = s->sampler;
   state_next_ = s->batch + 1;
   served_.fetch_add(1, std::memory_order_relaxed);
   rows_served_.fetch_add(s->rows, std::memory_order_relaxed);
