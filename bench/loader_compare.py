@@ -222,6 +222,34 @@ def bare_gather(path, batch, rounds=300):
     return rounds * batch / (time.perf_counter() - t)
 
 
+def rss_bytes():
+    """This process's resident memory now (not its peak)."""
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def feed_memory(path, batch, epochs=3):
+    """What a feed adds to the process's resident memory while it serves
+    `epochs` epochs (depth 4, 2 threads), against its ring and the epoch
+    permutations it keeps (the current one, the next one made ahead, the
+    previous one while its last batches are out: 8 bytes a row each)."""
+    ds = a2pack.Dataset(path)
+    before = rss_bytes()
+    feed = a2pack.Feed(ds, batch_size=batch, depth=4, threads=2, columns=COLUMNS,
+                       moves_dtype="int64", seed=1, tensors="torch")
+    st = feed.stats()
+    peak = 0
+    for i, b in enumerate(feed):
+        if i % 64 == 0:
+            peak = max(peak, rss_bytes() - before)
+        if b.epoch >= epochs:
+            break
+    grown = rss_bytes() - before
+    feed.close()
+    ring = st["slots"] * st["slot_bytes"]
+    return grown, max(peak, grown), ring, 3 * 8 * len(ds)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--dataset")
@@ -292,6 +320,11 @@ def main():
               flush=True)
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"peak RSS of this process: {rss:.0f} MB")
+    if any(k.startswith("feed") for k in loaders):
+        grown, peak, ring, perms = feed_memory(path, args.batch)
+        print(f"feed (depth 4, 2 threads) over 3 epochs: resident memory grew {grown / 2**20:.1f} MiB "
+              f"(at most {peak / 2**20:.1f} MiB); its ring is {ring / 2**20:.1f} MiB and its epoch "
+              f"permutations at most {perms / 2**20:.1f} MiB")
 
     from results import emit
 
