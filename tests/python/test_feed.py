@@ -652,3 +652,33 @@ def test_the_python_path_passes_this_suite_too():
                        timeout=900)
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
     assert " passed" in r.stdout
+
+
+def test_a_c_part_that_does_not_load_is_named_and_python_serves(ds, tmp_path):
+    # A damaged (or foreign) _feedcore beside the library: import says so
+    # and the feed still works.
+    from a2pack._native import library_path
+
+    lib_dir = tmp_path / "lib"
+    lib_dir.mkdir()
+    shutil.copy(library_path, lib_dir / "liba2pack.so")
+    (lib_dir / "_feedcore.abi3.so").write_bytes(b"not an ELF file")
+    code = (
+        "import warnings, sys\n"
+        "warnings.simplefilter('always')\n"
+        "with warnings.catch_warnings(record=True) as w:\n"
+        "    import a2pack, a2pack.feed as F\n"
+        "msgs = [str(x.message) for x in w if issubclass(x.category, RuntimeWarning)]\n"
+        "assert any('_feedcore.abi3.so does not load' in m for m in msgs), msgs\n"
+        "ds = a2pack.Dataset(sys.argv[1])\n"
+        "f = a2pack.Feed(ds, batch_size=16, depth=2)\n"
+        "for _ in range(20):\n"
+        "    b = next(f)\n"
+        "    assert (b['exponents'].shape[0]) == b.rows\n"
+        "print('ok', F._core)\n")
+    env = {**os.environ, "A2PACK_LIBRARY": str(lib_dir / "liba2pack.so")}
+    env.pop("A2PACK_FEEDCORE", None)
+    r = subprocess.run([sys.executable, "-c", code, ds.path], env=env, capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.startswith("ok")

@@ -21,6 +21,7 @@ import operator
 import os
 import pathlib
 import sys
+import warnings
 from types import ModuleType
 from typing import (TYPE_CHECKING, Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple,
                     Union)
@@ -76,12 +77,16 @@ def _load_core() -> Optional[ModuleType]:
     name = f"{__package__}._feedcore"
     path = pathlib.Path(library_path).parent / "_feedcore.abi3.so"
     if path.is_file():
-        loader = importlib.machinery.ExtensionFileLoader(name, str(path))
-        spec = importlib.util.spec_from_file_location(name, path, loader=loader)
-        if spec is not None:
-            module = importlib.util.module_from_spec(spec)
-            loader.exec_module(module)
-            return module
+        try:
+            loader = importlib.machinery.ExtensionFileLoader(name, str(path))
+            spec = importlib.util.spec_from_file_location(name, path, loader=loader)
+            if spec is not None:
+                module = importlib.util.module_from_spec(spec)
+                loader.exec_module(module)
+                return module
+        except ImportError as e:  # another architecture, a damaged file: said, then Python
+            warnings.warn(f"a2pack: {path} does not load ({e}); Feed.__next__ runs in Python",
+                          RuntimeWarning, stacklevel=2)
     try:
         from . import _feedcore  # type: ignore[attr-defined]  # the wheel's
         return _feedcore  # type: ignore[no-any-return]
