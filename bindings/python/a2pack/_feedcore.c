@@ -241,11 +241,17 @@ static Entry *entry_of(FeedBase *f, PyObject *entry) {
   return NULL;
 }
 
+/* The entry of slot `addr` at `rows` rows, or NULL. */
+static Entry *entry_at(FeedBase *f, const void *addr, uint64_t rows) {
+  for (Py_ssize_t k = 0; k < f->nentries; ++k)
+    if (f->entries[k].addr == addr && f->entries[k].rows == rows) return &f->entries[k];
+  return NULL;
+}
+
 /* 1 when the consumer refers to anything of the batch, 0 when not, -1 on
  * error; 2 when a copy may still read it or the entry is not known
  * (feed.py decides). */
-static int held(FeedBase *f, PyObject *entry) {
-  Entry *e = entry_of(f, entry);
+static int held(const Entry *e) {
   if (!e || PyList_Size(e->pending) != 0) return 2;
   for (Py_ssize_t i = 0; i < e->nobj; ++i)
     if (Py_REFCNT(e->objs[i]) > e->base[i]) return 1;
@@ -296,20 +302,21 @@ static PyObject *core_next(PyObject *self) {
   if (looked > MAX_LOOKED || (looked > 0 && (size_t)looked > f->release_cap))
     return slow(self, s_next_python, NULL);
   /* First decide, changing nothing: feed.py takes over a case it must. */
-  char dropped[MAX_LOOKED];
+  Entry *dropped[MAX_LOOKED]; /* NULL: still held */
   Py_ssize_t ndropped = 0;
   for (Py_ssize_t i = 0; i < looked; ++i) {
-    const int r = held(f, PyList_GetItem(f->handed, i));
+    Entry *d = entry_of(f, PyList_GetItem(f->handed, i));
+    const int r = held(d);
     if (r < 0) return NULL;
     if (r == 2) return slow(self, s_next_python, NULL);
-    dropped[i] = (char)(r == 0);
+    dropped[i] = r == 0 ? d : NULL;
     ndropped += r == 0;
   }
   /* Their slots' references leave the slots for the release list. */
   size_t nrel = 0;
   for (Py_ssize_t i = looked - 1; ndropped && i >= 0; --i) {
-    if (!dropped[i]) continue;
-    Entry *e = entry_of(f, PyList_GetItem(f->handed, i));
+    Entry *e = dropped[i];
+    if (!e) continue;
     if (PyObject_SetAttr(e->slot, s_h, Py_None)) return NULL;
     f->release_buf[nrel++] = (a2pack_feed_batch *)e->addr;
     if (PySequence_DelItem(f->handed, i)) return NULL;
@@ -318,11 +325,7 @@ static PyObject *core_next(PyObject *self) {
    * by a producer only for a few instructions at a time. */
   const a2pack_status st = f->advance(f->h, f->release_buf, nrel, 0, f->out, f->info, f->ended);
   a2pack_feed_batch *b = *f->out;
-  Entry *e = NULL;
-  if (st == A2PACK_OK && b)
-    for (Py_ssize_t k = 0; k < f->nentries && !e; ++k)
-      if (f->entries[k].addr == (void *)b && f->entries[k].rows == f->info->rows)
-        e = &f->entries[k];
+  Entry *e = st == A2PACK_OK && b ? entry_at(f, b, f->info->rows) : NULL;
   if (!e) {
     /* None ready, an error, or a slot seen for the first time. */
     PyObject *s = PyLong_FromLong((long)st);
