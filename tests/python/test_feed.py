@@ -639,6 +639,44 @@ def test_a_batch_taken_but_not_delivered_goes_back(ds):
     assert feed.stats()["held"] == 0
 
 
+def test_close_gives_back_a_batch_taken_but_not_delivered(ds):
+    # The same interrupted next(), then close() with no next() after it: the
+    # slot goes back (else it, and the ring with it, would stay allocated).
+    from a2pack._native import ffi, lib
+
+    feed = a2pack.Feed(ds, batch_size=16, depth=2, slots=4, shuffle=False, columns=("boards",))
+    kept = next(feed)
+    assert lib.a2pack_feed_advance(feed._h, ffi.NULL, 0, 1000, feed._out, feed._info,
+                                   feed._ended) == 0
+    out = feed._out
+    assert out[0] != ffi.NULL
+    feed.close()
+    assert out[0] == ffi.NULL
+    np.testing.assert_array_equal(kept["boards"], ds.steps[kept["indices"]]["board"])
+
+
+def test_a_collected_feed_gives_back_a_batch_taken_but_not_delivered(ds, monkeypatch):
+    # Neither next() nor close() after the interrupted one: collecting the
+    # feed gives the slot back.
+    from a2pack import feed as F
+    from a2pack._native import ffi, lib
+
+    released = []
+    original = F._release_left_over
+
+    def spy(out):
+        released.append(out[0] != ffi.NULL)
+        original(out)
+
+    monkeypatch.setattr(F, "_release_left_over", spy)
+    feed = a2pack.Feed(ds, batch_size=16, depth=2, slots=4, shuffle=False, columns=("boards",))
+    assert lib.a2pack_feed_advance(feed._h, ffi.NULL, 0, 1000, feed._out, feed._info,
+                                   feed._ended) == 0
+    del feed
+    gc.collect()
+    assert released == [True]
+
+
 def test_the_python_path_passes_this_suite_too():
     # Where the C part serves next(), this file runs again without it.
     from a2pack import feed as F

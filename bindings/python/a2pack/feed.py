@@ -101,6 +101,13 @@ def _address(cdata: Any) -> int:
     return int(ffi.cast("uintptr_t", cdata))
 
 
+def _release_left_over(out: Any) -> None:
+    """Release the batch in a feed's output cell, if any."""
+    if out[0] != ffi.NULL:
+        lib.a2pack_feed_batch_release(out[0])
+        out[0] = ffi.NULL
+
+
 class _Slot:
     """Holds the consumer's reference to a ring slot while its batch is out.
     The views of the batch keep this object alive (through their base), so
@@ -437,7 +444,10 @@ class Feed(_FeedBase):
         self._info.size = ffi.sizeof("a2pack_feed_batch_info")
         self._view = ffi.new("a2pack_feed_column_view *")
         self._view.size = ffi.sizeof("a2pack_feed_column_view")
-        self._out = ffi.new("a2pack_feed_batch **")
+        # Where the library puts the batch it hands out. One left there (an
+        # interrupt as next() returned) goes back at the next next(), at
+        # close(), or when the feed is collected without either.
+        self._out = ffi.gc(ffi.new("a2pack_feed_batch **"), _release_left_over)
         self._ended = ffi.new("int32_t *")
         self._ids = [(c, COLUMNS.index(c)) for c in self._columns]
         # Per (slot, rows): the batch objects made for it (see _SlotViews);
@@ -483,9 +493,7 @@ class Feed(_FeedBase):
     def _drop_out(self) -> None:
         """A batch the library handed out that never reached the consumer (a
         KeyboardInterrupt as a call returned) goes back."""
-        if self._out[0] != ffi.NULL:
-            lib.a2pack_feed_batch_release(self._out[0])
-            self._out[0] = ffi.NULL
+        _release_left_over(self._out)
 
     def _after_advance(self, st: int) -> FeedBatch:
         """next() after a2pack_feed_advance returned `st` (and, when it
@@ -701,6 +709,9 @@ class Feed(_FeedBase):
         # feed lets go of them and of the idle objects (whose memory goes
         # with the ring).
         self._core_close()
+        # A batch taken but never delivered (an interrupt as next() returned)
+        # holds its slot, and through it the ring, until released here.
+        self._drop_out()
         self._handed_out.clear()
         self._views.clear()
         self._h = None  # the last reference: its finalizer closes now
