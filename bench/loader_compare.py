@@ -231,8 +231,9 @@ def rss_bytes():
 def feed_memory(path, batch, epochs=3):
     """What a feed adds to the process's resident memory while it serves
     `epochs` epochs (depth 4, 2 threads), against its ring and the epoch
-    permutations it keeps (the current one, the next one made ahead, the
-    previous one while its last batches are out: 8 bytes a row each)."""
+    permutations it keeps (at most three: the previous one while its last
+    batches are filled, the current one, the next one made ahead; 4 bytes
+    a row each)."""
     ds = a2pack.Dataset(path)
     before = rss_bytes()
     feed = a2pack.Feed(ds, batch_size=batch, depth=4, threads=2, columns=COLUMNS,
@@ -247,7 +248,7 @@ def feed_memory(path, batch, epochs=3):
     grown = rss_bytes() - before
     feed.close()
     ring = st["slots"] * st["slot_bytes"]
-    return grown, max(peak, grown), ring, 3 * 8 * len(ds)
+    return grown, max(peak, grown), ring, 3 * 4 * len(ds)
 
 
 def main():

@@ -2091,6 +2091,11 @@ typedef struct a2pack_arrow_api {
  *    released. Releasing, retaining and reading batches is thread-safe (any
  *    thread, any time, also after close). The feed handle itself (next,
  *    stats, state, load_state, close) is used from one thread at a time.
+ *  - Besides the ring, a feed holds a copy of the selection (8 bytes a row;
+ *    none over all rows) and, when it shuffles, the permutations of at most
+ *    three epochs (4 bytes a row each: the previous one while its last
+ *    batches are filled, the current one, the next one made ahead). That is
+ *    all: memory does not grow with the batches served.
  *  - Slot memory is page-locked (pinned) when a CUDA runtime is found at run
  *    time (see a2pack_feed_pin), so a host-to-device copy of a column can run
  *    asynchronously; never a link-time dependency.

@@ -41,24 +41,35 @@ uint64_t hash_indices(const std::vector<int64_t>& idx, bool identity, uint64_t n
 
 Sampler::Sampler(std::vector<int64_t> indices, bool identity, uint64_t n, uint64_t seed,
                  size_t batch_size, bool drop_last)
-    : idx_(std::move(indices)), identity_(identity), n_(identity ? n : idx_.size()), seed_(seed),
-      batch_(batch_size), drop_last_(drop_last) {
+    : idx_(std::make_shared<const std::vector<int64_t>>(std::move(indices))),
+      identity_(identity), n_(identity ? n : idx_->size()), seed_(seed), batch_(batch_size),
+      drop_last_(drop_last) {
   if (batch_ == 0) fail(A2PACK_E_INVALID_ARGUMENT, "batch size must be at least 1");
   if (n_ > UINT32_MAX)
     fail(A2PACK_E_UNSUPPORTED, "a sampler holds at most {} indices, got {}", UINT32_MAX, n_);
-  perm_.resize(n_);
-  set_hash_ = hash_indices(idx_, identity_, n_);
+  set_hash_ = hash_indices(*idx_, identity_, n_);
   set_epoch(0);
 }
 
-void Sampler::set_epoch(uint64_t e) {
+void Sampler::set_epoch(uint64_t e, bool ordered) {
+  perm_.reset();  // before the new one is made: at most one per sampler at a time
   epoch_ = e;
-  for (uint32_t i = 0; i < n_; ++i) perm_[i] = i;
+  if (!ordered) return;
+  auto perm = std::make_shared<std::vector<uint32_t>>(n_);
+  auto& p = *perm;
+  for (uint32_t i = 0; i < n_; ++i) p[i] = i;
   SplitMix64 rng{seed_ * 0xD1B54A32D192ED03ull ^ (e + 1) * 0x9E3779B97F4A7C15ull};
   for (uint64_t i = n_; i > 1; --i) {
     uint64_t j = rng.below(i);
-    std::swap(perm_[i - 1], perm_[j]);
+    std::swap(p[i - 1], p[j]);
   }
+  perm_ = std::move(perm);
+}
+
+const uint32_t* Sampler::order(uint64_t start) const {
+  if (!perm_)
+    fail(A2PACK_E_INTERNAL, "sampler: epoch {}'s permutation was not made (set_epoch)", epoch_);
+  return perm_->data() + start;
 }
 
 void Sampler::reseed(uint64_t seed) {
@@ -82,11 +93,12 @@ size_t Sampler::fill_batch(size_t b, int64_t* out) const {
          batch_count());
   uint64_t start = static_cast<uint64_t>(b) * batch_;
   size_t len = batch_length(b);
-  const uint32_t* p = perm_.data() + start;
+  const uint32_t* p = order(start);
   if (identity_) {
     for (size_t i = 0; i < len; ++i) out[i] = p[i];
   } else {
-    for (size_t i = 0; i < len; ++i) out[i] = idx_[p[i]];
+    const int64_t* sel = idx_->data();
+    for (size_t i = 0; i < len; ++i) out[i] = sel[p[i]];
   }
   return len;
 }
@@ -95,11 +107,12 @@ void Sampler::fill_range(uint64_t start, size_t len, int64_t* out) const {
   if (start > n_ || len > n_ - start)
     fail(A2PACK_E_OUT_OF_RANGE, "positions {}..{} out of range: the epoch has {}", start,
          start + len, n_);
-  const uint32_t* p = perm_.data() + start;
+  const uint32_t* p = order(start);
   if (identity_) {
     for (size_t i = 0; i < len; ++i) out[i] = p[i];
   } else {
-    for (size_t i = 0; i < len; ++i) out[i] = idx_[p[i]];
+    const int64_t* sel = idx_->data();
+    for (size_t i = 0; i < len; ++i) out[i] = sel[p[i]];
   }
 }
 
@@ -120,12 +133,13 @@ size_t Sampler::fill_part(size_t b, uint32_t rank, uint32_t world, int64_t* out)
          batch_count());
   size_t lo, hi;
   part_bounds(batch_length(b), rank, world, &lo, &hi);
-  const uint32_t* p = perm_.data() + static_cast<uint64_t>(b) * batch_ + lo;
+  const uint32_t* p = order(static_cast<uint64_t>(b) * batch_ + lo);
   const size_t len = hi - lo;
   if (identity_) {
     for (size_t i = 0; i < len; ++i) out[i] = p[i];
   } else {
-    for (size_t i = 0; i < len; ++i) out[i] = idx_[p[i]];
+    const int64_t* sel = idx_->data();
+    for (size_t i = 0; i < len; ++i) out[i] = sel[p[i]];
   }
   return len;
 }

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -19,8 +20,15 @@ class Sampler {
   Sampler(std::vector<int64_t> indices, bool identity, uint64_t n, uint64_t seed,
           size_t batch_size, bool drop_last);
 
-  // Shuffle for epoch `e` (O(n)); the constructor sets epoch 0.
-  void set_epoch(uint64_t e);
+  // Copies are O(1): they share the selection and the epoch's permutation,
+  // and set_epoch() gives the copy a permutation of its own.
+
+  // Shuffle for epoch `e` (O(n)); the constructor sets epoch 0. With
+  // `ordered` false, only the epoch number changes and the permutation is
+  // let go: save_state() and the batch counts still work, the fills fail
+  // until set_epoch(e) makes one (a template or an unshuffled feed's
+  // sampler needs none, and one costs 4 bytes a row).
+  void set_epoch(uint64_t e, bool ordered = true);
   uint64_t epoch() const { return epoch_; }
   uint64_t size() const { return n_; }
   size_t batch_size() const { return batch_; }
@@ -59,16 +67,21 @@ class Sampler {
   // Hash of the sampled indices (identity: of n alone), the state's check
   // that it is restored over the same rows.
   uint64_t set_hash() const { return set_hash_; }
+  // The sampled indices (empty for the identity sampler), in their order.
+  const std::vector<int64_t>& selection() const { return *idx_; }
 
  private:
-  std::vector<int64_t> idx_;
+  // Shared between copies: neither changes after construction, except that
+  // set_epoch() puts a new permutation in place of the shared one.
+  std::shared_ptr<const std::vector<int64_t>> idx_;
   bool identity_;
   uint64_t n_, seed_;
   size_t batch_;
   bool drop_last_;
   uint64_t epoch_ = 0;
   uint64_t set_hash_ = 0;
-  std::vector<uint32_t> perm_;
+  std::shared_ptr<const std::vector<uint32_t>> perm_;  // null: see set_epoch
+  const uint32_t* order(uint64_t start) const;  // perm_ from `start`; fails without one
 };
 
 }  // namespace a2pack::dataset

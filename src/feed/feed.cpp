@@ -103,17 +103,25 @@ Feed::Feed(std::shared_ptr<const dataset::Dataset> ds, std::vector<int64_t> indi
         fail(A2PACK_E_OUT_OF_RANGE, "feed: {}: index {} (position {} of the selection) is "
              "outside the {} rows", ds_->dir(), indices[i], i, rows);
   }
-  // Unshuffled batches are slices of the selection, which the feed keeps;
-  // shuffled ones come from the sampler, which keeps its own copy.
-  if (!o_.shuffle && !all_rows_) indices_ = indices;
-  base_ = std::make_unique<dataset::Sampler>(std::move(indices), all_rows_, n, o_.seed,
-                                             static_cast<size_t>(o_.batch_size), o_.drop_last);
-  batch_count_ = base_->batch_count();
+  // The samplers of the epochs share the selection (unshuffled batches are
+  // slices of it) and each has its own permutation; the template keeps none
+  // (each costs 4 bytes a row), so it starts its first epoch's sampler off.
+  auto base = std::make_unique<dataset::Sampler>(
+      std::move(indices), all_rows_, n, o_.seed, static_cast<size_t>(o_.batch_size), o_.drop_last);
+  batch_count_ = base->batch_count();
   if (batch_count_ == 0)
     fail(A2PACK_E_INVALID_ARGUMENT,
          "feed: {} rows make no whole batch of {} (drop_last is set): an epoch would be empty",
          n, o_.batch_size);
   make_ring(std::min<uint64_t>(o_.batch_size, n));
+  std::shared_ptr<const dataset::Sampler> first;
+  if (o_.shuffle && o_.start_epoch == 0) first = std::make_shared<dataset::Sampler>(*base);
+  base->set_epoch(0, false);
+  base_ = std::move(base);
+  if (first) {
+    std::lock_guard<std::mutex> lk(epoch_mu_);
+    add_epoch(std::move(first));
+  }
   begin(o_.start_epoch, 0, sampler_for(o_.start_epoch));
 }
 
@@ -152,9 +160,10 @@ Feed::Position Feed::position(uint64_t ticket) const {
 }
 
 std::shared_ptr<const dataset::Sampler> Feed::make_epoch(uint64_t epoch) const {
-  // O(n): a copy of the base sampler reshuffled for the epoch.
+  // A copy of the template (O(1)) shuffled for the epoch (O(n)); unshuffled
+  // batches need no permutation.
   auto s = std::make_shared<dataset::Sampler>(*base_);
-  if (s->epoch() != epoch) s->set_epoch(epoch);
+  s->set_epoch(epoch, o_.shuffle);
   return s;
 }
 
@@ -162,9 +171,11 @@ void Feed::add_epoch(std::shared_ptr<const dataset::Sampler> s) {
   building_.erase(std::remove(building_.begin(), building_.end(), s->epoch()), building_.end());
   epochs_.push_back(std::move(s));
   // The newest three: threads still finishing the previous epoch, the
-  // current one, the one made ahead (older ones live on in the slots that
-  // hold them).
-  if (epochs_.size() > 3) epochs_.erase(epochs_.begin());
+  // current one, the one made ahead (older ones live on in the slots and
+  // fills that hold them). By number: a stalled thread may remake an old one.
+  if (epochs_.size() > 3)
+    epochs_.erase(std::min_element(epochs_.begin(), epochs_.end(),
+                                   [](const auto& x, const auto& y) { return x->epoch() < y->epoch(); }));
   epoch_cv_.notify_all();
 }
 
@@ -173,8 +184,9 @@ std::shared_ptr<const dataset::Sampler> Feed::sampler_for(uint64_t epoch) {
   for (;;) {
     for (const auto& s : epochs_)
       if (s->epoch() == epoch) {
+        auto found = s;  // prepare() may drop older entries from epochs_
         prepare(epoch + 1, lk);
-        return s;
+        return found;
       }
     if (std::find(building_.begin(), building_.end(), epoch) == building_.end()) break;
     epoch_cv_.wait(lk);  // being made (ahead, or by another producer)
@@ -205,6 +217,11 @@ void Feed::prepare(uint64_t epoch, std::unique_lock<std::mutex>&) {
     if (!prep_done_) return;  // one at a time
     prep_.join();             // finished: it no longer needs the lock
   }
+  // The one before the previous epoch goes before the next one is made, so
+  // that no more than three permutations (4 bytes a row each) are held.
+  epochs_.erase(std::remove_if(epochs_.begin(), epochs_.end(),
+                               [epoch](const auto& x) { return x->epoch() + 2 < epoch; }),
+                epochs_.end());
   building_.push_back(epoch);
   prep_done_ = false;
   prep_ = std::thread([this, epoch] {
@@ -306,7 +323,7 @@ void Feed::fill(Slot* s, uint64_t ticket, uint32_t workers) {
       if (all_rows_) {
         for (size_t i = 0; i < rows; ++i) idx[i] = static_cast<int64_t>(first + i);
       } else {
-        std::memcpy(idx, indices_.data() + first, rows * sizeof(int64_t));
+        std::memcpy(idx, base_->selection().data() + first, rows * sizeof(int64_t));
       }
     }
   }
@@ -575,7 +592,9 @@ void Feed::load_state(const void* data, size_t len) {
   // Checked (and the permutation of its epoch made) before anything changes.
   auto s = std::make_shared<dataset::Sampler>(*base_);
   const uint64_t next = s->load_state(p + kHeader, inner_len);
+  if (!o_.shuffle) s->set_epoch(s->epoch(), false);
   auto base = std::make_unique<dataset::Sampler>(*s);  // the state's seed for later epochs
+  base->set_epoch(base->epoch(), false);
   stop();
   base_ = std::move(base);
   {

@@ -116,10 +116,11 @@ class Feed {
   Slot* hand_out(Slot* s);  // mu held
 
   std::shared_ptr<const dataset::Dataset> ds_;
-  std::vector<int64_t> indices_;  // the selection (empty: all rows)
   bool all_rows_;
   Options o_;
-  std::unique_ptr<dataset::Sampler> base_;  // epoch 0; copied per epoch (null over a mix)
+  // The template the epochs' samplers are copied from: the selection, seed
+  // and batches, no permutation (null over a mix).
+  std::unique_ptr<dataset::Sampler> base_;
   // Over a mix: the order, with its own lock (fill_part uses scratch space).
   std::unique_ptr<dataset::MixSampler> mix_;
   mutable std::mutex mix_mu_;
