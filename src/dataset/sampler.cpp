@@ -40,7 +40,7 @@ uint64_t hash_indices(const std::vector<int64_t>& idx, bool identity, uint64_t n
 
 
 Sampler::Sampler(std::vector<int64_t> indices, bool identity, uint64_t n, uint64_t seed,
-                 size_t batch_size, bool drop_last)
+                 size_t batch_size, bool drop_last, bool ordered)
     : idx_(std::make_shared<const std::vector<int64_t>>(std::move(indices))),
       identity_(identity), n_(identity ? n : idx_->size()), seed_(seed), batch_(batch_size),
       drop_last_(drop_last) {
@@ -48,7 +48,7 @@ Sampler::Sampler(std::vector<int64_t> indices, bool identity, uint64_t n, uint64
   if (n_ > UINT32_MAX)
     fail(A2PACK_E_UNSUPPORTED, "a sampler holds at most {} indices, got {}", UINT32_MAX, n_);
   set_hash_ = hash_indices(*idx_, identity_, n_);
-  set_epoch(0);
+  set_epoch(0, ordered);
 }
 
 void Sampler::set_epoch(uint64_t e, bool ordered) {
@@ -66,15 +66,21 @@ void Sampler::set_epoch(uint64_t e, bool ordered) {
   perm_ = std::move(perm);
 }
 
-const uint32_t* Sampler::order(uint64_t start) const {
+void Sampler::copy_order(uint64_t start, size_t len, int64_t* out) const {
   if (!perm_)
     fail(A2PACK_E_INTERNAL, "sampler: epoch {}'s permutation was not made (set_epoch)", epoch_);
-  return perm_->data() + start;
+  const uint32_t* p = perm_->data() + start;
+  if (identity_) {
+    for (size_t i = 0; i < len; ++i) out[i] = p[i];
+  } else {
+    const int64_t* sel = idx_->data();
+    for (size_t i = 0; i < len; ++i) out[i] = sel[p[i]];
+  }
 }
 
 void Sampler::reseed(uint64_t seed) {
   seed_ = seed;
-  set_epoch(epoch_);
+  set_epoch(epoch_, perm_ != nullptr);
 }
 
 size_t Sampler::batch_count() const {
@@ -93,13 +99,7 @@ size_t Sampler::fill_batch(size_t b, int64_t* out) const {
          batch_count());
   uint64_t start = static_cast<uint64_t>(b) * batch_;
   size_t len = batch_length(b);
-  const uint32_t* p = order(start);
-  if (identity_) {
-    for (size_t i = 0; i < len; ++i) out[i] = p[i];
-  } else {
-    const int64_t* sel = idx_->data();
-    for (size_t i = 0; i < len; ++i) out[i] = sel[p[i]];
-  }
+  copy_order(start, len, out);
   return len;
 }
 
@@ -107,13 +107,7 @@ void Sampler::fill_range(uint64_t start, size_t len, int64_t* out) const {
   if (start > n_ || len > n_ - start)
     fail(A2PACK_E_OUT_OF_RANGE, "positions {}..{} out of range: the epoch has {}", start,
          start + len, n_);
-  const uint32_t* p = order(start);
-  if (identity_) {
-    for (size_t i = 0; i < len; ++i) out[i] = p[i];
-  } else {
-    const int64_t* sel = idx_->data();
-    for (size_t i = 0; i < len; ++i) out[i] = sel[p[i]];
-  }
+  copy_order(start, len, out);
 }
 
 void Sampler::part_bounds(size_t len, uint32_t rank, uint32_t world, size_t* lo, size_t* hi) {
@@ -133,14 +127,8 @@ size_t Sampler::fill_part(size_t b, uint32_t rank, uint32_t world, int64_t* out)
          batch_count());
   size_t lo, hi;
   part_bounds(batch_length(b), rank, world, &lo, &hi);
-  const uint32_t* p = order(static_cast<uint64_t>(b) * batch_ + lo);
   const size_t len = hi - lo;
-  if (identity_) {
-    for (size_t i = 0; i < len; ++i) out[i] = p[i];
-  } else {
-    const int64_t* sel = idx_->data();
-    for (size_t i = 0; i < len; ++i) out[i] = sel[p[i]];
-  }
+  copy_order(static_cast<uint64_t>(b) * batch_ + lo, len, out);
   return len;
 }
 
@@ -179,7 +167,7 @@ uint64_t Sampler::load_state(const void* data, size_t len) {
     fail(A2PACK_E_INVALID_ARGUMENT, "sampler state's next batch {} is past the epoch's {}", next,
          batch_count());
   seed_ = seed;
-  set_epoch(epoch);
+  set_epoch(epoch, perm_ != nullptr);
   return next;
 }
 

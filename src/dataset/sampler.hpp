@@ -16,9 +16,9 @@ class Sampler {
  public:
   // Sample `indices`, or 0..n-1 when `identity` (then `indices` is ignored).
   // Fails for an empty batch size or more than 2^32 - 1 indices (the
-  // permutation is kept as 32-bit positions).
+  // permutation is kept as 32-bit positions). `ordered`: as set_epoch's.
   Sampler(std::vector<int64_t> indices, bool identity, uint64_t n, uint64_t seed,
-          size_t batch_size, bool drop_last);
+          size_t batch_size, bool drop_last, bool ordered = true);
 
   // Copies are O(1): they share the selection and the epoch's permutation,
   // and set_epoch() gives the copy a permutation of its own.
@@ -27,7 +27,8 @@ class Sampler {
   // `ordered` false, only the epoch number changes and the permutation is
   // let go: save_state() and the batch counts still work, the fills fail
   // until set_epoch(e) makes one (a template or an unshuffled feed's
-  // sampler needs none, and one costs 4 bytes a row).
+  // sampler needs none, and one costs 4 bytes a row). reseed() and
+  // load_state() keep a sampler without one so.
   void set_epoch(uint64_t e, bool ordered = true);
   uint64_t epoch() const { return epoch_; }
   uint64_t size() const { return n_; }
@@ -81,7 +82,9 @@ class Sampler {
   uint64_t epoch_ = 0;
   uint64_t set_hash_ = 0;
   std::shared_ptr<const std::vector<uint32_t>> perm_;  // null: see set_epoch
-  const uint32_t* order(uint64_t start) const;  // perm_ from `start`; fails without one
+  // Positions [start, start + len) of the epoch's order, as indices, to out;
+  // fails without a permutation.
+  void copy_order(uint64_t start, size_t len, int64_t* out) const;
 };
 
 }  // namespace a2pack::dataset

@@ -105,23 +105,16 @@ Feed::Feed(std::shared_ptr<const dataset::Dataset> ds, std::vector<int64_t> indi
   }
   // The samplers of the epochs share the selection (unshuffled batches are
   // slices of it) and each has its own permutation; the template keeps none
-  // (each costs 4 bytes a row), so it starts its first epoch's sampler off.
-  auto base = std::make_unique<dataset::Sampler>(
-      std::move(indices), all_rows_, n, o_.seed, static_cast<size_t>(o_.batch_size), o_.drop_last);
-  batch_count_ = base->batch_count();
+  // (each costs 4 bytes a row).
+  base_ = std::make_unique<dataset::Sampler>(std::move(indices), all_rows_, n, o_.seed,
+                                             static_cast<size_t>(o_.batch_size), o_.drop_last,
+                                             /*ordered=*/false);
+  batch_count_ = base_->batch_count();
   if (batch_count_ == 0)
     fail(A2PACK_E_INVALID_ARGUMENT,
          "feed: {} rows make no whole batch of {} (drop_last is set): an epoch would be empty",
          n, o_.batch_size);
   make_ring(std::min<uint64_t>(o_.batch_size, n));
-  std::shared_ptr<const dataset::Sampler> first;
-  if (o_.shuffle && o_.start_epoch == 0) first = std::make_shared<dataset::Sampler>(*base);
-  base->set_epoch(0, false);
-  base_ = std::move(base);
-  if (first) {
-    std::lock_guard<std::mutex> lk(epoch_mu_);
-    add_epoch(std::move(first));
-  }
   begin(o_.start_epoch, 0, sampler_for(o_.start_epoch));
 }
 
@@ -169,14 +162,21 @@ std::shared_ptr<const dataset::Sampler> Feed::make_epoch(uint64_t epoch) const {
 
 void Feed::add_epoch(std::shared_ptr<const dataset::Sampler> s) {
   building_.erase(std::remove(building_.begin(), building_.end(), s->epoch()), building_.end());
+  uint64_t newest = s->epoch();
+  for (const auto& x : epochs_) newest = std::max(newest, x->epoch());
   epochs_.push_back(std::move(s));
-  // The newest three: threads still finishing the previous epoch, the
-  // current one, the one made ahead (older ones live on in the slots and
-  // fills that hold them). By number: a stalled thread may remake an old one.
-  if (epochs_.size() > 3)
-    epochs_.erase(std::min_element(epochs_.begin(), epochs_.end(),
-                                   [](const auto& x, const auto& y) { return x->epoch() < y->epoch(); }));
+  keep_epochs_up_to(newest);
   epoch_cv_.notify_all();
+}
+
+void Feed::keep_epochs_up_to(uint64_t newest) {
+  // The newest, the current one before it and the previous one, whose last
+  // batches threads may still be filling: at most three permutations of 4
+  // bytes a row. Older ones live on in the slots and fills that hold them
+  // (a thread stalled that long remakes its epoch).
+  epochs_.erase(std::remove_if(epochs_.begin(), epochs_.end(),
+                               [newest](const auto& x) { return x->epoch() + 2 < newest; }),
+                epochs_.end());
 }
 
 std::shared_ptr<const dataset::Sampler> Feed::sampler_for(uint64_t epoch) {
@@ -217,11 +217,7 @@ void Feed::prepare(uint64_t epoch, std::unique_lock<std::mutex>&) {
     if (!prep_done_) return;  // one at a time
     prep_.join();             // finished: it no longer needs the lock
   }
-  // The one before the previous epoch goes before the next one is made, so
-  // that no more than three permutations (4 bytes a row each) are held.
-  epochs_.erase(std::remove_if(epochs_.begin(), epochs_.end(),
-                               [epoch](const auto& x) { return x->epoch() + 2 < epoch; }),
-                epochs_.end());
+  keep_epochs_up_to(epoch);  // before the next one is made, not after
   building_.push_back(epoch);
   prep_done_ = false;
   prep_ = std::thread([this, epoch] {
@@ -591,10 +587,9 @@ void Feed::load_state(const void* data, size_t len) {
          shuffle ? "on" : "off", o_.shuffle ? "on" : "off");
   // Checked (and the permutation of its epoch made) before anything changes.
   auto s = std::make_shared<dataset::Sampler>(*base_);
-  const uint64_t next = s->load_state(p + kHeader, inner_len);
-  if (!o_.shuffle) s->set_epoch(s->epoch(), false);
+  const uint64_t next = s->load_state(p + kHeader, inner_len);  // as base_: no permutation
   auto base = std::make_unique<dataset::Sampler>(*s);  // the state's seed for later epochs
-  base->set_epoch(base->epoch(), false);
+  if (o_.shuffle) s->set_epoch(s->epoch());
   stop();
   base_ = std::move(base);
   {

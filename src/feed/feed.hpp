@@ -142,6 +142,7 @@ class Feed {
   std::shared_ptr<const dataset::Sampler> make_epoch(uint64_t epoch) const;
   void prepare(uint64_t epoch, std::unique_lock<std::mutex>& lk);  // epoch_mu_ held
   void add_epoch(std::shared_ptr<const dataset::Sampler> s);       // epoch_mu_ held
+  void keep_epochs_up_to(uint64_t newest);                         // epoch_mu_ held
   void join_prep();
 
   // The order, guarded by ring_->mu.
