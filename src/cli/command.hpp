@@ -106,7 +106,9 @@ void require_output(const std::string& out, const CLI::App* c);
 
 // The Python interpreter that Python-backed commands (Parquet export,
 // reports) run: $A2PACK_PYTHON (the wheel's console script sets it to its
-// own interpreter), else python3 from PATH.
+// own interpreter), else the venv of the clone a tool in a clone's build
+// folder was built in (.venv/bin/python, as `make` makes it), else python3
+// from PATH.
 std::string default_python();
 
 // The .a2run2 files in `dir` (and its subfolders when `recursive`; links

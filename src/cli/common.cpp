@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 
 #include <fmt/format.h>
 
@@ -70,9 +71,26 @@ void require_output(const std::string& out, const CLI::App* c) {
                                  c->get_name()));
 }
 
+// The venv of the clone this program was built in: a tool at
+// <clone>/<build folder>/a2pack, where <clone> holds include/a2pack.h and
+// .venv/bin/python (what `make` sets up). Empty for an installed tool.
+static std::string checkout_venv_python() {
+  std::error_code ec;
+  std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) return {};
+  std::filesystem::path clone = exe.parent_path().parent_path();
+  std::filesystem::path python = clone / ".venv" / "bin" / "python";
+  if (std::filesystem::is_regular_file(clone / "include" / "a2pack.h", ec) &&
+      ::access(python.c_str(), X_OK) == 0)
+    return python.string();
+  return {};
+}
+
 std::string default_python() {
   const char* env = std::getenv("A2PACK_PYTHON");
-  return env && *env ? env : "python3";
+  if (env && *env) return env;
+  std::string venv = checkout_venv_python();
+  return venv.empty() ? "python3" : venv;
 }
 
 Progress::Progress(std::string label, bool enabled)

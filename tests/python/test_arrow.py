@@ -5,6 +5,7 @@ zero-copy by buffer address, consumers outliving the handles."""
 import gc
 import json
 import os
+import pathlib
 
 import numpy as np
 import pytest
@@ -352,3 +353,24 @@ def test_cli_to_parquet(pack_path, ds_path, tmp_path):
                         "--python", str(tmp_path / "no-such-python")], env=_child_env(),
                        capture_output=True, text=True)
     assert r.returncode == 3 and "no-such-python" in r.stderr  # a missing component: exit 3
+
+
+def test_cli_built_in_a_clone_runs_the_clones_venv(pack_path, tmp_path):
+    """A tool built in a clone (build/a2pack beside include/ and .venv/) runs
+    the clone's venv for its Python-backed commands without --python or
+    $A2PACK_PYTHON, where python3 on PATH may lack the package."""
+    cli = _cli()
+    if cli is None:
+        pytest.skip("a2pack CLI not found beside the library (set A2PACK_CLI)")
+    clone = pathlib.Path(cli).resolve().parent.parent
+    if not ((clone / "include" / "a2pack.h").is_file() and (clone / ".venv" / "bin" / "python").exists()):
+        pytest.skip(f"{cli} is not a tool built in a clone with a .venv")
+    env = _child_env()
+    env.pop("A2PACK_PYTHON", None)
+    env["PATH"] = str(tmp_path)  # no python3 to fall back on
+    import subprocess
+    out = tmp_path / "runs.parquet"
+    r = subprocess.run([str(cli), "to-parquet", str(pack_path), str(out), "--layout", "runs"],
+                       env=env, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert pq.read_table(out).num_rows == len(a2pack.PackReader(pack_path))
