@@ -797,7 +797,10 @@ typedef struct a2pack_dataset_build_options {
   int32_t allow_missing_branches; /* 0 (default): a run without branch values is an error
                                      naming it; 1: only the chosen move is legal, at 1.0 */
   int32_t overwrite;              /* build only. 0 (default): an existing output folder is an
-                                     error; 1: replace it (it must be a dataset or empty) */
+                                     error; 1: replace it (it must be empty, or hold only
+                                     dataset files with an a2pack manifest or upstream's
+                                     steps.npy and metadata.db; otherwise
+                                     A2PACK_E_INVALID_ARGUMENT saying why) */
   a2pack_progress_fn progress;    /* runs done of total; may be NULL (default) */
   void *progress_user;
   /* append: told about content the dataset holds that a2pack did not write
@@ -826,6 +829,14 @@ typedef struct a2pack_dataset_build_options {
                                      (docs/dataset.md). append to a sharded dataset: the new
                                      shards' size, 0 = the dataset's; an append writes new
                                      shards only. Not for a single-file dataset's append. */
+  /* Told what a build or an append did besides its work, one message each:
+   * build, the folders that builds of out_dir which died left beside it,
+   * removed (only folders a2pack marked as its own, holding only dataset
+   * files) or left alone and why; append, what its recovery did first (an
+   * interrupted append undone, leftover files removed). May be NULL
+   * (default). */
+  a2pack_dataset_message_fn on_note;
+  void *on_note_user;
 } a2pack_dataset_build_options;
 
 A2PACK_API void a2pack_dataset_build_options_init(a2pack_dataset_build_options *opts);
@@ -882,6 +893,9 @@ typedef struct a2pack_dataset_rows_options {
   const char *source_kind;   /* its kind ("dir", "pack", ...); NULL (default): "rows" */
   uint64_t shard_rows;       /* as a2pack_dataset_build_options.shard_rows (default 0: one
                                 steps.npy; N: shards of whole runs of at most N rows) */
+  a2pack_dataset_message_fn on_note; /* as a2pack_dataset_build_options.on_note (default
+                                        NULL) */
+  void *on_note_user;
 } a2pack_dataset_rows_options;
 
 A2PACK_API void a2pack_dataset_rows_options_init(a2pack_dataset_rows_options *opts);

@@ -92,6 +92,11 @@ dataset::BuildOptions convert(const a2pack_dataset_build_options* user) {
     void* user_data = o.on_warning_user;
     b.on_warning = [fn, user_data](const std::string& m) { fn(user_data, m.c_str()); };
   }
+  if (o.on_note) {
+    auto fn = o.on_note;
+    void* user_data = o.on_note_user;
+    b.on_note = [fn, user_data](const std::string& m) { fn(user_data, m.c_str()); };
+  }
   b.skip_bad = o.skip_bad != 0;
   if (o.on_bad_input) {
     auto fn = o.on_bad_input;
@@ -223,6 +228,11 @@ A2PACK_EXPORT a2pack_status a2pack_dataset_build_from_rows(
     b.overwrite = o.overwrite != 0;
     b.lock_timeout_ms = o.lock_timeout_ms;
     b.shard_rows = o.shard_rows;
+    if (o.on_note) {
+      auto fn = o.on_note;
+      void* user_data = o.on_note_user;
+      b.on_note = [fn, user_data](const std::string& m) { fn(user_data, m.c_str()); };
+    }
     std::vector<dataset::RunRow> meta(n_runs);
     for (uint64_t i = 0; i < n_runs; ++i) {
       const a2pack_dataset_run_record& r = runs[i];

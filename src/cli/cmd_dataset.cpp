@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <string>
 #include <vector>
 #include <nlohmann/json.hpp>
 
@@ -43,12 +44,20 @@ void print_warning(void* /*user*/, const char* message) {
   status("a2pack: warning: {}\n", message);
 }
 
+// What a build or an append did besides its work (leftover folders of dead
+// builds, recovery): printed as notes, and listed in the --json summary.
+void print_note(void* user, const char* message) {
+  static_cast<std::vector<std::string>*>(user)->push_back(message);
+  status("a2pack: note: {}\n", message);
+}
+
 struct OwnedString {
   char* p = nullptr;
   ~OwnedString() { a2pack_free(p); }
 };
 
-a2pack_dataset_build_options build_options(const DatasetArgs& a, Progress& bar) {
+a2pack_dataset_build_options build_options(const DatasetArgs& a, Progress& bar,
+                                           std::vector<std::string>& notes) {
   a2pack_dataset_build_options o;
   a2pack_dataset_build_options_init(&o);
   o.workers = a.workers;
@@ -57,6 +66,8 @@ a2pack_dataset_build_options build_options(const DatasetArgs& a, Progress& bar) 
   o.progress = &Progress::callback;
   o.progress_user = &bar;
   o.on_warning = &print_warning;
+  o.on_note = &print_note;
+  o.on_note_user = &notes;
   o.skip_bad = a.skip_bad;
   o.on_bad_input = &report_bad;
   o.lock_timeout_ms = a.lock_timeout_s < 0 ? -1 : static_cast<int64_t>(a.lock_timeout_s * 1000);
@@ -66,7 +77,7 @@ a2pack_dataset_build_options build_options(const DatasetArgs& a, Progress& bar) 
 }
 
 void print_result(const char* verb, const a2pack_dataset_build_result& r, double secs,
-                  const DatasetArgs& a) {
+                  const DatasetArgs& a, const std::vector<std::string>& notes) {
   if (a.json) {
     nlohmann::json j = {{"input", a.input},
                         {"dataset", a.out.empty() ? a.dataset : a.out},
@@ -75,7 +86,8 @@ void print_result(const char* verb, const a2pack_dataset_build_result& r, double
                         {"runs_skipped", r.runs_skipped},
                         {"total_runs", r.total_runs},
                         {"total_rows", r.total_rows},
-                        {"seconds", secs}};
+                        {"seconds", secs},
+                        {"notes", notes}};
     if (!a.dataset.empty()) j["steps_copied"] = r.steps_copied != 0;
     fmt::print("{}\n", j.dump(2));
     std::fflush(stdout);
@@ -96,24 +108,26 @@ void print_result(const char* verb, const a2pack_dataset_build_result& r, double
 
 void run_build(const DatasetArgs& a) {
   Progress bar("build");
-  auto o = build_options(a, bar);
+  std::vector<std::string> notes;
+  auto o = build_options(a, bar, notes);
   a2pack_dataset_build_result r{};
   r.size = sizeof r;
   double t0 = now_seconds();
   check(a2pack_dataset_build(a.input.c_str(), a.out.c_str(), &o, &r));
   bar.finish();
-  print_result("built", r, now_seconds() - t0, a);
+  print_result("built", r, now_seconds() - t0, a, notes);
 }
 
 void run_append(const DatasetArgs& a) {
   Progress bar("append");
-  auto o = build_options(a, bar);
+  std::vector<std::string> notes;
+  auto o = build_options(a, bar, notes);
   a2pack_dataset_build_result r{};
   r.size = sizeof r;
   double t0 = now_seconds();
   check(a2pack_dataset_append(a.dataset.c_str(), a.input.c_str(), &o, &r));
   bar.finish();
-  print_result("appended", r, now_seconds() - t0, a);
+  print_result("appended", r, now_seconds() - t0, a, notes);
   if (r.steps_copied && !a.json && !a.copy_steps)
     status("note: steps.npy was copied rather than extended: its header was not a2pack's (it "
            "is now, so the next append extends it in place), or another hard link shares the "

@@ -21,6 +21,7 @@
 #include "base/file_io.hpp"
 #include "base/path_prefix.hpp"
 #include "base/worker_pool.hpp"
+#include "dataset/build_dir.hpp"
 #include "dataset/db_check.hpp"
 #include "dataset/foreign.hpp"
 #include "dataset/fsutil.hpp"
@@ -41,7 +42,7 @@ namespace {
 // payloads plus their rows, whatever the dataset's size.
 constexpr size_t kChunkRuns = 256;
 
-std::atomic<uint64_t> g_old_counter{0};  // names of temporary sibling folders
+std::atomic<uint64_t> g_old_counter{0};  // names of previous datasets being swapped out
 
 bool path_exists(const std::string& p) {
   struct stat st;
@@ -289,6 +290,39 @@ void require_dataset_files(const std::string& dir) {
            "manifest.json)", dir, f);
 }
 
+// Before an append or a repair writes anything: metadata.db is a file in
+// the folder, not a link (SQLite would write into the file it points at,
+// outside the dataset).
+void require_db_not_linked(const std::string& dir) {
+  const std::string db = dir + "/metadata.db";
+  struct stat st;
+  if (::lstat(db.c_str(), &st) != 0) fail_errno("stat", db, errno);
+  if (S_ISLNK(st.st_mode))
+    fail(A2PACK_E_INVALID_ARGUMENT,
+         "{}: is a symbolic link; a2pack writes a dataset's metadata.db only as a file in the "
+         "dataset folder, never through a link into the file it points at. Nothing was "
+         "changed; replace the link with a copy of its file to write to this dataset",
+         db);
+}
+
+// Before an append writes anything: metadata.db is a file in the folder
+// that this process may write, in a folder it may create files in (SQLite's
+// metadata.db-journal, the append journal, temporary files). Checked with
+// faccessat(AT_EACCESS), which also sees what stops root (a read-only
+// mount, an immutable file), so that a dataset that cannot take the new
+// runs fails here, naming the file, rather than after its rows were written.
+void require_writable(const std::string& dir) {
+  require_db_not_linked(dir);
+  const std::string db = dir + "/metadata.db";
+  if (::faccessat(AT_FDCWD, db.c_str(), W_OK, AT_EACCESS) != 0)
+    fail_errno("not writable, so the new runs cannot be added to it (nothing was changed)", db,
+               errno);
+  if (::faccessat(AT_FDCWD, dir.c_str(), W_OK | X_OK, AT_EACCESS) != 0)
+    fail_errno("folder not writable, so SQLite cannot create metadata.db-journal and a2pack "
+               "cannot write its journal and temporary files there (nothing was changed)",
+               dir, errno);
+}
+
 // Whether steps.npy can be extended or cut in place: a2pack's own header
 // length (so the row count is patched without moving a byte of data), no
 // other name for the file (a hard-linked copy, say a snapshot, must not
@@ -357,6 +391,13 @@ std::string adopted_warning(const std::string& dir, const Unrecorded& u) {
             : "");
 }
 
+std::string damaged_journal_removed(const Journal& j) {
+  return fmt::format(
+      "removed a damaged append journal ({}); it was taken as evidence of nothing, so nothing "
+      "was undone on its word",
+      j.damage);
+}
+
 // Shard files on disk past the manifest's list (indexes >= m.shards.size()),
 // by index; named like shard_file_name() names them, nothing else.
 std::vector<size_t> shards_past(const std::string& dir, const Manifest& m) {
@@ -379,6 +420,23 @@ void remove_shard(const std::string& dir, size_t i) {
 Manifest recover_sharded(const std::string& dir, const Manifest& m, Db& db,
                          const RecoverOptions& ro, RecoverReport& rep) {
   auto j = read_journal(dir);
+  if (j && j->damaged()) {
+    // It cannot say whose the runs and shards past the manifest are: they
+    // are kept (refused, as any unexplained content) unless dropping them
+    // was asked for, and the journal goes only once nothing depends on it.
+    const int64_t runs = count_runs(db, "id >= ?1", static_cast<int64_t>(m.next_run_id), -1);
+    const size_t shards = shards_past(dir, m).size();
+    if ((runs || shards) && !ro.discard_unrecorded)
+      fail(A2PACK_E_CORRUPT,
+           "{}; and {} holds {} runs with id >= {} in metadata.db and {} shard files past the "
+           "manifest's {}, which a damaged journal cannot say are an interrupted append of "
+           "a2pack's. Nothing was changed. To drop them run `a2pack dataset verify --repair "
+           "--discard-unrecorded`",
+           j->damage, dir, runs, m.next_run_id, shards, m.shards.size());
+    remove_journal(dir);
+    rep.actions.push_back(damaged_journal_removed(*j));
+    j.reset();
+  }
   if (j && j->describes_uncommitted(m)) {
     if (!j->sharded)
       fail(A2PACK_E_CORRUPT, "{}/{}: the journal of a steps.npy append in a sharded dataset", dir,
@@ -456,7 +514,11 @@ Manifest recover_locked(const std::string& dir, const RecoverOptions& ro, Recove
   const std::string steps_path = dir + "/steps.npy";
   std::optional<ReadFd> steps(std::in_place, steps_path);
   auto j = m ? read_journal(dir) : std::nullopt;
-  NpyInfo info = read_npy_info(*steps, m && j && j->owns_steps(*m, steps->fd()));
+  // A damaged journal may be all that is left of an in-place append whose
+  // rows lie past the header's count: they are read as such a tail here, and
+  // kept unless dropping them is asked for (below).
+  NpyInfo info =
+      read_npy_info(*steps, m && j && (j->owns_steps(*m, steps->fd()) || j->damaged()));
   if (!m) {
     if (path_exists(dir + "/" + kJournalName)) remove_journal(dir);
     // A dataset from the upstream tool: describe it in a manifest first, so
@@ -508,7 +570,41 @@ Manifest recover_locked(const std::string& dir, const RecoverOptions& ro, Recove
       info = read_npy_info(*steps);
     }
   }
-  if (j) {
+  if (j && j->damaged()) {
+    // Evidence of nothing (dataset/journal.hpp): what lies past the committed
+    // state is handled as content a2pack did not write, kept when it can be
+    // adopted, otherwise refused unless dropping it was asked for. Nothing
+    // is changed before that is decided.
+    const uint64_t tail = info.tail_bytes;
+    if ((tail || (u.foreign() && !u.adoptable())) && !ro.discard_unrecorded) {
+      std::string what = u.foreign() ? u.describe() : "";
+      if (tail)
+        what += fmt::format("{}{} bytes past the rows steps.npy's header counts",
+                            what.empty() ? "" : " and ", tail);
+      fail(A2PACK_E_CORRUPT,
+           "{}; and {} holds {} past the committed state manifest.json records, which a "
+           "damaged journal cannot say are an interrupted append of a2pack's{}. Nothing was "
+           "changed. To drop them (the runs of metadata.db with id >= {} and the rows of "
+           "steps.npy past row {}), run `a2pack dataset verify --repair --discard-unrecorded`",
+           j->damage, dir, what, u.problem.empty() ? "" : " (" + u.problem + ")",
+           m->next_run_id, m->rows);
+    }
+    if (tail) {
+      if (extendable_in_place(*steps, info))
+        cut_own_tail(steps_path, info.data_offset, m->rows);
+      else
+        truncate_steps(steps_path, *steps, info, m->rows);
+      rep.actions.push_back(fmt::format(
+          "removed {} bytes past the rows steps.npy's header counts (and any rows past row {}), "
+          "as asked",
+          tail, m->rows));
+      steps.emplace(steps_path);
+      info = read_npy_info(*steps);
+      u = find_unrecorded(dir, *m, std::nullopt, info, *steps, db);
+    }
+    remove_journal(dir);
+    rep.actions.push_back(damaged_journal_removed(*j));
+  } else if (j) {
     remove_journal(dir);
     rep.actions.push_back(u.own_pending ? "removed the journal of an interrupted append"
                                         : "removed the journal of an append that had committed");
@@ -547,60 +643,100 @@ Manifest recover_locked(const std::string& dir, const RecoverOptions& ro, Recove
   return *m;
 }
 
-// Folders an earlier build left behind when its process died.
-void clean_stale_temps(const std::string& out) {
-  std::string parent = parent_dir(out);
-  std::string base = fs::path(out).filename().string();
-  std::vector<std::string> names;
+std::string replace_refusal(const std::string& out, const std::string& why) {
+  return fmt::format("{}: exists and does not look like a dataset: {}; refusing to replace it "
+                     "(--overwrite replaces only an empty folder or a dataset)",
+                     out, why);
+}
+
+// The marker is removed from a dataset just put in place; a failure leaves
+// only a file readers note and the next append removes, so it is told.
+void drop_marker(const std::string& dir, const NoteFn& note) {
   try {
-    names = list_dir(parent);
-  } catch (const Error&) {
-    return;
-  }
-  for (const auto& name : names) {
-    for (const char* tag : {".tmp-", ".old-"}) {
-      std::string prefix = base + tag;
-      if (name.rfind(prefix, 0) != 0) continue;
-      long pid = std::strtol(name.c_str() + prefix.size(), nullptr, 10);
-      if (pid > 0 && !process_alive(pid)) {
-        std::error_code ec;
-        fs::remove_all(parent + "/" + name, ec);
-      }
-    }
+    remove_folder_marker(dir);
+  } catch (const Error& e) {
+    note(fmt::format("{} (readers note it; the next append or `verify --repair` removes it)",
+                     e.what()));
   }
 }
 
-// Put the finished folder `tmp` in place of `out`.
-void install_dir(const std::string& tmp, const std::string& out, bool replace,
-                 int64_t lock_timeout_ms) {
+void discard_previous(const std::string& dir, const NoteFn& note) {
+  if (std::string why = remove_build_folder(dir); !why.empty())
+    note(fmt::format("left the previous dataset at {}: {}; remove it by hand", printable(dir),
+                     why));
+}
+
+// Put the finished folder `tmp` in place of `out`; with `replace`, `out` is
+// a dataset (checked again under its lock) that is then deleted.
+void install_dir(TempFolder& tmp_folder, const std::string& out, bool replace,
+                 int64_t lock_timeout_ms, const NoteFn& note) {
+  const std::string tmp = tmp_folder.path();
   const std::string parent = parent_dir(out);
   if (!replace) {
     if (::rename(tmp.c_str(), out.c_str()) != 0) fail_errno("rename to " + out, tmp, errno);
+    tmp_folder.release();
     fsync_dir(parent);
+    drop_marker(out, note);
     return;
   }
   DirLock lock(out, /*exclusive=*/true, lock_timeout_ms);  // no append is running in it
+  if (std::string why = why_not_replaceable(out); !why.empty())
+    fail(A2PACK_E_INVALID_ARGUMENT, "{}", replace_refusal(out, why));
+  // The previous dataset is marked as a2pack's, under the name it is about
+  // to get, so that if this process dies after the swap, the next build
+  // knows it for a leftover. (A dataset that cannot be marked, in a folder
+  // this process may not write, cannot be emptied either: it is swapped out
+  // and left, with a note.)
+  const std::string tmp_name = fs::path(tmp).filename().string();
+  bool marked = false;
+  try {
+    write_folder_marker(out, tmp_name);
+    marked = true;
+  } catch (const Error&) {
+  }
+  auto unmark = [&] {
+    if (!marked) return;
+    try {
+      remove_folder_marker(out);
+    } catch (const Error&) {
+    }
+  };
   if (::renameat2(AT_FDCWD, tmp.c_str(), AT_FDCWD, out.c_str(), RENAME_EXCHANGE) == 0) {
+    tmp_folder.release();
     fsync_dir(parent);
     crash_point("build:exchanged");
-    std::error_code ec;
-    fs::remove_all(tmp, ec);  // now the previous dataset
+    drop_marker(out, note);  // the new dataset's
+    discard_previous(tmp, note);
     return;
   }
-  if (errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP)
-    fail_errno("exchange with " + out, tmp, errno);
+  if (errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP) {
+    int err = errno;
+    unmark();
+    fail_errno("exchange with " + out, tmp, err);
+  }
   // No atomic exchange on this file system: two renames, between which no
   // dataset is under `out` (the old one is at `old` until the second).
   std::string old = fmt::format("{}.old-{}-{}", out, ::getpid(), g_old_counter.fetch_add(1));
-  if (::rename(out.c_str(), old.c_str()) != 0) fail_errno("rename to " + old, out, errno);
+  if (marked) {
+    try {
+      write_folder_marker(out, fs::path(old).filename().string());
+    } catch (const Error&) {
+    }
+  }
+  if (::rename(out.c_str(), old.c_str()) != 0) {
+    int err = errno;
+    unmark();
+    fail_errno("rename to " + old, out, err);
+  }
   if (::rename(tmp.c_str(), out.c_str()) != 0) {
     int err = errno;
-    ::rename(old.c_str(), out.c_str());
+    if (::rename(old.c_str(), out.c_str()) == 0) unmark();
     fail_errno("rename to " + out, tmp, err);
   }
+  tmp_folder.release();
   fsync_dir(parent);
-  std::error_code ec;
-  fs::remove_all(old, ec);
+  drop_marker(out, note);
+  discard_previous(old, note);
 }
 
 // Building and appending need a local folder (a temporary sibling renamed
@@ -633,82 +769,68 @@ BuildResult build_folder(const std::string& out_dir, const BuildOptions& o,
            "{}: already exists; pass --overwrite to replace it, or use `dataset append` to add "
            "runs to it",
            out);
-    auto names = list_dir(out);
-    bool is_dataset = false;
-    for (const auto& n : names) is_dataset |= n == "steps.npy" || n == "manifest.json";
-    if (!names.empty() && !is_dataset)
-      fail(A2PACK_E_INVALID_ARGUMENT,
-           "{}: exists and does not look like a dataset (no steps.npy); refusing to replace it",
-           out);
+    if (std::string why = why_not_replaceable(out); !why.empty())
+      fail(A2PACK_E_INVALID_ARGUMENT, "{}", replace_refusal(out, why));
   }
-  clean_stale_temps(out);
-  // mkdir rather than mkdtemp: the folder becomes the dataset, so it gets the
-  // usual permissions (0777 less the umask), not mkdtemp's 0700.
-  std::string tmp;
-  for (;;) {
-    tmp = fmt::format("{}.tmp-{}-{}", out, ::getpid(), g_old_counter.fetch_add(1));
-    if (::mkdir(tmp.c_str(), 0777) == 0) break;
-    if (errno != EEXIST) fail_errno("create folder", tmp, errno);
+  const NoteFn note = [&](const std::string& s) {
+    if (o.on_note) o.on_note(s);
+  };
+  clean_leftover_folders(out, note);
+  TempFolder tmp_folder(out);  // removed, with what was written, on any error
+  const std::string& tmp = tmp_folder.path();
+  BuildResult r;
+  StreamResult res;
+  std::vector<ShardRecord> shards;
+  if (o.shard_rows) {
+    ShardWriter w(tmp, 0, 0, o.shard_rows);
+    res = fill([&](const uint8_t* p, size_t, const uint64_t* ends, size_t k) {
+      w.put(p, ends, k);
+    });
+    w.finish();
+    w.install();
+    shards = w.shards();
+  } else {
+    TempFile steps(tmp + "/steps.npy");
+    std::string hdr = npy_header(0);
+    steps.write(hdr.data(), hdr.size());
+    res = fill([&](const uint8_t* p, size_t n, const uint64_t*, size_t) { steps.write(p, n); });
+    hdr = npy_header(res.rows);
+    steps.pwrite(hdr.data(), hdr.size(), 0);
+    steps.sync();
+    steps.install();
   }
-  try {
-    BuildResult r;
-    StreamResult res;
-    std::vector<ShardRecord> shards;
-    if (o.shard_rows) {
-      ShardWriter w(tmp, 0, 0, o.shard_rows);
-      res = fill([&](const uint8_t* p, size_t, const uint64_t* ends, size_t k) {
-        w.put(p, ends, k);
-      });
-      w.finish();
-      w.install();
-      shards = w.shards();
-    } else {
-      TempFile steps(tmp + "/steps.npy");
-      std::string hdr = npy_header(0);
-      steps.write(hdr.data(), hdr.size());
-      res = fill([&](const uint8_t* p, size_t n, const uint64_t*, size_t) { steps.write(p, n); });
-      hdr = npy_header(res.rows);
-      steps.pwrite(hdr.data(), hdr.size(), 0);
-      steps.sync();
-      steps.install();
-    }
-    crash_point("build:steps-written");
-    {
-      Db db(tmp + "/metadata.db", Db::Mode::create);
-      set_durable(db);
-      db.exec("BEGIN");
-      create_schema(db);
-      insert_runs(db, res.runs);
-      db.exec("COMMIT");
-    }
-    Manifest m;
-    m.rows = res.rows;
-    m.runs = res.runs.size();
-    m.next_run_id = m.runs;
-    m.steps_crc32c = res.crc;
-    m.created_utc = m.updated_utc = utc_now();
-    m.generator = generator_name();
-    m.sources.push_back({input, kind, m.runs, m.rows, 0, m.created_utc});
-    if (o.shard_rows) {
-      m.format_version = kShardedFormatVersion;
-      m.sharded = true;
-      m.shard_rows = o.shard_rows;
-      m.shards = std::move(shards);
-    }
-    stamp_metadata(m, tmp + "/metadata.db");
-    write_manifest(tmp, m, "build:manifest-synced");
-    fsync_dir(tmp);
-    crash_point("build:before-install");
-    install_dir(tmp, out, exists, o.lock_timeout_ms);
-    r.runs_added = r.total_runs = m.runs;
-    r.rows_added = r.total_rows = m.rows;
-    r.runs_skipped = res.skipped;
-    return r;
-  } catch (...) {
-    std::error_code ec;
-    fs::remove_all(tmp, ec);
-    throw;
+  crash_point("build:steps-written");
+  {
+    Db db(tmp + "/metadata.db", Db::Mode::create);
+    set_durable(db);
+    db.exec("BEGIN");
+    create_schema(db);
+    insert_runs(db, res.runs);
+    db.exec("COMMIT");
   }
+  Manifest m;
+  m.rows = res.rows;
+  m.runs = res.runs.size();
+  m.next_run_id = m.runs;
+  m.steps_crc32c = res.crc;
+  m.created_utc = m.updated_utc = utc_now();
+  m.generator = generator_name();
+  m.sources.push_back({input, kind, m.runs, m.rows, 0, m.created_utc});
+  if (o.shard_rows) {
+    m.format_version = kShardedFormatVersion;
+    m.sharded = true;
+    m.shard_rows = o.shard_rows;
+    m.shards = std::move(shards);
+  }
+  stamp_metadata(m, tmp + "/metadata.db");
+  write_manifest(tmp, m, "build:manifest-synced");
+  fsync_dir(tmp);
+  crash_point("build:before-install");
+  install_dir(tmp_folder, out, exists, o.lock_timeout_ms, note);
+  r.runs_added = r.total_runs = m.runs;
+  r.rows_added = r.total_rows = m.rows;
+  r.runs_skipped = res.skipped;
+  return r;
 }
 
 }  // namespace
@@ -948,11 +1070,14 @@ BuildResult append(const RunSource& src, const std::string& dir_in, const BuildO
   require_local(dir_in);
   const std::string dir = strip_slashes(dir_in);
   require_dataset_files(dir);
+  require_writable(dir);
   DirLock lock(dir, /*exclusive=*/true, o.lock_timeout_ms);
   RecoverReport rep;
   RecoverOptions ro;
   ro.check_indexes = false;  // unless metadata.db changed since a2pack committed it
   Manifest m = recover_locked(dir, ro, rep);
+  if (o.on_note)
+    for (const auto& a : rep.actions) o.on_note(a);
   if (o.on_warning)
     for (const auto& w : rep.warnings) o.on_warning(w);
 
@@ -982,6 +1107,7 @@ BuildResult append(const RunSource& src, const std::string& dir_in, const BuildO
 RecoverReport recover(const std::string& dir_in, const RecoverOptions& ro) {
   const std::string dir = strip_slashes(dir_in);
   require_dataset_files(dir);
+  require_db_not_linked(dir);
   DirLock lock(dir, /*exclusive=*/true, ro.lock_timeout_ms);
   RecoverReport rep;
   recover_locked(dir, ro, rep);

@@ -39,6 +39,11 @@ struct BuildOptions {
   // append: told what the append found and kept that it did not write
   // (content adopted from another tool), before it adds anything.
   std::function<void(const std::string&)> on_warning;
+  // Told what a build or an append did besides its work, one line each:
+  // build, the folders of builds that died that it removed (and look-alikes
+  // it left alone, saying why: dataset/build_dir.hpp); append, what its
+  // recovery did first (an interrupted append undone, leftovers removed).
+  std::function<void(const std::string&)> on_note;
   // Skip runs that cannot be read or decoded (told to on_bad_input with the
   // run's label, status and message) instead of failing.
   bool skip_bad = false;
@@ -71,9 +76,11 @@ struct BuildResult {
 };
 
 // Build `out_dir` from `src`, atomically: everything is written into a sibling
-// folder "<out_dir>.tmp-<pid>-XXXXXX" which then replaces out_dir (renameat2
-// RENAME_EXCHANGE when out_dir exists and `overwrite` is set). On any error the
-// temporary folder is removed and out_dir is untouched.
+// folder "<out_dir>.tmp-<pid>-<n>" which then replaces out_dir (renameat2
+// RENAME_EXCHANGE when out_dir exists and `overwrite` is set; out_dir must
+// then be empty or a dataset, dataset/build_dir.hpp). On any error the
+// temporary folder is removed and out_dir is untouched. Leftover folders of
+// builds of out_dir that died are removed first (on_note is told).
 BuildResult build(const RunSource& src, const std::string& out_dir, const BuildOptions& opts);
 
 // Build `out_dir` as `build` does, from rows and runs computed elsewhere (by

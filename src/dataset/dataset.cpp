@@ -124,10 +124,14 @@ std::unique_ptr<Dataset> Dataset::open(const std::string& dir_in, const OpenOpti
         "against a CRC",
         dir));
   auto journal = ds->manifest_ ? read_journal(dir) : std::nullopt;
+  if (journal && journal->damaged())
+    ds->notes_.push_back(journal->damage + "; ignored (nothing is hidden as an interrupted "
+                         "append on its word; `verify --repair` removes it)");
   const std::string steps_path = dir + "/steps.npy";
   ReadFd f(steps_path);
   const Manifest base = ds->manifest_ ? *ds->manifest_ : Manifest{};
-  NpyInfo info = read_npy_info(f, journal && journal->owns_steps(base, f.fd()));
+  NpyInfo info = read_npy_info(
+      f, journal && (journal->owns_steps(base, f.fd()) || journal->damaged()));
   ds->file_rows_ = info.rows;
   if (info.rows < base.rows)
     fail(A2PACK_E_CORRUPT, "{}: holds {} rows but manifest.json records {} (truncated or replaced)",
@@ -271,7 +275,10 @@ void Dataset::open_db(bool check_indexes) {
   const std::string path = dir_ + "/metadata.db";
   // Read-write when possible, so that SQLite can roll back a hot journal an
   // interrupted append left; nothing here writes to the file otherwise.
-  bool writable = ::access(path.c_str(), W_OK) == 0 && ::access(dir_.c_str(), W_OK) == 0;
+  // Never through a link (Db refuses to write through one).
+  struct stat lst;
+  bool writable = ::access(path.c_str(), W_OK) == 0 && ::access(dir_.c_str(), W_OK) == 0 &&
+                  ::lstat(path.c_str(), &lst) == 0 && !S_ISLNK(lst.st_mode);
   db_ = std::make_unique<Db>(path, writable ? Db::Mode::read_write : Db::Mode::read_only);
   check_schema(*db_);  // the first read rolls back a hot journal
   check_db_size(*db_);  // O(1): a file cut inside its last page

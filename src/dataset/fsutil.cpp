@@ -257,6 +257,7 @@ void crash_point(const char* name) {
 }
 
 bool is_temp_name(const std::string& name) {
+  if (name == kFolderMarker) return true;
   for (const char* prefix : {"steps.npy.tmp-", "manifest.json.tmp-", "append-journal.json.tmp-"})
     if (name.rfind(prefix, 0) == 0) return true;
   // A shard being written: "steps-NNNNN.npy.tmp-..." (dataset/shards.hpp).

@@ -97,8 +97,15 @@ std::string lock_holders(const std::string& path);
 void crash_point(const char* name);
 inline constexpr int kCrashExitCode = 86;
 
-// Temporary files the dataset writers create inside a dataset folder; what a
-// crash can leave behind.
+// The file a build writes into the folders it may leave behind
+// (dataset/build_dir.hpp), marking them as a2pack's. A dataset that still
+// holds one (a build was cut off between putting the folder in place and
+// removing its marker) has it noted as a leftover temporary file, and the
+// next append or `verify --repair` removes it.
+inline constexpr const char* kFolderMarker = "a2pack-temp-folder";
+
+// Temporary files the dataset writers create inside a dataset folder (and
+// the marker above); what a crash can leave behind.
 bool is_temp_name(const std::string& name);
 
 // Names in a folder (no "." or ".."), sorted.

@@ -31,7 +31,7 @@ Journal Journal::starting_from(const Manifest& m, uint64_t new_runs) {
 }
 
 bool Journal::describes_uncommitted(const Manifest& m) const {
-  return m.rows == old_rows && m.runs == old_runs && m.next_run_id == old_next_run_id &&
+  return damage.empty() && m.rows == old_rows && m.runs == old_runs && m.next_run_id == old_next_run_id &&
          m.steps_crc32c == old_crc && m.sources.size() == old_sources;
 }
 
@@ -63,18 +63,19 @@ void write_journal(const std::string& dir, const Journal& j) {
   t.install();
 }
 
-std::optional<Journal> read_journal(const std::string& dir) {
-  const std::string path = dir + "/" + kJournalName;
-  struct stat st;
-  if (::stat(path.c_str(), &st) != 0) {
-    if (errno == ENOENT) return std::nullopt;
-    fail_errno("stat", path, errno);
-  }
-  if (st.st_size > (1 << 20)) fail(A2PACK_E_CORRUPT, "{}: {} bytes is too large for a journal", path, st.st_size);
-  auto bytes = read_file(path);
+namespace {
+
+// The journal in `text` (the file at `path`); CORRUPT naming the file and
+// what is wrong when it is not one a2pack wrote.
+Journal parse_journal(const std::string& text, const std::string& path) {
+  json o;
   try {
-    json o = json::parse(bytes.begin(), bytes.end());
-    if (o.value("format", "") != "a2pack-append-journal")
+    o = json::parse(text);
+  } catch (const json::parse_error& e) {
+    throw Error(A2PACK_E_CORRUPT, json_parse_error(e, e.byte, text, path));
+  }
+  try {
+    if (!o.is_object() || o.value("format", "") != "a2pack-append-journal")
       fail(A2PACK_E_CORRUPT, "{}: not an a2pack append journal", path);
     Journal j;
     j.pid = o.at("pid").get<long>();
@@ -104,11 +105,35 @@ std::optional<Journal> read_journal(const std::string& dir) {
       return j;
     }
     if (mode != "in-place" && mode != "new-file")
-      fail(A2PACK_E_CORRUPT, "{}: unknown append mode '{}'", path, printable(mode));
+      fail(A2PACK_E_CORRUPT, "{}: unknown append mode '{}'", path, printable(mode.substr(0, 40)));
     j.in_place = mode == "in-place";
     return j;
   } catch (const json::exception& e) {
-    fail(A2PACK_E_CORRUPT, "{}: damaged append journal: {}", path, printable(e.what()));
+    fail(A2PACK_E_CORRUPT, "{}: damaged append journal: {}", path, json_error_text(e));
+  }
+}
+
+}  // namespace
+
+std::optional<Journal> read_journal(const std::string& dir) {
+  const std::string path = dir + "/" + kJournalName;
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT) return std::nullopt;
+    fail_errno("stat", path, errno);
+  }
+  try {
+    if (S_ISLNK(st.st_mode))
+      fail(A2PACK_E_CORRUPT, "{}: is a symbolic link, not the file an append of a2pack writes",
+           path);
+    return parse_journal(read_own_file(path, 1 << 20, "a journal"), path);
+  } catch (const Error& e) {
+    if (e.status() != A2PACK_E_CORRUPT && e.status() != A2PACK_E_INVALID_ARGUMENT) throw;
+    // Evidence of nothing: it names no runs, rows or shards as an
+    // interrupted append's (describes_uncommitted() is false).
+    Journal damaged;
+    damaged.damage = e.what();
+    return damaged;
   }
 }
 

@@ -43,6 +43,14 @@ struct Journal {
   // "new_shards": [first, end]; absent for a steps.npy append.
   bool sharded = false;
   uint64_t first_new_shard = 0, end_new_shard = 0;
+  // Non-empty: the file is there but is not a journal a2pack wrote, or
+  // cannot be read as one (damaged JSON, missing keys, a link): what is
+  // wrong, naming the file. Such a journal is evidence of nothing: it
+  // claims no runs, rows or shards (describes_uncommitted() and
+  // owns_steps() are false), so nothing is hidden or undone on its word;
+  // recovery removes it (docs/dataset.md, "A damaged journal").
+  std::string damage;
+  bool damaged() const { return !damage.empty(); }
 
   // Whether `m` is still the manifest the append started from (the append
   // did not commit); a committed append's journal is only a leftover.
@@ -59,7 +67,8 @@ struct Journal {
 
 // Write the journal durably (temporary name, fsync, rename, fsync the folder).
 void write_journal(const std::string& dir, const Journal& j);
-// nullopt when there is none; errors name the file when it cannot be parsed.
+// nullopt when there is none; a journal with `damage` set when the file
+// cannot be read as one (errors reading it otherwise name the file).
 std::optional<Journal> read_journal(const std::string& dir);
 // Remove it and fsync the folder (no error when it is already gone).
 void remove_journal(const std::string& dir);

@@ -1,5 +1,6 @@
 #include "dataset/manifest.hpp"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 
 #include <cctype>
@@ -50,6 +51,43 @@ std::string printable(const std::string& s) {
   return out;
 }
 
+std::string json_error_text(const std::exception& e) {
+  // nlohmann quotes the token it stopped in ("; last read: '...'"), which
+  // may be any length of the file's text: the file is named and the offset
+  // given instead.
+  std::string w = e.what();
+  if (auto at = w.find("; last read: "); at != std::string::npos) w.erase(at);
+  if (auto at = w.find("] "); w.rfind("[json.exception.", 0) == 0 && at != std::string::npos)
+    w.erase(0, at + 2);
+  return printable(w);
+}
+
+std::string json_parse_error(const std::exception& e, size_t byte, const std::string& text,
+                             const std::string& path) {
+  // byte: the 1-based position of the byte the parser stopped at (an
+  // invalid UTF-8 byte inside a string, say). That one byte is shown as
+  // \xNN, no more of the text.
+  const size_t at = byte ? byte - 1 : 0;
+  std::string msg = fmt::format("{}: not valid JSON at byte offset {}: {}", path, at,
+                                json_error_text(e));
+  if (at < text.size())
+    msg += fmt::format(" (byte \\x{:02x})", static_cast<unsigned char>(text[at]));
+  return msg;
+}
+
+std::string read_own_file(const std::string& path, uint64_t max_bytes, const char* what) {
+  // Not through a link: a dataset's manifest and journal are files in its
+  // folder, and one pointing elsewhere would have its text parsed (and
+  // quoted in errors) as if it were the dataset's.
+  ReadFd f(path, O_NOFOLLOW);
+  const uint64_t n = f.size();
+  if (n > max_bytes)
+    fail(A2PACK_E_CORRUPT, "{}: {} bytes is too large for {}", path, n, what);
+  std::string text(static_cast<size_t>(n), '\0');
+  if (n) f.pread_exact(text.data(), text.size(), 0);
+  return text;
+}
+
 std::string to_json(const Manifest& m) {
   json j;
   j["format"] = kFormatName;
@@ -97,7 +135,7 @@ T get(const json& j, const char* key, const std::string& path) {
     if constexpr (std::is_unsigned_v<T>) {
       if (!it->is_number_unsigned())
         fail(A2PACK_E_CORRUPT, "{}: \"{}\" must be a non-negative integer, found {}", path, key,
-             it->dump());
+             it->is_number() ? "a negative or fractional number" : it->type_name());
       uint64_t v = it->get<uint64_t>();
       if (v > std::numeric_limits<T>::max())
         fail(A2PACK_E_CORRUPT, "{}: \"{}\" = {} is out of range", path, key, v);
@@ -106,7 +144,7 @@ T get(const json& j, const char* key, const std::string& path) {
       return it->get<T>();
     }
   } catch (const json::exception& e) {
-    fail(A2PACK_E_CORRUPT, "{}: \"{}\" has the wrong type: {}", path, key, printable(e.what()));
+    fail(A2PACK_E_CORRUPT, "{}: \"{}\" has the wrong type: {}", path, key, json_error_text(e));
   }
 }
 
@@ -179,17 +217,15 @@ Manifest parse_manifest(const std::string& text, const std::string& path) {
   try {
     j = json::parse(text);
   } catch (const json::parse_error& e) {
-    // e.byte: the 1-based position of the byte the parser stopped at (an
-    // invalid UTF-8 byte inside a string, say).
-    fail(A2PACK_E_CORRUPT, "{}: not valid JSON at byte offset {}: {}", path,
-         e.byte ? e.byte - 1 : 0, printable(e.what()));
+    throw Error(A2PACK_E_CORRUPT, json_parse_error(e, e.byte, text, path));
   } catch (const json::exception& e) {
-    fail(A2PACK_E_CORRUPT, "{}: not valid JSON: {}", path, printable(e.what()));
+    fail(A2PACK_E_CORRUPT, "{}: not valid JSON: {}", path, json_error_text(e));
   }
   if (!j.is_object()) fail(A2PACK_E_CORRUPT, "{}: not a JSON object", path);
   std::string format = get_str(j, "format", path);
   if (format != kFormatName)
-    fail(A2PACK_E_CORRUPT, "{}: \"format\" is \"{}\", expected \"{}\"", path, format, kFormatName);
+    fail(A2PACK_E_CORRUPT, "{}: \"format\" is \"{}\", expected \"{}\"", path,
+         printable(format.substr(0, 40)) + (format.size() > 40 ? "..." : ""), kFormatName);
   Manifest m;
   m.format_version = get<uint32_t>(j, "format_version", path);
   if (m.format_version == 0 || m.format_version > kFormatVersion)
@@ -242,13 +278,16 @@ Manifest parse_manifest(const std::string& text, const std::string& path) {
 std::optional<Manifest> read_manifest(const std::string& dir) {
   std::string path = dir + "/manifest.json";
   struct stat st;
-  if (::stat(path.c_str(), &st) != 0) {
+  if (::lstat(path.c_str(), &st) != 0) {
     if (errno == ENOENT) return std::nullopt;
     fail_errno("stat", path, errno);
   }
-  if (st.st_size > (16 << 20)) fail(A2PACK_E_CORRUPT, "{}: {} bytes is too large for a manifest", path, st.st_size);
-  auto bytes = read_file(path);
-  return parse_manifest(std::string(bytes.begin(), bytes.end()), path);
+  if (S_ISLNK(st.st_mode))
+    fail(A2PACK_E_CORRUPT,
+         "{}: is a symbolic link; a dataset's manifest is a file in its folder, and a2pack does "
+         "not read one that points elsewhere (replace the link with a copy of its file)",
+         path);
+  return parse_manifest(read_own_file(path, 16 << 20, "a manifest"), path);
 }
 
 }  // namespace a2pack::dataset

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include <exception>
+
 namespace a2pack::dataset {
 
 inline constexpr uint32_t kFormatVersion = 2;  // the newest this build reads
@@ -89,6 +91,20 @@ std::optional<Manifest> read_manifest(const std::string& dir);
 // UTF-8) become \xNN, so the message can itself be written as JSON or
 // decoded by a binding.
 std::string printable(const std::string& s);
+
+// A JSON library error's own words, without the input text it quotes (a
+// parse error's "last read: '...'"), made printable.
+std::string json_error_text(const std::exception& e);
+// "PATH: not valid JSON at byte offset N: <why> (byte \xNN)" for a parse
+// error in `text`: the file and the offset named, and of its text only the
+// one byte the parser stopped at.
+std::string json_parse_error(const std::exception& e, size_t byte, const std::string& text,
+                             const std::string& path);
+
+// The text of a dataset's own small file (the manifest, the journal): not
+// through a symbolic link (O_NOFOLLOW: an error naming the file), nor a
+// file over `max_bytes` (CORRUPT, `what` saying what it should be).
+std::string read_own_file(const std::string& path, uint64_t max_bytes, const char* what);
 
 // The current time as "2025-08-23T12:34:56Z".
 std::string utc_now();

@@ -1,9 +1,13 @@
 #include "dataset/metadata.hpp"
 
+#include <fcntl.h>
 #include <sqlite3.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cctype>
+#include <cerrno>
+#include <cstring>
 #include <set>
 
 #include "base/error.hpp"
@@ -17,6 +21,18 @@ Db::Db(const std::string& path, Mode mode) : path_(path) {
   if (mode == Mode::create) flags |= SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
   else if (mode == Mode::read_write) flags |= SQLITE_OPEN_READWRITE;
   else flags |= SQLITE_OPEN_READONLY;
+  // A file that is written is never reached through a link: SQLite would
+  // write into (and create its journal beside) the file it points at, which
+  // may be outside the dataset.
+  if (mode != Mode::read_only) {
+    flags |= SQLITE_OPEN_NOFOLLOW;
+    struct stat st;
+    if (::lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode))
+      fail(A2PACK_E_INVALID_ARGUMENT,
+           "{}: is a symbolic link; refusing to open it for writing (a2pack writes a dataset's "
+           "metadata.db only as a file in the dataset folder)",
+           path);
+  }
   // SQLite opens a FIFO or a device as it would a file and then fails with
   // "disk I/O error"; say what the path is instead (open_for_reading refuses
   // any kind but a regular file, naming it, without blocking).
@@ -37,6 +53,26 @@ Db::~Db() {
   if (db_) sqlite3_close_v2(db_);
 }
 
+std::string Db::explain(int rc, std::string msg) const {
+  // Once the database is open, SQLite's "unable to open database file" is
+  // about a file it makes beside it for a write: the rollback journal (the
+  // write-ahead log in WAL mode), typically because the folder is not
+  // writable. Say which file and what the system said.
+  if ((rc & 0xFF) != SQLITE_CANTOPEN || !db_) return msg;
+  struct stat st;
+  const bool wal = ::stat((path_ + "-wal").c_str(), &st) == 0;
+  // The folder is asked first (SQLite's own errno is often that of a later
+  // call: ENOENT for a journal it then looked for).
+  const auto slash = path_.find_last_of('/');
+  const std::string dir = slash == std::string::npos ? "." : path_.substr(0, slash ? slash : 1);
+  int err = ::faccessat(AT_FDCWD, dir.c_str(), W_OK | X_OK, AT_EACCESS) != 0 ? errno : 0;
+  if (!err) err = sqlite3_system_errno(db_);
+  return fmt::format("{} ({}{}: SQLite cannot create it{}{}; writing {} needs a folder this "
+                     "process may create files in)",
+                     msg, path_, wal ? "-wal" : "-journal", err ? ": " : "",
+                     err ? std::strerror(err) : "", path_);
+}
+
 void Db::fail_sqlite(int rc, const std::string& what) const {
   a2pack_status st = A2PACK_E_IO;
   int prim = rc & 0xFF;
@@ -44,9 +80,10 @@ void Db::fail_sqlite(int rc, const std::string& what) const {
   else if (prim == SQLITE_ERROR || prim == SQLITE_RANGE || prim == SQLITE_MISMATCH)
     st = A2PACK_E_INVALID_ARGUMENT;
   else if (prim == SQLITE_NOMEM) st = A2PACK_E_NO_MEMORY;
-  else if (prim == SQLITE_CANTOPEN) st = A2PACK_E_NOT_FOUND;
+  else if (prim == SQLITE_CANTOPEN) st = A2PACK_E_IO;  // the database itself is open
   else if (prim == SQLITE_INTERRUPT) st = A2PACK_E_INTERRUPTED;
-  fail(st, "{}: {}: {}", path_, what, db_ ? sqlite3_errmsg(db_) : sqlite3_errstr(rc));
+  fail(st, "{}: {}: {}", path_, what,
+       explain(rc, db_ ? sqlite3_errmsg(db_) : sqlite3_errstr(rc)));
 }
 
 void Db::exec(const std::string& sql) {
@@ -58,7 +95,7 @@ void Db::exec(const std::string& sql) {
     a2pack_status st = (rc & 0xFF) == SQLITE_CORRUPT || (rc & 0xFF) == SQLITE_NOTADB
                            ? A2PACK_E_CORRUPT
                            : A2PACK_E_IO;
-    fail(st, "{}: SQL failed ({}): {}", path_, sql.substr(0, 80), msg);
+    fail(st, "{}: SQL failed ({}): {}", path_, sql.substr(0, 80), explain(rc, msg));
   }
 }
 

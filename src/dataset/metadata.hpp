@@ -34,6 +34,8 @@ struct SqlParam {
 class Stmt;
 
 // A connection. Errors name the database file and quote SQLite's message.
+// Opened for writing (create, read_write), a symbolic link is refused
+// (SQLITE_OPEN_NOFOLLOW).
 class Db {
  public:
   enum class Mode { create, read_write, read_only };
@@ -50,6 +52,9 @@ class Db {
   [[noreturn]] void fail_sqlite(int rc, const std::string& what) const;
 
  private:
+  // SQLite's message `msg` for `rc`, with the file it could not open named.
+  std::string explain(int rc, std::string msg) const;
+
   sqlite3* db_ = nullptr;
   std::string path_;
 };

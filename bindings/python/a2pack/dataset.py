@@ -120,10 +120,17 @@ def _sql(where: Optional[str]) -> Any:  # bytes, or a NULL cdata
     return where.encode() if where else ffi.NULL
 
 
+def _note_callback(notes: List[str]) -> Any:
+    """A cffi message callback that appends each message to ``notes``."""
+    def note(_user: Any, message: Any) -> None:
+        notes.append(ffi.string(message).decode(errors="replace"))
+    return ffi.callback("void(void *, const char *)")(note)
+
+
 def _build_options(workers: int, allow_missing_branches: bool, overwrite: bool,
                    progress: Progress, lock_timeout: Optional[float] = 60.0,
-                   skip_bad: bool = False, skipped: Optional[List[Tuple[str, str]]] = None
-                   ) -> Tuple[Any, List[Any]]:
+                   skip_bad: bool = False, skipped: Optional[List[Tuple[str, str]]] = None,
+                   notes: Optional[List[str]] = None) -> Tuple[Any, List[Any]]:
     o = ffi.new("a2pack_dataset_build_options *")
     lib.a2pack_dataset_build_options_init(o)
     o.workers = workers
@@ -145,6 +152,10 @@ def _build_options(workers: int, allow_missing_branches: bool, overwrite: bool,
     on_warning = ffi.callback("void(void *, const char *)")(warn)
     o.on_warning = on_warning
     keep.append(on_warning)
+    if notes is not None:
+        on_note = _note_callback(notes)
+        o.on_note = on_note
+        keep.append(on_note)
     if skipped is not None:
         def note_bad(_user: Any, label: Any, status: int, message: Any) -> None:
             skipped.append((ffi.string(label).decode(errors="replace"),
@@ -155,11 +166,12 @@ def _build_options(workers: int, allow_missing_branches: bool, overwrite: bool,
     return o, keep
 
 
-def _result(r: Any, skipped: Optional[List[Tuple[str, str]]] = None) -> Dict[str, Any]:
+def _result(r: Any, skipped: Optional[List[Tuple[str, str]]] = None,
+            notes: Optional[List[str]] = None) -> Dict[str, Any]:
     out: Dict[str, Any] = {"runs_added": r.runs_added, "rows_added": r.rows_added,
            "total_runs": r.total_runs, "total_rows": r.total_rows,
            "runs_skipped": r.runs_skipped, "runs_adopted": r.runs_adopted,
-           "steps_copied": bool(r.steps_copied)}
+           "steps_copied": bool(r.steps_copied), "notes": list(notes or [])}
     if skipped is not None:
         out["skipped"] = skipped
     return out
@@ -179,16 +191,21 @@ def build_dataset(input: PathLike, out_dir: PathLike, *, workers: int = 0,
     runs that cannot be read or decoded; the result's ``skipped`` lists
     (label, message) for each. ``shard_rows`` > 0 writes the sharded layout
     (shards of whole runs of at most that many rows, for datasets larger
-    than RAM: :class:`a2pack.ShardStream`). Returns the counts.
+    than RAM: :class:`a2pack.ShardStream`). With ``overwrite`` the folder
+    must be empty or a dataset (an a2pack manifest, or upstream's steps.npy
+    and metadata.db, and no other files); otherwise InvalidArgumentError
+    says why. Returns the counts, and ``notes``: the folders that builds of
+    ``out_dir`` which died left beside it, removed or left alone and why.
     """
     skipped: Optional[List[Tuple[str, str]]] = [] if skip_bad else None
+    notes: List[str] = []
     o, _cb = _build_options(workers, allow_missing_branches, overwrite, progress,
-                            lock_timeout, skip_bad, skipped)
+                            lock_timeout, skip_bad, skipped, notes)
     o.shard_rows = int(shard_rows)
     r = ffi.new("a2pack_dataset_build_result *")
     r.size = ffi.sizeof("a2pack_dataset_build_result")
     check(lib.a2pack_dataset_build(fspath(input), fspath(out_dir), o, r))
-    return _result(r, skipped)
+    return _result(r, skipped, notes)
 
 
 def append_dataset(dataset_dir: PathLike, input: PathLike, *, workers: int = 0,
@@ -209,16 +226,18 @@ def append_dataset(dataset_dir: PathLike, input: PathLike, *, workers: int = 0,
     manifest are adopted, with a ``UserWarning`` naming them.
 
     A sharded dataset gets new shards (of ``shard_rows`` rows at most, 0:
-    the dataset's size) and no existing shard is touched."""
+    the dataset's size) and no existing shard is touched. The result's
+    ``notes`` say what the append's recovery did first, if anything."""
     skipped: Optional[List[Tuple[str, str]]] = [] if skip_bad else None
+    notes: List[str] = []
     o, _cb = _build_options(workers, allow_missing_branches, False, progress,
-                            lock_timeout, skip_bad, skipped)
+                            lock_timeout, skip_bad, skipped, notes)
     o.copy_steps = bool(copy)
     o.shard_rows = int(shard_rows)
     r = ffi.new("a2pack_dataset_build_result *")
     r.size = ffi.sizeof("a2pack_dataset_build_result")
     check(lib.a2pack_dataset_append(fspath(dataset_dir), fspath(input), o, r))
-    return _result(r, skipped)
+    return _result(r, skipped, notes)
 
 
 def verify_dataset(dataset_dir: PathLike, *, repair: bool = False, workers: int = 0,

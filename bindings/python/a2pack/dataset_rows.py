@@ -21,7 +21,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ._native import check, ffi, fspath, lib
-from .dataset import STEP_DTYPE
+from .dataset import STEP_DTYPE, _note_callback
 from .errors import Error
 from .run import RunV2
 
@@ -113,7 +113,9 @@ def write_dataset(out_dir: "Union[str, os.PathLike[str]]",
     stamps too when ``SOURCE_DATE_EPOCH`` is set). Written under a temporary
     sibling name and renamed into place: on an error nothing is left under
     ``out_dir``. ``shard_rows`` > 0 writes the sharded layout, as
-    ``a2pack dataset build --shard-rows`` does. Returns path, runs and rows."""
+    ``a2pack dataset build --shard-rows`` does. Returns path, runs, rows and
+    ``notes`` (leftover folders of builds that died, removed or left alone,
+    as :func:`a2pack.build_dataset` reports them)."""
     out = os.fspath(out_dir)
     n = len(runs)
     counts = np.fromiter((len(rows) for _m, rows in runs), dtype=np.int64, count=n)
@@ -145,9 +147,12 @@ def write_dataset(out_dir: "Union[str, os.PathLike[str]]",
     src_in = ffi.new("char[]", source_input.encode("utf-8"))
     src_kind = ffi.new("char[]", source_kind.encode("utf-8"))
     o.source_input, o.source_kind = src_in, src_kind
+    notes: List[str] = []
+    on_note = _note_callback(notes)
+    o.on_note = on_note
     res = ffi.new("a2pack_dataset_build_result *")
     res.size = ffi.sizeof("a2pack_dataset_build_result")
     check(lib.a2pack_dataset_build_from_rows(fspath(out), ffi.from_buffer(all_rows), len(all_rows),
                                              recs, n, o, res))
     return {"path": os.fsdecode(out).rstrip("/") or "/", "runs": int(res.total_runs),
-            "rows": int(res.total_rows)}
+            "rows": int(res.total_rows), "notes": notes}

@@ -309,6 +309,8 @@ struct a2pack_dataset_build_options
     lock_timeout_ms::Int64  # int64_t lock_timeout_ms
     copy_steps::Int32  # int32_t copy_steps
     shard_rows::UInt64  # uint64_t shard_rows
+    on_note::a2pack_dataset_message_fn  # a2pack_dataset_message_fn on_note
+    on_note_user::Ptr{Cvoid}  # void *on_note_user
 end
 
 # a2pack_dataset_build_result
@@ -341,6 +343,8 @@ struct a2pack_dataset_rows_options
     source_input::Ptr{Cchar}  # const char *source_input
     source_kind::Ptr{Cchar}  # const char *source_kind
     shard_rows::UInt64  # uint64_t shard_rows
+    on_note::a2pack_dataset_message_fn  # a2pack_dataset_message_fn on_note
+    on_note_user::Ptr{Cvoid}  # void *on_note_user
 end
 
 # enum a2pack_dataset_verify_flags
