@@ -1046,7 +1046,8 @@ typedef struct a2pack_sql_param {
  * "max_score BETWEEN ? AND ?", with `?` bound to params[0..n_params). NULL or
  * "" selects every run. An SQL error, a statement that writes, or a wrong
  * parameter count is A2PACK_E_INVALID_ARGUMENT with SQLite's message. With no
- * match, *out_indices is NULL and *out_n 0. */
+ * match, *out_indices is NULL and *out_n 0. The query runs to its end:
+ * a2pack_dataset_select_opts (end of this section) can stop it. */
 A2PACK_API a2pack_status a2pack_dataset_select(const a2pack_dataset *ds, const char *where,
                                                const a2pack_sql_param *params, size_t n_params,
                                                int64_t **out_indices, size_t *out_n);
@@ -1215,6 +1216,43 @@ A2PACK_API a2pack_status a2pack_dataset_mix_state(const a2pack_dataset_mix *m,
 A2PACK_API a2pack_status a2pack_dataset_mix_load_state(a2pack_dataset_mix *m, const void *data,
                                                        size_t len, uint64_t *out_next_batch);
 
+/* Limits on one selection (the _opts forms of select, select_runs and
+ * split). A filter is any SQL expression, so a query can run for very long
+ * (a recursive CTE never ends); these stop it. A stopped query fails with
+ * A2PACK_E_INTERRUPTED, its message naming the query (and the deadline when
+ * that stopped it), and hands out nothing. */
+typedef struct a2pack_dataset_query_options {
+  size_t size;          /* sizeof(a2pack_dataset_query_options) */
+  int64_t timeout_ms;   /* > 0: stop the call after this long; 0 (default): no deadline */
+  /* Called from the calling thread about every 10 ms while the query runs,
+   * with done = milliseconds since the call began and total = timeout_ms;
+   * non-zero stops the query (a binding's way to let Ctrl-C through). NULL
+   * (default): none. */
+  a2pack_progress_fn progress;
+  void *progress_user;
+} a2pack_dataset_query_options;
+
+A2PACK_API void a2pack_dataset_query_options_init(a2pack_dataset_query_options *opts);
+
+/* As a2pack_dataset_select, a2pack_dataset_select_runs and
+ * a2pack_dataset_split, within `opts` (NULL: no limits). */
+A2PACK_API a2pack_status a2pack_dataset_select_opts(const a2pack_dataset *ds, const char *where,
+                                                    const a2pack_sql_param *params,
+                                                    size_t n_params,
+                                                    const a2pack_dataset_query_options *opts,
+                                                    int64_t **out_indices, size_t *out_n);
+A2PACK_API a2pack_status a2pack_dataset_select_runs_opts(const a2pack_dataset *ds,
+                                                         const char *where,
+                                                         const a2pack_sql_param *params,
+                                                         size_t n_params,
+                                                         const a2pack_dataset_query_options *opts,
+                                                         int64_t **out_ids, size_t *out_n);
+A2PACK_API a2pack_status a2pack_dataset_split_opts(
+    const a2pack_dataset *ds, const char *where, const a2pack_sql_param *params, size_t n_params,
+    double val_fraction, uint64_t seed, const char *val_where, const a2pack_sql_param *val_params,
+    size_t n_val_params, const a2pack_dataset_query_options *opts, int64_t **out_train,
+    size_t *out_n_train, int64_t **out_val, size_t *out_n_val);
+
 typedef struct a2pack_dataset_api {
   size_t size;
   void (*build_options_init)(a2pack_dataset_build_options *);
@@ -1268,6 +1306,18 @@ typedef struct a2pack_dataset_api {
   a2pack_status (*mix_set_weights)(a2pack_dataset_mix *, const double *, size_t, uint64_t);
   a2pack_status (*mix_state)(const a2pack_dataset_mix *, uint64_t, uint8_t **, size_t *);
   a2pack_status (*mix_load_state)(a2pack_dataset_mix *, const void *, size_t, uint64_t *);
+  /* added later: limits on selections */
+  void (*query_options_init)(a2pack_dataset_query_options *);
+  a2pack_status (*select_opts)(const a2pack_dataset *, const char *, const a2pack_sql_param *,
+                               size_t, const a2pack_dataset_query_options *, int64_t **,
+                               size_t *);
+  a2pack_status (*select_runs_opts)(const a2pack_dataset *, const char *,
+                                    const a2pack_sql_param *, size_t,
+                                    const a2pack_dataset_query_options *, int64_t **, size_t *);
+  a2pack_status (*split_opts)(const a2pack_dataset *, const char *, const a2pack_sql_param *,
+                              size_t, double, uint64_t, const char *, const a2pack_sql_param *,
+                              size_t, const a2pack_dataset_query_options *, int64_t **, size_t *,
+                              int64_t **, size_t *);
 } a2pack_dataset_api;
 
 /* (end of section dataset) */

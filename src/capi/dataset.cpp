@@ -358,17 +358,68 @@ A2PACK_EXPORT a2pack_status a2pack_dataset_gather_columns(const a2pack_dataset* 
 }
 
 // ---------------------------------------------------------------- selection
-A2PACK_EXPORT a2pack_status a2pack_dataset_select(const a2pack_dataset* h, const char* where,
-                                                  const a2pack_sql_param* params, size_t n_params,
-                                                  int64_t** out, size_t* out_n) {
+A2PACK_EXPORT void a2pack_dataset_query_options_init(a2pack_dataset_query_options* o) {
+  if (!o) return;
+  *o = a2pack_dataset_query_options{};
+  o->size = sizeof *o;
+}
+
+namespace {
+dataset::QueryLimits query_limits(const a2pack_dataset_query_options* user) {
+  const a2pack_dataset_query_options o =
+      capi::read_options(user, a2pack_dataset_query_options_init);
+  if (o.timeout_ms < 0)
+    fail(A2PACK_E_INVALID_ARGUMENT, "opts->timeout_ms is {}; give a positive deadline or 0 for none",
+         o.timeout_ms);
+  dataset::QueryLimits l;
+  l.timeout_ms = o.timeout_ms;
+  if (o.progress) {
+    auto fn = o.progress;
+    void* user_data = o.progress_user;
+    const uint64_t total = static_cast<uint64_t>(o.timeout_ms);
+    l.keep_going = [fn, user_data, total](uint64_t elapsed_ms) {
+      return fn(user_data, elapsed_ms, total) == 0;
+    };
+  }
+  return l;
+}
+}  // namespace
+
+A2PACK_EXPORT a2pack_status a2pack_dataset_select_opts(const a2pack_dataset* h, const char* where,
+                                                       const a2pack_sql_param* params,
+                                                       size_t n_params,
+                                                       const a2pack_dataset_query_options* opts,
+                                                       int64_t** out, size_t* out_n) {
   if (out) *out = nullptr;
   if (out_n) *out_n = 0;
   return guard([&] {
     require(h, "dataset");
     require(out, "out_indices");
     require(out_n, "out_n");
-    auto r = h->ds->select(or_empty(where), convert_params(params, n_params, "params"));
+    auto r = h->ds->select(or_empty(where), convert_params(params, n_params, "params"),
+                           query_limits(opts));
     hand_out_ranges(r, out, out_n);
+  });
+}
+
+A2PACK_EXPORT a2pack_status a2pack_dataset_select(const a2pack_dataset* h, const char* where,
+                                                  const a2pack_sql_param* params, size_t n_params,
+                                                  int64_t** out, size_t* out_n) {
+  return a2pack_dataset_select_opts(h, where, params, n_params, nullptr, out, out_n);
+}
+
+A2PACK_EXPORT a2pack_status a2pack_dataset_select_runs_opts(
+    const a2pack_dataset* h, const char* where, const a2pack_sql_param* params, size_t n_params,
+    const a2pack_dataset_query_options* opts, int64_t** out, size_t* out_n) {
+  if (out) *out = nullptr;
+  if (out_n) *out_n = 0;
+  return guard([&] {
+    require(h, "dataset");
+    require(out, "out_ids");
+    require(out_n, "out_n");
+    hand_out_ids(h->ds->select_runs(or_empty(where), convert_params(params, n_params, "params"),
+                                    query_limits(opts)),
+                 out, out_n);
   });
 }
 
@@ -376,22 +427,14 @@ A2PACK_EXPORT a2pack_status a2pack_dataset_select_runs(const a2pack_dataset* h, 
                                                        const a2pack_sql_param* params,
                                                        size_t n_params, int64_t** out,
                                                        size_t* out_n) {
-  if (out) *out = nullptr;
-  if (out_n) *out_n = 0;
-  return guard([&] {
-    require(h, "dataset");
-    require(out, "out_ids");
-    require(out_n, "out_n");
-    hand_out_ids(h->ds->select_runs(or_empty(where), convert_params(params, n_params, "params")),
-                 out, out_n);
-  });
+  return a2pack_dataset_select_runs_opts(h, where, params, n_params, nullptr, out, out_n);
 }
 
-A2PACK_EXPORT a2pack_status a2pack_dataset_split(
+A2PACK_EXPORT a2pack_status a2pack_dataset_split_opts(
     const a2pack_dataset* h, const char* where, const a2pack_sql_param* params, size_t n_params,
     double val_fraction, uint64_t seed, const char* val_where, const a2pack_sql_param* val_params,
-    size_t n_val_params, int64_t** out_train, size_t* out_n_train, int64_t** out_val,
-    size_t* out_n_val) {
+    size_t n_val_params, const a2pack_dataset_query_options* opts, int64_t** out_train,
+    size_t* out_n_train, int64_t** out_val, size_t* out_n_val) {
   if (out_train) *out_train = nullptr;
   if (out_n_train) *out_n_train = 0;
   if (out_val) *out_val = nullptr;
@@ -404,7 +447,8 @@ A2PACK_EXPORT a2pack_status a2pack_dataset_split(
     require(out_n_val, "out_n_val");
     auto sp = h->ds->split(or_empty(where), convert_params(params, n_params, "params"),
                            val_fraction, seed, or_empty(val_where),
-                           convert_params(val_params, n_val_params, "val_params"));
+                           convert_params(val_params, n_val_params, "val_params"),
+                           query_limits(opts));
     hand_out_ranges(sp.train, out_train, out_n_train);
     try {
       hand_out_ranges(sp.val, out_val, out_n_val);
@@ -415,6 +459,16 @@ A2PACK_EXPORT a2pack_status a2pack_dataset_split(
       throw;
     }
   });
+}
+
+A2PACK_EXPORT a2pack_status a2pack_dataset_split(
+    const a2pack_dataset* h, const char* where, const a2pack_sql_param* params, size_t n_params,
+    double val_fraction, uint64_t seed, const char* val_where, const a2pack_sql_param* val_params,
+    size_t n_val_params, int64_t** out_train, size_t* out_n_train, int64_t** out_val,
+    size_t* out_n_val) {
+  return a2pack_dataset_split_opts(h, where, params, n_params, val_fraction, seed, val_where,
+                                   val_params, n_val_params, nullptr, out_train, out_n_train,
+                                   out_val, out_n_val);
 }
 
 A2PACK_EXPORT a2pack_status a2pack_dataset_stats_json(const a2pack_dataset* h, uint32_t workers,
@@ -562,6 +616,10 @@ const a2pack_dataset_api* dataset_api_table() {
       a2pack_dataset_mix_set_weights,
       a2pack_dataset_mix_state,
       a2pack_dataset_mix_load_state,
+      a2pack_dataset_query_options_init,
+      a2pack_dataset_select_opts,
+      a2pack_dataset_select_runs_opts,
+      a2pack_dataset_split_opts,
   };
   return &table;
 }

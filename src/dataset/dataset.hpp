@@ -17,6 +17,7 @@
 #include "dataset/manifest.hpp"
 #include "dataset/memory.hpp"
 #include "dataset/metadata.hpp"
+#include "dataset/query_limits.hpp"
 
 namespace a2pack::dataset {
 
@@ -74,18 +75,20 @@ class Dataset {
 
   // Step indices (ascending) of the committed runs matching `where` (an SQL
   // expression over the columns of `runs`, with `?` parameters); empty
-  // `where` selects every run.
-  Ranges select(const std::string& where, const std::vector<SqlParam>& params) const;
+  // `where` selects every run. `limits` bound the whole call (query_limits.hpp).
+  Ranges select(const std::string& where, const std::vector<SqlParam>& params,
+                const QueryLimits& limits = QueryLimits()) const;
   // Ids of the matching runs, ascending.
-  std::vector<int64_t> select_runs(const std::string& where,
-                                   const std::vector<SqlParam>& params) const;
+  std::vector<int64_t> select_runs(const std::string& where, const std::vector<SqlParam>& params,
+                                   const QueryLimits& limits = QueryLimits()) const;
   // Run-disjoint split of the runs matching `where`: runs matching `val_where`
   // go to validation when it is given, otherwise each run goes there with
   // probability `val_fraction` by a hash of (seed, run id), so a run keeps its
   // side when runs are appended.
   Split split(const std::string& where, const std::vector<SqlParam>& params, double val_fraction,
               uint64_t seed, const std::string& val_where,
-              const std::vector<SqlParam>& val_params) const;
+              const std::vector<SqlParam>& val_params,
+              const QueryLimits& limits = QueryLimits()) const;
 
   // Summary as a JSON object (rows, runs, per-run and per-move statistics).
   std::string stats_json(uint32_t workers) const;
@@ -112,8 +115,12 @@ class Dataset {
   void open_shards(const OpenOptions& o);
   void open_db(bool check_indexes);
   void check_metadata(const Unrecorded& u);
+  // One query of the caller's filter under `watch`; db_mu_ is held.
   template <typename F>
-  void for_each_run(const std::string& where, const std::vector<SqlParam>& params, F&& fn) const;
+  void for_each_run(QueryWatch& watch, const std::string& where,
+                    const std::vector<SqlParam>& params, F&& fn) const;
+  std::vector<int64_t> run_ids(QueryWatch& watch, const std::string& where,
+                               const std::vector<SqlParam>& params) const;
 
   std::string dir_;
   std::optional<Manifest> manifest_;

@@ -4,6 +4,8 @@
 #include <fstream>
 #include <map>
 
+#include "storage/redact.hpp"
+
 namespace a2pack::storage {
 namespace {
 
@@ -95,6 +97,15 @@ AwsConfig load_aws_config() {
     c.path_style = true;
     if (c.endpoint.find("://") == std::string::npos) c.endpoint = "https://" + c.endpoint;
     while (!c.endpoint.empty() && c.endpoint.back() == '/') c.endpoint.pop_back();
+  }
+  // Whatever prints an error from here on hides these (redact.hpp).
+  for (const std::string* v : {&c.access_key, &c.secret_key, &c.session_token}) remember_secret(*v);
+  const std::string bare = strip_userinfo(c.endpoint);
+  if (bare != c.endpoint) {
+    const std::string user = c.endpoint.substr(c.endpoint.find("://") + 3,
+                                               c.endpoint.size() - bare.size());
+    if (auto colon = user.find(':'); colon != std::string::npos)
+      remember_secret(user.substr(colon + 1, user.size() - colon - 2));  // the password
   }
   return c;
 }

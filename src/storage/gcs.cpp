@@ -18,6 +18,7 @@
 #include "storage/http.hpp"
 #include "storage/options.hpp"
 #include "storage/range_check.hpp"
+#include "storage/redact.hpp"
 
 namespace a2pack::storage {
 namespace {
@@ -39,11 +40,12 @@ std::string object_path(const std::string& bucket, const std::string& name) {
   nlohmann::json j = nlohmann::json::parse(r.body, nullptr, false);
   if (!j.is_discarded() && j.is_object() && j.contains("error") && j["error"].is_object())
     msg = j["error"].value("message", "");
-  if (msg.empty()) msg = r.body.substr(0, 200);
+  if (msg.empty()) msg = r.body;
+  msg = msg.substr(0, 300);  // quoted, never what it echoed of the credentials (redact.hpp)
   std::string hint;
   if (r.status == 401 || r.status == 403) hint = " (credentials: " + gcs_auth().source + ")";
-  fail(r.status == 404 ? A2PACK_E_NOT_FOUND : A2PACK_E_IO, "{}: {}: HTTP {}{}{}{}", label, what,
-       r.status, msg.empty() ? "" : ": ", msg, hint);
+  fail_redacted(r.status == 404 ? A2PACK_E_NOT_FOUND : A2PACK_E_IO, "{}: {}: HTTP {}{}{}{}", label,
+                what, r.status, msg.empty() ? "" : ": ", msg, hint);
 }
 
 nlohmann::json parse_json(const HttpResponse& r, const std::string& label) {
@@ -212,7 +214,8 @@ class GcsWrite final : public WriteObject {
       std::string range = r.header("range");
       unsigned long long a = 0, last = 0;
       if (!range.empty() && (std::sscanf(range.c_str(), "bytes=%llu-%llu", &a, &last) != 2 || last + 1 != end))
-        fail(A2PACK_E_IO, "{}: the server kept bytes \"{}\" of the {} sent", url_, range, end);
+        fail_redacted(A2PACK_E_IO, "{}: the server kept bytes \"{}\" of the {} sent", url_,
+                      range.substr(0, 100), end);
     }
     sent_ = end;
     buf_.clear();

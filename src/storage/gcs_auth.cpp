@@ -11,6 +11,7 @@
 #include "base/error.hpp"
 #include "storage/crypto.hpp"
 #include "storage/http.hpp"
+#include "storage/redact.hpp"
 
 namespace a2pack::storage {
 namespace {
@@ -40,9 +41,11 @@ bool fresh(const Token& t, const std::string& key) {
 Token parse_token(const HttpResponse& r, const std::string& key, const std::string& where) {
   nlohmann::json j = nlohmann::json::parse(r.body, nullptr, false);
   if (j.is_discarded() || !j.is_object() || !j.contains("access_token") || !j["access_token"].is_string())
-    fail(A2PACK_E_IO, "{}: the token response is not JSON with an access_token (HTTP {})", where, r.status);
+    fail_redacted(A2PACK_E_IO, "{}: the token response is not JSON with an access_token (HTTP {})",
+                  where, r.status);
   Token t;
   t.value = j["access_token"].get<std::string>();
+  remember_secret(t.value);
   long secs = j.contains("expires_in") && j["expires_in"].is_number() ? j["expires_in"].get<long>() : 3600;
   t.expires = Clock::now() + std::chrono::seconds(secs);
   t.key = key;
@@ -87,7 +90,8 @@ Token service_account_token(const std::string& file) {
   std::string where = fmt::format("{} (token for {} from {})", token_uri, email, file);
   HttpResponse r = http_call(req, nullptr, where);
   if (r.status != 200)
-    fail(A2PACK_E_IO, "{}: the token request was refused: HTTP {}: {}", where, r.status, r.body.substr(0, 300));
+    fail_redacted(A2PACK_E_IO, "{}: the token request was refused: HTTP {}: {}", where, r.status,
+                  r.body.substr(0, 300));
   return parse_token(r, file, where);
 }
 

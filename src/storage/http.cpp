@@ -13,6 +13,7 @@
 
 #include "base/error.hpp"
 #include "storage/options.hpp"
+#include "storage/redact.hpp"
 
 namespace a2pack::storage {
 namespace {
@@ -224,7 +225,7 @@ HttpResponse http_call(const HttpRequest& req_in, const PrepareFn& prepare, cons
     last = a.error;
     if (a.resp.status && !a.retryable) return std::move(a.resp);
     if (!a.retryable) {
-      fail(A2PACK_E_IO, "{}: {} {} failed: {}", label, req.method, req.url, a.error);
+      fail_redacted(A2PACK_E_IO, "{}: {} {} failed: {}", label, req.method, req.url, a.error);
     }
     if (attempts > st.retries) break;
     // Full jitter: a random pause in [0, min(5 s, 100 ms * 2^attempt)).
@@ -235,18 +236,18 @@ HttpResponse http_call(const HttpRequest& req_in, const PrepareFn& prepare, cons
     std::this_thread::sleep_until(wake);
   }
   double secs = std::chrono::duration<double>(Clock::now() - start).count();
-  fail(A2PACK_E_IO,
-       "{}: {} {} gave up after {} attempt{} in {:.1f} s (deadline {} s, "
-       "A2PACK_STORAGE_TIMEOUT): {}",
-       label, req_in.method, req_in.url, attempts, attempts == 1 ? "" : "s", secs, st.timeout_s,
-       last.empty() ? "no time left" : last);
+  fail_redacted(A2PACK_E_IO,
+                "{}: {} {} gave up after {} attempt{} in {:.1f} s (deadline {} s, "
+                "A2PACK_STORAGE_TIMEOUT): {}",
+                label, req_in.method, req_in.url, attempts, attempts == 1 ? "" : "s", secs,
+                st.timeout_s, last.empty() ? "no time left" : last);
 }
 
 HttpResponse http_once(const HttpRequest& req, double timeout_s, double connect_timeout_s) {
   Attempt a = attempt(req, static_cast<long>(timeout_s * 1000),
                       static_cast<long>(connect_timeout_s * 1000), 1);
   if (!a.error.empty() && !a.resp.status)
-    fail(A2PACK_E_IO, "{} {} failed: {}", req.method, req.url, a.error);
+    fail_redacted(A2PACK_E_IO, "{} {} failed: {}", req.method, req.url, a.error);
   return std::move(a.resp);
 }
 

@@ -26,6 +26,7 @@
 #include "storage/http.hpp"
 #include "storage/options.hpp"
 #include "storage/range_check.hpp"
+#include "storage/redact.hpp"
 
 namespace a2pack::storage {
 namespace {
@@ -104,10 +105,24 @@ std::string xml_escape(const std::string& s) {
   return out;
 }
 
-std::string host_of(const std::string& endpoint) {
+// An endpoint's parts: "scheme://", "user:pass@" (or "") and "host[:port]".
+struct Endpoint {
+  std::string scheme, userinfo, host;
+};
+
+Endpoint split_endpoint(const std::string& endpoint) {
+  Endpoint e;
   auto p = endpoint.find("://");
   std::string rest = p == std::string::npos ? endpoint : endpoint.substr(p + 3);
-  return rest.substr(0, rest.find('/'));
+  e.scheme = p == std::string::npos ? std::string() : endpoint.substr(0, p + 3);
+  std::string authority = rest.substr(0, rest.find('/'));
+  auto at = authority.rfind('@');
+  if (at != std::string::npos) {
+    e.userinfo = authority.substr(0, at + 1);
+    authority.erase(0, at + 1);
+  }
+  e.host = authority;
+  return e;
 }
 
 bool dns_bucket(const std::string& b) {
@@ -135,8 +150,10 @@ class S3Client {
   };
 
   HttpResponse call(const Call& c, const std::string& label) const {
-    std::string scheme_end = cfg_.endpoint.substr(0, cfg_.endpoint.find("://") + 3);
-    std::string host = host_of(cfg_.endpoint);
+    // The signature covers the Host header curl sends: the endpoint's host,
+    // without any user info (which stays in the URL, for curl to use).
+    const Endpoint ep = split_endpoint(cfg_.endpoint);
+    std::string host = ep.host;
     std::string uri;
     const bool virtual_host = !cfg_.path_style && dns_bucket(c.bucket);
     if (virtual_host) {
@@ -152,7 +169,7 @@ class S3Client {
     }
     HttpRequest req;
     req.method = c.method;
-    req.url = scheme_end + host + uri + (query.empty() ? "" : "?" + query);
+    req.url = ep.scheme + ep.userinfo + host + uri + (query.empty() ? "" : "?" + query);
     req.headers = c.headers;
     req.body = c.body;
     req.body_len = c.body_len;
@@ -196,7 +213,10 @@ class S3Client {
   // An error for a response that was not what the caller wanted.
   [[noreturn]] void fail_response(const std::string& label, const std::string& what,
                                   const HttpResponse& r) const {
-    std::string code = xml_first(r.body, "Code"), msg = xml_first(r.body, "Message");
+    // The server's words are quoted (shortened), never what it echoed of
+    // the request's credentials (redact.hpp).
+    std::string code = xml_first(r.body, "Code").substr(0, 100);
+    std::string msg = xml_first(r.body, "Message").substr(0, 300);
     std::string detail = code.empty() ? "" : fmt::format(" {}{}{}", code, msg.empty() ? "" : ": ", msg);
     std::string hint;
     if (r.status == 401 || r.status == 403) {
@@ -208,8 +228,8 @@ class S3Client {
                  : fmt::format(" (credentials from {}; region {}; endpoint {})", cfg_.source,
                                cfg_.region, cfg_.endpoint);
     }
-    fail(r.status == 404 ? A2PACK_E_NOT_FOUND : A2PACK_E_IO, "{}: {}: HTTP {}{}{}", label, what,
-         r.status, detail, hint);
+    fail_redacted(r.status == 404 ? A2PACK_E_NOT_FOUND : A2PACK_E_IO, "{}: {}: HTTP {}{}{}", label,
+                  what, r.status, detail, hint);
   }
 
  private:

@@ -1,6 +1,7 @@
 // Object-storage layer internals that need no server: path parsing, the
-// OpenSSL helpers against published vectors, and the local backend's ranged
-// and batch reads (merging, overlaps, read-ahead). S3 and GCS themselves are
+// OpenSSL helpers against published vectors, credentials kept out of
+// messages, and the local backend's ranged and batch reads (merging,
+// overlaps, read-ahead). S3 and GCS themselves are
 // tested against real servers by tests/python/test_storage_*.py.
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -17,6 +18,7 @@
 #include "storage/crypto.hpp"
 #include "storage/http.hpp"
 #include "storage/object_store.hpp"
+#include "storage/redact.hpp"
 
 namespace a2pack {
 namespace {
@@ -69,6 +71,62 @@ TEST(StorageCrypto, PublishedVectors) {
   EXPECT_EQ(storage::url_encode("a b/c~-_.", true), "a%20b/c~-_.");
   EXPECT_EQ(storage::url_encode("a/b+c", false), "a%2Fb%2Bc");
   EXPECT_THROW(storage::rsa_sha256_sign("not a key", "msg", "key.json"), Error);
+}
+
+TEST(StorageRedact, UserInfoOfUrlsIsStripped) {
+  EXPECT_EQ(storage::strip_userinfo("http://user:PASS@127.0.0.1:9000/b/k?x=1"),
+            "http://127.0.0.1:9000/b/k?x=1");
+  EXPECT_EQ(storage::strip_userinfo("https://token@host"), "https://host");
+  EXPECT_EQ(storage::redact("GET http://u:p%40ss@h:1/b failed; endpoint https://a:b@c.example"),
+            "GET http://h:1/b failed; endpoint https://c.example");
+  // An '@' after the host is a name, not user info.
+  EXPECT_EQ(storage::redact("s3://bucket/run@8.bagz and gs://b/x@y"),
+            "s3://bucket/run@8.bagz and gs://b/x@y");
+}
+
+TEST(StorageRedact, EchoedCredentialsAreHidden) {
+  const std::string auth =
+      "AWS4-HMAC-SHA256 Credential=AKIAEXAMPLEKEY123456/20240101/us-east-1/s3/aws4_request, "
+      "SignedHeaders=host;x-amz-date, Signature=0123abcd";
+  for (const std::string& echo : {
+           "Authorization: " + auth + "\nHost: h",
+           "<Authorization>" + auth + "</Authorization>",
+           "{\"authorization\": \"" + auth + "\"}",
+       }) {
+    std::string r = storage::redact("denied: " + echo);
+    EXPECT_EQ(r.find("AKIAEXAMPLEKEY123456"), std::string::npos) << r;
+    EXPECT_EQ(r.find("0123abcd"), std::string::npos) << r;
+    EXPECT_NE(r.find("denied: "), std::string::npos) << r;
+    EXPECT_NE(r.find("uthorization"), std::string::npos) << r;  // the name stays
+  }
+  std::string q = storage::redact(
+      "GET /b/k?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=AKIAX%2F2024&"
+      "X-Amz-Security-Token=FwoGZXIvYXdzEJr&X-Amz-Signature=deadbeef&partNumber=2 and "
+      "x-amz-security-token: FwoGZXIvYXdzEJr2 then Bearer ya29.a0AfH6SM and "
+      "https://storage.example/upload?uploadType=resumable&upload_id=ADPycdt7");
+  for (const char* secret : {"AKIAX", "FwoGZXIvYXdzEJr", "deadbeef", "ya29", "ADPycdt7"})
+    EXPECT_EQ(q.find(secret), std::string::npos) << secret << " in " << q;
+  for (const char* kept : {"X-Amz-Algorithm=AWS4-HMAC-SHA256", "partNumber=2", "uploadType=resumable",
+                           "X-Amz-Signature=***", "Bearer ***"})
+    EXPECT_NE(q.find(kept), std::string::npos) << kept << " not in " << q;
+  // Ordinary messages pass unchanged.
+  const std::string plain =
+      "s3://b/k: reading 10 bytes at offset 5: HTTP 403 SignatureDoesNotMatch: The request "
+      "signature we calculated does not match (credentials from AWS_ACCESS_KEY_ID/"
+      "AWS_SECRET_ACCESS_KEY; region us-east-1; endpoint http://127.0.0.1:9)";
+  EXPECT_EQ(storage::redact(plain), plain);
+}
+
+TEST(StorageRedact, RememberedSecretsAreHiddenWhereverTheyAppear) {
+  storage::remember_secret("wJalrXUtnFEMI/K7MDENG+bPxRfiCYzzKEY");
+  storage::remember_secret("short");  // could be any word: not remembered
+  std::string r = storage::redact(
+      "<Message>secret wJalrXUtnFEMI/K7MDENG+bPxRfiCYzzKEY is wrong</Message> a short note");
+  EXPECT_EQ(r, "<Message>secret *** is wrong</Message> a short note");
+  // A server's long body is cut, not copied whole into the message.
+  std::string huge = storage::redact(std::string(100000, 'x'));
+  EXPECT_LT(huge.size(), 5000u);
+  EXPECT_NE(huge.find("more bytes not shown"), std::string::npos);
 }
 
 class StorageLocal : public ::testing::Test {

@@ -19,6 +19,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tupl
 import numpy as np
 import numpy.typing as npt
 
+from . import _query
 from ._native import check, ffi, fspath, lib, view_array
 
 #: The exact row dtype of steps.npy (FORMATS.md §5): 32 bytes, packed.
@@ -626,12 +627,17 @@ class Dataset:
         return exps, moves, legal, ev
 
     # -- selection -------------------------------------------------------------
-    def filter_sql(self, where: str, params: Sequence[object] = ()) -> npt.NDArray[np.int64]:
+    def filter_sql(self, where: str, params: Sequence[object] = (), *,
+                   timeout: Optional[float] = None) -> npt.NDArray[np.int64]:
         """Step indices (int64, ascending) of the runs matching ``where``, an
         SQL expression over metadata.db's ``runs`` columns (id,
         first_step_idx, num_steps, max_score, highest_tile, engine,
-        start_time, elapsed_s) with ``?`` placeholders for ``params``."""
-        return self._select(lib.a2pack_dataset_select, where, params)
+        start_time, elapsed_s) with ``?`` placeholders for ``params``.
+
+        Ctrl-C stops a query that runs long (KeyboardInterrupt); so does
+        ``timeout`` (seconds), with InterruptedError_ naming the query and
+        the deadline. The same holds for :meth:`run_ids` and :meth:`split`."""
+        return self._select(lib.a2pack_dataset_select_opts, where, params, timeout)
 
     def filter_by_score(self, lo: Optional[int] = None,
                         hi: Optional[int] = None) -> npt.NDArray[np.int64]:
@@ -644,35 +650,40 @@ class Dataset:
             return self.filter_sql("max_score >= ?", (int(lo),))
         return self.filter_sql("max_score BETWEEN ? AND ?", (int(lo), int(hi)))
 
-    def run_ids(self, where: str = "", params: Sequence[object] = ()) -> npt.NDArray[np.int64]:
+    def run_ids(self, where: str = "", params: Sequence[object] = (), *,
+                timeout: Optional[float] = None) -> npt.NDArray[np.int64]:
         """Ids (ascending) of the runs matching ``where`` (all when empty)."""
-        return self._select(lib.a2pack_dataset_select_runs, where, params)
+        return self._select(lib.a2pack_dataset_select_runs_opts, where, params, timeout)
 
-    def _select(self, fn: Callable[..., int], where: str,
-                params: Sequence[object]) -> npt.NDArray[np.int64]:
+    def _select(self, fn: Callable[..., int], where: str, params: Sequence[object],
+                timeout: Optional[float] = None) -> npt.NDArray[np.int64]:
         """One SQL selection call (steps or run ids) into an owned int64 array."""
         h = self._check_open()
         p = _Params(params)
+        o = _query.options(timeout)
         out = ffi.new("int64_t **")
         n = ffi.new("size_t *")
-        check(fn(h, _sql(where), p.ptr, p.n, out, n))
+        check(_query.run(lambda: fn(h, _sql(where), p.ptr, p.n, o, out, n)))
         return _owned_i64(out[0], n[0])
 
     def split(self, val_fraction: float = 0.1, *, seed: int = 0, where: str = "",
               params: Sequence[object] = (), val_where: Optional[str] = None,
-              val_params: Sequence[object] = ()
+              val_params: Sequence[object] = (), timeout: Optional[float] = None
               ) -> Tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
         """Run-disjoint ``(train, val)`` step indices of the runs matching
         ``where``. With ``val_where`` the runs it matches are the validation
         set; otherwise each run goes to validation with probability
         ``val_fraction`` by a hash of (seed, run id), so runs keep their side
-        when the dataset grows. Use plain ``?`` placeholders."""
+        when the dataset grows. Use plain ``?`` placeholders. ``timeout``
+        (seconds) bounds the whole call, as for :meth:`filter_sql`."""
         h = self._check_open()
         p, vp = _Params(params), _Params(val_params)
+        o = _query.options(timeout)
         tr, ntr = ffi.new("int64_t **"), ffi.new("size_t *")
         va, nva = ffi.new("int64_t **"), ffi.new("size_t *")
-        check(lib.a2pack_dataset_split(h, _sql(where), p.ptr, p.n, float(val_fraction), seed,
-                                       _sql(val_where), vp.ptr, vp.n, tr, ntr, va, nva))
+        check(_query.run(lambda: lib.a2pack_dataset_split_opts(
+            h, _sql(where), p.ptr, p.n, float(val_fraction), seed, _sql(val_where), vp.ptr, vp.n,
+            o, tr, ntr, va, nva)))
         return _owned_i64(tr[0], ntr[0]), _owned_i64(va[0], nva[0])
 
     def sampler(self, indices: Optional[npt.ArrayLike] = None, *, batch_size: int = 4096, seed: int = 0,

@@ -415,6 +415,14 @@ struct a2pack_dataset_mix_source
     n::UInt64  # uint64_t n
 end
 
+# a2pack_dataset_query_options
+struct a2pack_dataset_query_options
+    size::Csize_t  # size_t size
+    timeout_ms::Int64  # int64_t timeout_ms
+    progress::a2pack_progress_fn  # a2pack_progress_fn progress
+    progress_user::Ptr{Cvoid}  # void *progress_user
+end
+
 # a2pack_dataset_api
 struct a2pack_dataset_api
     size::Csize_t  # size_t size
@@ -452,6 +460,10 @@ struct a2pack_dataset_api
     mix_set_weights::Ptr{Cvoid}  # a2pack_status (*mix_set_weights)(a2pack_dataset_mix *arg1, const double *arg2, size_t arg3, uint64_t arg4)
     mix_state::Ptr{Cvoid}  # a2pack_status (*mix_state)(const a2pack_dataset_mix *arg1, uint64_t arg2, uint8_t **arg3, size_t *arg4)
     mix_load_state::Ptr{Cvoid}  # a2pack_status (*mix_load_state)(a2pack_dataset_mix *arg1, const void *arg2, size_t arg3, uint64_t *arg4)
+    query_options_init::Ptr{Cvoid}  # void (*query_options_init)(a2pack_dataset_query_options *arg1)
+    select_opts::Ptr{Cvoid}  # a2pack_status (*select_opts)(const a2pack_dataset *arg1, const char *arg2, const a2pack_sql_param *arg3, size_t arg4, const a2pack_dataset_query_options *arg5, int64_t **arg6, size_t *arg7)
+    select_runs_opts::Ptr{Cvoid}  # a2pack_status (*select_runs_opts)(const a2pack_dataset *arg1, const char *arg2, const a2pack_sql_param *arg3, size_t arg4, const a2pack_dataset_query_options *arg5, int64_t **arg6, size_t *arg7)
+    split_opts::Ptr{Cvoid}  # a2pack_status (*split_opts)(const a2pack_dataset *arg1, const char *arg2, const a2pack_sql_param *arg3, size_t arg4, double arg5, uint64_t arg6, const char *arg7, const a2pack_sql_param *arg8, size_t arg9, const a2pack_dataset_query_options *arg10, int64_t **arg11, size_t *arg12, int64_t **arg13, size_t *arg14)
 end
 
 # a2pack_bag_compression
@@ -1092,6 +1104,10 @@ const _fp_a2pack_dataset_mix_get_weights = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_dataset_mix_set_weights = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_dataset_mix_state = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_dataset_mix_load_state = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_a2pack_dataset_query_options_init = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_a2pack_dataset_select_opts = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_a2pack_dataset_select_runs_opts = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_a2pack_dataset_split_opts = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_bag_writer_options_init = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_bag_writer_open = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_bag_writer_write = Ref{Ptr{Cvoid}}(C_NULL)
@@ -1291,6 +1307,10 @@ const SYMBOLS = (
     (:a2pack_dataset_mix_set_weights, _fp_a2pack_dataset_mix_set_weights),
     (:a2pack_dataset_mix_state, _fp_a2pack_dataset_mix_state),
     (:a2pack_dataset_mix_load_state, _fp_a2pack_dataset_mix_load_state),
+    (:a2pack_dataset_query_options_init, _fp_a2pack_dataset_query_options_init),
+    (:a2pack_dataset_select_opts, _fp_a2pack_dataset_select_opts),
+    (:a2pack_dataset_select_runs_opts, _fp_a2pack_dataset_select_runs_opts),
+    (:a2pack_dataset_split_opts, _fp_a2pack_dataset_split_opts),
     (:a2pack_bag_writer_options_init, _fp_a2pack_bag_writer_options_init),
     (:a2pack_bag_writer_open, _fp_a2pack_bag_writer_open),
     (:a2pack_bag_writer_write, _fp_a2pack_bag_writer_write),
@@ -1969,6 +1989,26 @@ end
 # a2pack_status a2pack_dataset_mix_load_state(a2pack_dataset_mix *m, const void *data, size_t len, uint64_t *out_next_batch)
 function a2pack_dataset_mix_load_state(m, data, len, out_next_batch)
     @ccall $(_fp_a2pack_dataset_mix_load_state[])(m::Ptr{a2pack_dataset_mix}, data::Ptr{Cvoid}, len::Csize_t, out_next_batch::Ptr{UInt64})::a2pack_status
+end
+
+# void a2pack_dataset_query_options_init(a2pack_dataset_query_options *opts)
+function a2pack_dataset_query_options_init(opts)
+    @ccall $(_fp_a2pack_dataset_query_options_init[])(opts::Ptr{a2pack_dataset_query_options})::Cvoid
+end
+
+# a2pack_status a2pack_dataset_select_opts(const a2pack_dataset *ds, const char *where, const a2pack_sql_param *params, size_t n_params, const a2pack_dataset_query_options *opts, int64_t **out_indices, size_t *out_n)
+function a2pack_dataset_select_opts(ds, where_, params, n_params, opts, out_indices, out_n)
+    @ccall $(_fp_a2pack_dataset_select_opts[])(ds::Ptr{a2pack_dataset}, where_::Ptr{Cchar}, params::Ptr{a2pack_sql_param}, n_params::Csize_t, opts::Ptr{a2pack_dataset_query_options}, out_indices::Ptr{Ptr{Int64}}, out_n::Ptr{Csize_t})::a2pack_status
+end
+
+# a2pack_status a2pack_dataset_select_runs_opts(const a2pack_dataset *ds, const char *where, const a2pack_sql_param *params, size_t n_params, const a2pack_dataset_query_options *opts, int64_t **out_ids, size_t *out_n)
+function a2pack_dataset_select_runs_opts(ds, where_, params, n_params, opts, out_ids, out_n)
+    @ccall $(_fp_a2pack_dataset_select_runs_opts[])(ds::Ptr{a2pack_dataset}, where_::Ptr{Cchar}, params::Ptr{a2pack_sql_param}, n_params::Csize_t, opts::Ptr{a2pack_dataset_query_options}, out_ids::Ptr{Ptr{Int64}}, out_n::Ptr{Csize_t})::a2pack_status
+end
+
+# a2pack_status a2pack_dataset_split_opts(const a2pack_dataset *ds, const char *where, const a2pack_sql_param *params, size_t n_params, double val_fraction, uint64_t seed, const char *val_where, const a2pack_sql_param *val_params, size_t n_val_params, const a2pack_dataset_query_options *opts, int64_t **out_train, size_t *out_n_train, int64_t **out_val, size_t *out_n_val)
+function a2pack_dataset_split_opts(ds, where_, params, n_params, val_fraction, seed, val_where, val_params, n_val_params, opts, out_train, out_n_train, out_val, out_n_val)
+    @ccall $(_fp_a2pack_dataset_split_opts[])(ds::Ptr{a2pack_dataset}, where_::Ptr{Cchar}, params::Ptr{a2pack_sql_param}, n_params::Csize_t, val_fraction::Cdouble, seed::UInt64, val_where::Ptr{Cchar}, val_params::Ptr{a2pack_sql_param}, n_val_params::Csize_t, opts::Ptr{a2pack_dataset_query_options}, out_train::Ptr{Ptr{Int64}}, out_n_train::Ptr{Csize_t}, out_val::Ptr{Ptr{Int64}}, out_n_val::Ptr{Csize_t})::a2pack_status
 end
 
 # void a2pack_bag_writer_options_init(a2pack_bag_writer_options *opts)
