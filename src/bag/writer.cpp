@@ -65,7 +65,7 @@ Writer::Writer(const std::string& spec, const WriterOptions& o)
   // A second descriptor on the temporary file, only to start writeback; a
   // failure here just means no early writeback. Not durable: nothing to
   // hurry, the kernel's own writeback decides.
-  if (o.durable) sync_fd_ = ::open(records_->temp_path().c_str(), O_RDONLY | O_CLOEXEC);
+  if (o.durable) sync_fd_ = reopen(records_->fd(), O_RDONLY, records_->temp_path());
 }
 
 Writer::~Writer() {

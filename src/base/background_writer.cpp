@@ -34,7 +34,7 @@ BackgroundWriter::BackgroundWriter(int fd, std::string path, bool direct, uint64
   free_.pop_back();
   // A filesystem without O_DIRECT (EINVAL) keeps everything buffered.
   if (direct) {
-    direct_fd_owned_ = ::open(path_.c_str(), O_WRONLY | O_DIRECT | O_CLOEXEC);
+    direct_fd_owned_ = reopen(fd_, O_WRONLY | O_DIRECT, path_);
     direct_fd_ = direct_fd_owned_;
   }
   if (direct_fd_owned_ >= 0) {

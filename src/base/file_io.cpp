@@ -25,6 +25,9 @@ constexpr size_t kWriteBuffer = 1 << 20;
 // from the caller's memory (still in cache when the caller just built it),
 // cheaper than a copy into the buffer first (measured on 48 KiB bag records).
 constexpr size_t kDirectWrite = 32u << 10;
+// Taken temporary names skipped before giving up: enough for any leftovers
+// of this pid, few enough that a folder full of planted names ends in an error.
+constexpr int kTempTries = 1000;
 }  // namespace
 
 std::vector<uint8_t> read_file(const std::string& path) {
@@ -221,9 +224,22 @@ uint64_t page_cache_write_room() {
 
 AtomicFile::AtomicFile(std::string path, bool background, bool direct, uint64_t direct_from)
     : path_(std::move(path)) {
-  tmp_ = fmt::format("{}.tmp-{}-{}", path_, ::getpid(), g_tmp_counter.fetch_add(1));
-  fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd_ < 0) fail_errno("create", tmp_, errno);
+  // O_EXCL | O_NOFOLLOW: a name already taken - a leftover, or a link
+  // planted by someone who can write into the folder and guess the names -
+  // is never opened (following a link would overwrite or create its target
+  // anywhere): the next counter is tried instead.
+  for (int tries = 0;; ++tries) {
+    tmp_ = fmt::format("{}.tmp-{}-{}", path_, ::getpid(), g_tmp_counter.fetch_add(1));
+    fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd_ >= 0) break;
+    if (errno == EINTR) continue;
+    if (errno != EEXIST) fail_errno("create", tmp_, errno);
+    if (tries + 1 == kTempTries)
+      fail(A2PACK_E_IO,
+           "{}: cannot create a temporary file: {} names up to {} are all taken (files or links "
+           "someone else made there)",
+           path_, kTempTries, tmp_);
+  }
   // Held until the descriptor closes (or the process dies): tells cleaners
   // (base/stale_temps.hpp) that a live writer still owns this temporary.
   // A filesystem without flock just leaves the pid check.
@@ -349,6 +365,23 @@ void AtomicFile::commit(bool durable) {
   if (::rename(tmp_.c_str(), path_.c_str()) != 0) fail_errno("rename to " + path_, tmp_, errno);
   committed_ = true;
   if (durable) fsync_dir(parent_dir(path_));
+}
+
+int reopen(int fd, int flags, const std::string& path) {
+  // /proc/self/fd/N names the open file itself, whatever its name now is.
+  int again = ::open(fmt::format("/proc/self/fd/{}", fd).c_str(), flags | O_CLOEXEC);
+  if (again >= 0 || (errno != ENOENT && errno != ENOTDIR)) return again;
+  // No /proc: the name, never through a link, and only if it is still the file.
+  again = ::open(path.c_str(), flags | O_NOFOLLOW | O_CLOEXEC);
+  if (again < 0) return -1;
+  struct stat a, b;
+  if (::fstat(fd, &a) != 0 || ::fstat(again, &b) != 0 || a.st_dev != b.st_dev ||
+      a.st_ino != b.st_ino) {
+    ::close(again);
+    errno = ESTALE;
+    return -1;
+  }
+  return again;
 }
 
 void write_file_atomic(const std::string& path, const void* data, size_t len) {

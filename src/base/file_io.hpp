@@ -122,6 +122,8 @@ class AtomicFile {
   void commit(bool durable = true);
   const std::string& path() const { return path_; }
   const std::string& temp_path() const { return tmp_; }
+  // The temporary file's descriptor (closed at commit).
+  int fd() const { return fd_; }
 
  private:
   void flush_buffer();
@@ -140,6 +142,11 @@ class AtomicFile {
 void write_all(int fd, const void* data, size_t len, const std::string& path);
 // The same with pwrite(2) at `offset` (the file position is left alone).
 void pwrite_all(int fd, const void* data, size_t len, uint64_t offset, const std::string& path);
+
+// A second descriptor with its own `flags` (O_DIRECT, O_RDONLY, ...) on the
+// file open as `fd`, named `path`: never another file put under that name
+// since (a link included). -1 with errno set when it cannot be had.
+int reopen(int fd, int flags, const std::string& path);
 
 // Write a whole file atomically.
 void write_file_atomic(const std::string& path, const void* data, size_t len);

@@ -18,6 +18,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "atomic_write.hpp"
 #include "command.hpp"
 
 namespace a2cli {
@@ -163,20 +164,6 @@ std::string read_whole(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(f), {});
 }
 
-void write_whole(const std::string& path, const uint8_t* data, size_t len) {
-  // The writers' temporary name (OUT.tmp-PID-N), so `a2pack clean` knows
-  // what a killed convert left.
-  static uint64_t counter = 0;
-  std::string tmp = fmt::format("{}.tmp-{}-{}", path, ::getpid(), counter++);
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    f.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(len));
-    if (!f) throw CliError(fmt::format("{}: cannot write", tmp), kExitSystem);
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0)
-    throw CliError(fmt::format("{}: cannot rename: {}", path, std::strerror(errno)), kExitSystem);
-}
-
 // Feeds records to a bag writer in batches of about 32 MiB.
 class BatchFeeder {
  public:
@@ -298,7 +285,7 @@ void write_hex(const uint8_t* p, size_t n) {
       buf[2 * j] = kDigits[p[i + j] >> 4];
       buf[2 * j + 1] = kDigits[p[i + j] & 15];
     }
-    std::fwrite(buf, 1, 2 * m, stdout);
+    write_stdout(buf, 2 * m);
     i += m;
   }
 }
@@ -309,9 +296,9 @@ void print_record(const CatArgs& a, uint64_t index, const uint8_t* p, size_t n) 
   } else if (a.hex) {
     fmt::print("{}\t", index);
     write_hex(p, n);
-    std::fputc('\n', stdout);
-  } else if (n) {
-    std::fwrite(p, 1, n, stdout);
+    write_stdout("\n", 1);
+  } else {
+    write_stdout(p, n);
   }
 }
 
@@ -368,7 +355,7 @@ void print_lengths(const a2pack_bag_reader* r, const std::vector<uint64_t>& idx,
   check(a2pack_bag_reader_sizes(r, idx.data(), idx.size(), jobs, sizes.data()));
   std::string out;
   for (size_t k = 0; k < idx.size(); ++k) out += fmt::format("{}\t{}\n", idx[k], sizes[k]);
-  std::fwrite(out.data(), 1, out.size(), stdout);
+  write_stdout(out.data(), out.size());
 }
 
 void run_cat(const CatArgs& a) {
@@ -451,6 +438,18 @@ struct ConvertArgs {
   bool json = false;
 };
 
+// Runs sink(data, len) with a data problem it reports (CliError other than a
+// system error) given the place of the payload: "IN: record I: ...".
+template <typename Sink>
+void feed_one(Sink& sink, const std::string& where, const uint8_t* data, size_t len) {
+  try {
+    sink(data, len);
+  } catch (const CliError& e) {
+    if (e.exit_code == kExitSystem) throw;
+    throw CliError(fmt::format("{}: {}", where, e.what()), e.exit_code);
+  }
+}
+
 // Calls sink(data, len) for every run payload of the input, in order.
 template <typename Sink>
 uint64_t for_each_payload(const ConvertArgs& a, Sink&& sink) {
@@ -459,7 +458,7 @@ uint64_t for_each_payload(const ConvertArgs& a, Sink&& sink) {
     if (files.empty()) throw CliError(fmt::format("{}: no .a2run2 files", a.in));
     for (const auto& f : files) {
       std::string s = read_whole(f);
-      sink(reinterpret_cast<const uint8_t*>(s.data()), s.size());
+      feed_one(sink, f, reinterpret_cast<const uint8_t*>(s.data()), s.size());
     }
     return files.size();
   }
@@ -473,7 +472,7 @@ uint64_t for_each_payload(const ConvertArgs& a, Sink&& sink) {
       size_t len = 0;
       check(a2pack_pack_read(p, i, 0, &data, &len));
       std::unique_ptr<uint8_t, void (*)(void*)> own(data, a2pack_free);
-      sink(data, len);
+      feed_one(sink, fmt::format("{}: entry {}", a.in, i), data, len);
     }
     return n;
   }
@@ -481,7 +480,9 @@ uint64_t for_each_payload(const ConvertArgs& a, Sink&& sink) {
   uint64_t n = a2pack_bag_reader_count(r.get());
   for (uint64_t s = 0; s < n; s += 4096) {
     BatchView v = read_range(r.get(), s, std::min<uint64_t>(4096, n - s), a.in_flags.jobs);
-    for (size_t k = 0; k < v.n; ++k) sink(v.data + v.offsets[k], v.offsets[k + 1] - v.offsets[k]);
+    for (size_t k = 0; k < v.n; ++k)
+      feed_one(sink, fmt::format("{}: record {}", a.in, s + k), v.data + v.offsets[k],
+               v.offsets[k + 1] - v.offsets[k]);
   }
   return n;
 }
@@ -516,10 +517,21 @@ void run_convert(const ConvertArgs& a) {
     if (::mkdir(a.out.c_str(), 0755) != 0 && errno != EEXIST)
       throw CliError(fmt::format("{}: cannot create folder: {}", a.out, std::strerror(errno)),
                      kExitSystem);
+    // Each run is written whole under a temporary name and renamed into
+    // place (never a short file under a run's name); the folder is synced
+    // once at the end rather than each of possibly millions of files.
     n = for_each_payload(a, [&](const uint8_t* p, size_t len) {
-      write_whole(fmt::format("{}/run-{:06d}.a2run2", a.out, n++), p, len);
+      // As a packfile refuses it: no run file is empty.
+      if (len == 0)
+        throw CliError(fmt::format("empty run payload: a run file cannot be empty (the runs "
+                                   "before it, {}, are in {})",
+                                   n, a.out));
+      write_file_atomic(fmt::format("{}/run-{:06d}.a2run2", a.out, n), p, len,
+                        /*durable=*/false);
+      ++n;
       bytes += len;
     });
+    sync_folder(a.out);
   }
   double dt = now_seconds() - t0;
   if (a.json) {

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "atomic_write.hpp"
 #include "command.hpp"
 #include "python_exec.hpp"
 
@@ -197,7 +198,7 @@ void run_decode(const DecodeArgs& a) {
     for (uint64_t k = b; k < e; ++k)
       fmt::format_to(std::back_inserter(line), "{}{}", k > b ? "," : "", d.cols.values[k]);
     line += "]}\n";
-    std::fwrite(line.data(), 1, line.size(), stdout);
+    write_stdout(line.data(), line.size());
     ++printed;
   }
   std::fflush(stdout);

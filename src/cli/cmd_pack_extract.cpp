@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "atomic_write.hpp"
 #include "command.hpp"
 #include "pack_util.hpp"
 
@@ -32,12 +33,14 @@ void run_extract(const ExtractArgs& a) {
     std::unique_ptr<uint8_t, decltype(&a2pack_free)> own(data, a2pack_free);
     // Upstream's name for extracted runs.
     std::string path = fmt::format("{}/run-{:06}.a2run2", a.output, i);
-    write_file_atomic(path, data, len);
+    // Whole or not at all under its name; the folder is synced once below.
+    write_file_atomic(path, data, len, /*durable=*/false);
     if (a.json)
       files.push_back({{"index", i}, {"path", path}, {"bytes", len}});
     else
       status("{} ({} bytes)\n", path, len);
   }
+  sync_folder(a.output);
   if (a.json) {
     nlohmann::json j = {{"packfile", a.packfile},
                         {"output", a.output},

@@ -5,10 +5,12 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include <fmt/format.h>
 
+#include "atomic_write.hpp"
 #include "cli_tree.hpp"
 #include "command.hpp"
 
@@ -61,16 +63,25 @@ int main(int argc, char** argv) {
     // --help and --version are "errors" with status 0 in CLI11; every other
     // parse error is a usage error, whatever CLI11's own number for it.
     int code = app.exit(e);
-    return code == 0 ? a2cli::kExitOk : a2cli::kExitUsage;
+    return code == 0 ? a2cli::finish_stdout() : a2cli::kExitUsage;
   } catch (const a2cli::CliError& e) {
     fmt::print(stderr, "a2pack: error: {}\n", e.what());
     return e.exit_code;
   } catch (const std::bad_alloc&) {
     fmt::print(stderr, "a2pack: error: out of memory\n");
     return a2cli::kExitSystem;
+  } catch (const std::system_error& e) {
+    // fmt::print's failed write to stdout (a full disk, a closed pipe).
+    if (std::ferror(stdout))
+      fmt::print(stderr, "a2pack: error: stdout: cannot write: {}\n", e.code().message());
+    else
+      fmt::print(stderr, "a2pack: error: {}\n", e.what());
+    return a2cli::kExitSystem;
   } catch (const std::exception& e) {
     fmt::print(stderr, "a2pack: error: {}\n", e.what());
     return a2cli::kExitDataProblem;
   }
-  return a2cli::kExitOk;
+  // What a command printed may still sit in stdout's buffer: a command
+  // whose output never reached its file has failed.
+  return a2cli::finish_stdout();
 }

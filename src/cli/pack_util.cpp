@@ -1,11 +1,6 @@
 #include "pack_util.hpp"
 
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <cerrno>
 #include <charconv>
-#include <cstring>
 
 #include <fmt/format.h>
 
@@ -54,36 +49,6 @@ std::vector<uint64_t> parse_indices(const std::string& text) {
   }
   if (out.empty()) throw UsageError("--indices: no entry index given");
   return out;
-}
-
-void write_file_atomic(const std::string& path, const void* data, size_t len) {
-  // The writers' temporary name (OUT.tmp-PID-N), so `a2pack clean` knows
-  // what a killed extract left.
-  static uint64_t counter = 0;
-  std::string tmp = fmt::format("{}.tmp-{}-{}", path, ::getpid(), counter++);
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0)
-    throw CliError(fmt::format("{}: cannot create: {}", tmp, std::strerror(errno)), kExitSystem);
-  const auto* p = static_cast<const char*>(data);
-  size_t done = 0;
-  while (done < len) {
-    ssize_t n = ::write(fd, p + done, len - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      int err = errno;
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      throw CliError(fmt::format("{}: write failed: {}", tmp, std::strerror(err)), kExitSystem);
-    }
-    done += static_cast<size_t>(n);
-  }
-  int err = ::fsync(fd) != 0 ? errno : 0;
-  if (::close(fd) != 0 && !err) err = errno;
-  if (!err && ::rename(tmp.c_str(), path.c_str()) != 0) err = errno;
-  if (err) {
-    ::unlink(tmp.c_str());
-    throw CliError(fmt::format("{}: cannot write: {}", path, std::strerror(err)), kExitSystem);
-  }
 }
 
 }  // namespace a2cli

@@ -22,7 +22,4 @@ PackPtr open_pack(const std::string& path);
 // "0,5,42" or "3-7,9": entry indices in the given order. Throws CliError.
 std::vector<uint64_t> parse_indices(const std::string& text);
 
-// Write bytes to `path` atomically (temporary name, fsync, rename).
-void write_file_atomic(const std::string& path, const void* data, size_t len);
-
 }  // namespace a2cli

@@ -119,15 +119,59 @@ struct TlsCache {
 };
 thread_local TlsCache t_cache;
 
-void make_dir(const std::string& path) {
+// Creates folder `path` or checks that it is one. The logger's own folder
+// may be reached through a link (the caller named it); the subfolders inside
+// it (`inside`) may not: a link planted there would have the logger write
+// segments or sidecars wherever it points.
+void make_dir(const std::string& path, bool inside) {
   if (::mkdir(path.c_str(), 0755) == 0) {
     fsync_dir(parent_dir(path));
     return;
   }
   if (errno != EEXIST) fail_errno("create folder", path, errno);
   struct stat st;
-  if (::stat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+  if ((inside ? ::lstat(path.c_str(), &st) : ::stat(path.c_str(), &st)) != 0)
+    fail_errno("stat", path, errno);
+  if (S_ISLNK(st.st_mode))
+    fail(A2PACK_E_INVALID_ARGUMENT,
+         "{}: is a symbolic link, not a folder: the logger writes only into real folders inside "
+         "its own, refusing to write through it",
+         path);
+  if (!S_ISDIR(st.st_mode))
     fail(A2PACK_E_INVALID_ARGUMENT, "{}: exists and is not a folder", path);
+}
+
+// The logger's lock file, never through a link (O_CREAT would create a
+// dangling link's target wherever it points) and only a regular file.
+int open_lock(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    if (errno == ELOOP)
+      fail(A2PACK_E_INVALID_ARGUMENT,
+           "{}: the lock file is a symbolic link: refusing to open or create anything through it",
+           path);
+    fail_errno("open lock file", path, errno);
+  }
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    fail(A2PACK_E_INVALID_ARGUMENT, "{}: the lock file is not a regular file", path);
+  }
+  return fd;
+}
+
+// The segments folder, open for the appender's openat(): checked to be a
+// real folder as it is opened, so swapping it for a link later changes
+// nothing.
+int open_segments_dir(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ELOOP || errno == ENOTDIR)
+      fail(A2PACK_E_INVALID_ARGUMENT,
+           "{}: is a symbolic link or not a folder: refusing to write segments through it", path);
+    fail_errno("open folder", path, errno);
+  }
+  return fd;
 }
 
 }  // namespace
@@ -150,10 +194,9 @@ Logger::Logger(std::string dir, const Options& opts)
   check_options(opts_);
   if (dir_.empty()) fail(A2PACK_E_INVALID_ARGUMENT, "the logger folder name is empty");
   while (dir_.size() > 1 && dir_.back() == '/') dir_.pop_back();
-  make_dir(dir_);
+  make_dir(dir_, /*inside=*/false);
   std::string lock_path = dir_ + "/.lock";
-  lock_fd_ = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (lock_fd_ < 0) fail_errno("open lock file", lock_path, errno);
+  lock_fd_ = open_lock(lock_path);
   if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
     int err = errno;
     ::close(lock_fd_);
@@ -164,8 +207,9 @@ Logger::Logger(std::string dir, const Options& opts)
     fail_errno("lock", lock_path, err);
   }
   try {
-    make_dir(dir_ + "/segments");
-    make_dir(dir_ + "/streams");
+    make_dir(dir_ + "/segments", /*inside=*/true);
+    make_dir(dir_ + "/streams", /*inside=*/true);
+    segments_fd_ = open_segments_dir(dir_ + "/segments");
     // Sidecar temporaries of a logger killed inside register_stream (we
     // hold the folder lock, so no live logger is writing one).
     remove_stale_temps_in(dir_ + "/streams");
@@ -189,6 +233,8 @@ Logger::Logger(std::string dir, const Options& opts)
     writer_ = std::thread([this] { appender_loop(); });
     for (unsigned i = 1; i < wt; ++i) compressors_.emplace_back([this] { compressor_loop(); });
   } catch (...) {
+    if (segments_fd_ >= 0) ::close(segments_fd_);
+    segments_fd_ = -1;
     ::close(lock_fd_);
     lock_fd_ = -1;
     throw;
@@ -496,6 +542,10 @@ void Logger::close() {
     std::lock_guard<std::mutex> lk(reg_mu_);
     slots_.clear();
   }
+  if (segments_fd_ >= 0) {
+    ::close(segments_fd_);  // the appender that used it has ended
+    segments_fd_ = -1;
+  }
   if (lock_fd_ >= 0) {
     ::close(lock_fd_);  // releases the flock
     lock_fd_ = -1;
@@ -669,7 +719,7 @@ void Logger::compressor_loop() {
 // buffered bytes to the kernel whenever it runs out of work, and seals the
 // partial frames of idle threads every half flush interval.
 void Logger::appender_loop() {
-  SegmentWriter out(dir_ + "/segments", opts_.rotate_bytes, first_segment_, resume_);
+  SegmentWriter out(segments_fd_, dir_ + "/segments", opts_.rotate_bytes, first_segment_, resume_);
   ZSTD_CCtx* cctx = ZSTD_createCCtx();
   if (!cctx) set_failure(A2PACK_E_NO_MEMORY, "cannot create a zstd context");
   else configure(cctx);

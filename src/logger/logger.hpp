@@ -142,6 +142,7 @@ class Logger {
   Options opts_;
   uint64_t uid_;
   int lock_fd_ = -1;
+  int segments_fd_ = -1;  // segments/, open from the constructor to close()
   uint32_t first_segment_ = 0;
   SegmentWriter::Resume resume_;  // what the first new segment says of the one before
   int pid_ = 0;             // the process that opened the logger (its threads live only there)

@@ -54,9 +54,10 @@ std::vector<uint32_t> list_segments(const std::string& segments_dir,
   return out;
 }
 
-SegmentWriter::SegmentWriter(std::string segments_dir, uint64_t rotate_bytes,
+SegmentWriter::SegmentWriter(int dir_fd, std::string segments_dir, uint64_t rotate_bytes,
                              uint32_t first_index, Resume resume)
-    : dir_(std::move(segments_dir)),
+    : dir_fd_(dir_fd),
+      dir_(std::move(segments_dir)),
       rotate_(rotate_bytes),
       next_index_(first_index),
       resume_(resume) {
@@ -68,9 +69,12 @@ SegmentWriter::~SegmentWriter() {
 }
 
 void SegmentWriter::open_next() {
-  path_ = dir_ + "/" + segment_name(next_index_);
-  // O_EXCL: never append to a segment some earlier logger left behind.
-  fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0644);
+  const std::string name = segment_name(next_index_);
+  path_ = dir_ + "/" + name;
+  // O_EXCL: never append to a segment some earlier logger left behind, nor
+  // open one through a link planted under its name.
+  fd_ = ::openat(dir_fd_, name.c_str(),
+                 O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_APPEND | O_CLOEXEC, 0644);
   if (fd_ < 0) fail_errno("create segment", path_, errno);
   cur_index_ = next_index_++;
   ++created_;
@@ -149,7 +153,9 @@ void SegmentWriter::sync() {
   write_out();
   if (::fdatasync(fd_) != 0) fail_errno("fdatasync", path_, errno);
   if (dir_dirty_) {
-    fsync_dir(dir_);
+    // Some filesystems refuse fsync on folders; no data is lost by that.
+    if (::fsync(dir_fd_) != 0 && errno != EINVAL && errno != EROFS)
+      fail_errno("fsync folder", dir_, errno);
     dir_dirty_ = false;
   }
 }

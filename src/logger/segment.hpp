@@ -36,7 +36,10 @@ struct SegmentResume {
 class SegmentWriter {
  public:
   using Resume = SegmentResume;
-  SegmentWriter(std::string segments_dir, uint64_t rotate_bytes, uint32_t first_index,
+  // `dir_fd`: the segments folder `segments_dir`, open (borrowed: the
+  // caller keeps it open while the writer lives); segments are created in it
+  // with openat(), so the name `segments_dir` is used only in messages.
+  SegmentWriter(int dir_fd, std::string segments_dir, uint64_t rotate_bytes, uint32_t first_index,
                 Resume resume = {});
   ~SegmentWriter();
   SegmentWriter(const SegmentWriter&) = delete;
@@ -64,6 +67,7 @@ class SegmentWriter {
  private:
   void open_next();
   void put_marker(uint8_t flags, uint32_t seq, uint64_t count);
+  int dir_fd_;
   std::string dir_;
   uint64_t rotate_;
   uint32_t next_index_;

@@ -13,6 +13,7 @@
 #include "bag/shard_spec.hpp"
 #include "bag/writer.hpp"
 #include "base/error.hpp"
+#include "base/file_io.hpp"
 #include "test_util.hpp"
 
 using namespace a2pack;
@@ -294,6 +295,44 @@ TEST(BagWriter, SeparateRewriteReplacesBothFiles) {
   ReaderOptions ro;
   ro.limits_placement = LimitsPlacement::separate;
   EXPECT_EQ(read_all(Reader({d / "s.bag"}, ro)), std::vector<std::string>{"new"});
+}
+
+namespace {
+// The counter of the temporary name the next AtomicFile of this process takes.
+uint64_t next_temp_counter(const std::string& dir) {
+  AtomicFile probe(dir + "/probe");
+  const std::string& t = probe.temp_path();
+  return std::stoull(t.substr(t.rfind('-') + 1)) + 1;
+}
+}  // namespace
+
+TEST(BagWriter, LinksPlantedAtTemporaryAndFinalNamesAreNeverFollowed) {
+  // Someone who may write into the output folder plants links at the names
+  // the writer will try next: existing files outside and dangling names.
+  for (auto place : {LimitsPlacement::tail, LimitsPlacement::separate}) {
+    for (bool durable : {true, false}) {
+      a2test::TempDir d;
+      std::filesystem::create_directories(d / "out");
+      std::filesystem::create_directories(d / "outside");
+      a2test::write_bytes(d / "outside/victim", "keep", 4);
+      const auto before = a2test::tree_snapshot(d / "outside");
+      const uint64_t n = next_temp_counter(d.path());
+      a2test::plant_links_at_temp_names(d / "out", "x.bag", d / "outside/victim", n, 8);
+      a2test::plant_links_at_temp_names(d / "out", "x.bag", d / "outside/missing", n + 8, 8);
+      a2test::plant_links_at_temp_names(d / "out", "limits.x.bag", d / "outside/victim", n, 24);
+      std::filesystem::create_symlink(d / "outside/victim", d / "out/x.bag");
+      WriterOptions o;
+      o.limits_placement = place;
+      o.durable = durable;
+      const auto recs = sample_records(50);
+      write_bag(d / "out/x.bag", recs, o);
+      EXPECT_EQ(a2test::tree_snapshot(d / "outside"), before);
+      EXPECT_FALSE(std::filesystem::is_symlink(d / "out/x.bag"));  // the link was replaced
+      ReaderOptions ro;
+      ro.limits_placement = place;
+      EXPECT_EQ(read_all(Reader({d / "out/x.bag"}, ro)), recs);
+    }
+  }
 }
 
 TEST(BagWriter, ClosedAndBatchErrors) {

@@ -600,3 +600,74 @@ TEST(LoggerSidecar, ReopeningRemovesSidecarTemporariesOfAKilledLogger) {
   Decoded d = decode_dir(tmp.path(), {});
   EXPECT_TRUE(d.problems.empty());
 }
+
+// ------------------------------------------------ links planted in the folder
+
+// A logger folder whose .lock, segments/ or streams/ someone who can write
+// there replaced with a symbolic link: the logger refuses to open it, naming
+// the link, and writes nothing through it.
+TEST(LoggerLinks, APlantedLockLinkIsRefusedAndItsTargetNeverCreated) {
+  for (const char* target : {"missing", "victim"}) {
+    a2test::TempDir tmp;
+    fs::create_directories(tmp / "log");
+    fs::create_directories(tmp / "outside");
+    spit(tmp / "outside/victim", "keep");
+    const auto before = a2test::tree_snapshot(tmp / "outside");
+    fs::create_symlink(tmp / ("outside/" + std::string(target)), tmp / "log/.lock");
+    std::string msg;
+    EXPECT_EQ(a2test::status_of([&] { Logger lg(tmp / "log", Options{}); }, &msg),
+              A2PACK_E_INVALID_ARGUMENT);
+    EXPECT_TRUE(has(msg, tmp / "log/.lock") && has(msg, "symbolic link")) << msg;
+    EXPECT_EQ(a2test::tree_snapshot(tmp / "outside"), before) << target;
+  }
+}
+
+TEST(LoggerLinks, LinkedSubfoldersAreRefusedAndNothingIsWrittenThroughThem) {
+  for (const char* sub : {"segments", "streams"}) {
+    a2test::TempDir tmp;
+    fs::create_directories(tmp / "log");
+    fs::create_directories(tmp / "outside/folder");
+    const auto before = a2test::tree_snapshot(tmp / "outside");
+    fs::create_symlink(tmp / "outside/folder", tmp / ("log/" + std::string(sub)));
+    std::string msg;
+    EXPECT_EQ(a2test::status_of([&] { write_log(tmp / "log", 5); }, &msg),
+              A2PACK_E_INVALID_ARGUMENT)
+        << sub;
+    EXPECT_TRUE(has(msg, tmp / ("log/" + std::string(sub))) && has(msg, "symbolic link")) << msg;
+    EXPECT_EQ(a2test::tree_snapshot(tmp / "outside"), before) << sub;
+  }
+}
+
+TEST(LoggerLinks, SegmentsFolderSwappedForALinkAfterOpeningIsNotWrittenThrough) {
+  a2test::TempDir tmp;
+  fs::create_directories(tmp / "outside/folder");
+  const auto before = a2test::tree_snapshot(tmp / "outside");
+  Options o;
+  o.frame_bytes = 4096;
+  Logger lg(tmp / "log", o);
+  uint32_t s = lg.register_stream("{}", 1.0, 0.5, 0);
+  fs::rename(tmp / "log/segments", tmp / "log/moved");
+  fs::create_symlink(tmp / "outside/folder", tmp / "log/segments");
+  std::vector<uint32_t> idx;
+  std::vector<double> val;
+  for (uint64_t i = 0; i < 50; ++i) {
+    fill(s, i, idx, val);
+    lg.record(s, static_cast<double>(i), idx.data(), val.data(), idx.size());
+  }
+  lg.close();
+  EXPECT_EQ(a2test::tree_snapshot(tmp / "outside"), before);
+  // The segments went into the folder the logger opened, wherever it is now.
+  EXPECT_TRUE(fs::exists(tmp / ("log/moved/" + segment_name(0))));
+}
+
+TEST(LoggerLinks, AFolderNamedByALinkIsStillALoggerFolder) {
+  // The folder the caller names may itself be a link (their choice); only
+  // what lies inside it must not be.
+  a2test::TempDir tmp;
+  fs::create_directories(tmp / "real");
+  fs::create_symlink(tmp / "real", tmp / "log");
+  write_log(tmp / "log", 5);
+  Decoded d = decode_dir(tmp / "real", {});
+  EXPECT_TRUE(d.problems.empty());
+  EXPECT_EQ(epochs_of(d, 0), iota(5));
+}

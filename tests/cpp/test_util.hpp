@@ -3,10 +3,12 @@
 
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -55,5 +57,44 @@ class TempDir {
  private:
   std::string path_;
 };
+
+// Hostile folders for the tests of writers (tests/python/hostile_fs.py is
+// the Python side): symbolic links planted at the temporary names
+// "<final_name>.tmp-<pid>-<n>" a writer will try, and a snapshot of what lies
+// outside the writer's folder to compare before and after.
+
+// Links dir/<final_name>.tmp-<pid>-<n> -> target for n in [first, first + count).
+inline std::vector<std::string> plant_links_at_temp_names(const std::string& dir,
+                                                          const std::string& final_name,
+                                                          const std::string& target,
+                                                          uint64_t first = 0, uint64_t count = 16,
+                                                          long pid = ::getpid()) {
+  std::vector<std::string> links;
+  for (uint64_t n = first; n < first + count; ++n) {
+    std::string link = dir + "/" + final_name + ".tmp-" + std::to_string(pid) + "-" + std::to_string(n);
+    std::filesystem::create_symlink(target, link);
+    links.push_back(link);
+  }
+  return links;
+}
+
+// Every entry under `root`, links not followed: relative path -> "file:" and
+// the bytes, "link:" and the target, or "dir".
+inline std::map<std::string, std::string> tree_snapshot(const std::string& root) {
+  namespace fs = std::filesystem;
+  std::map<std::string, std::string> out;
+  for (const auto& e : fs::recursive_directory_iterator(root)) {
+    std::string rel = fs::relative(e.path(), root).string();
+    if (e.is_symlink()) {
+      out[rel] = "link:" + fs::read_symlink(e.path()).string();
+    } else if (e.is_directory()) {
+      out[rel] = "dir";
+    } else {
+      std::ifstream f(e.path(), std::ios::binary);
+      out[rel] = "file:" + std::string(std::istreambuf_iterator<char>(f), {});
+    }
+  }
+  return out;
+}
 
 }  // namespace a2test

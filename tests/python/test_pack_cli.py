@@ -145,3 +145,54 @@ def test_decode_windows_skip_bad_files_anywhere_in_a_large_folder(tmp_path):
     assert s["steps"] < whole["steps"]
     strict = run("decode", "-i", d, "--skip-bad", "--strict", ok=False)
     assert "2 bad file(s) skipped" in strict.stderr
+
+
+def test_extract_to_a_full_disk_fails_naming_the_reason_and_installs_no_short_file(tmp_path):
+    import hostile_fs
+    d = tmp_path / "runs"
+    d.mkdir()
+    rng = np.random.default_rng(0)
+    for i in range(6):  # about 200 KiB each, so 1 MiB holds a few
+        n = 20_000
+        r = a2pack.RunV2.from_arrays(
+            Meta(n, 1_700_000_000, 1.0, 0, 2048, None), rng.integers(0, 2**60, n, dtype=np.uint64),
+            rng.integers(0, 4, n, dtype=np.uint8), rng.random((n, 4), dtype=np.float32),
+            np.full(n, 0xF, np.uint8), None, final_board=i)
+        (d / f"r{i}.a2run2").write_bytes(r.to_bytes())
+    pack = tmp_path / "p.a2pack"
+    run("pack", "--input", d, "--output", pack)
+    reader = a2pack.PackReader(pack)
+    with hostile_fs.small_tmpfs(tmp_path / "mnt", "1m") as mnt:
+        out = mnt / "ex"
+        p = run("extract", "--packfile", pack, "--indices", "0-5", "--output", out, ok=False)
+        assert p.returncode == 3, p.stderr
+        assert "No space left on device" in p.stderr, p.stderr
+        names = sorted(os.listdir(out))
+        assert names and not [n for n in names if ".tmp-" in n], names
+        for name in names:
+            assert (out / name).read_bytes() == reader.read(int(name[4:10]))
+
+
+def test_extract_into_links_planted_at_temporary_and_final_names_writes_nothing_outside(
+        runs, tmp_path):
+    import hostile_fs
+    d, files = runs
+    pack = tmp_path / "p.a2pack"
+    run("pack", "--input", d, "--output", pack)
+    victim, missing = hostile_fs.make_victims(tmp_path / "outside")
+    before = hostile_fs.snapshot(tmp_path / "outside")
+    out = tmp_path / "ex"
+    out.mkdir()
+    p, release = hostile_fs.start_paused([CLI, "extract", "--packfile", pack, "--indices", "0-3",
+                                          "--output", out])
+    for i in range(3):
+        hostile_fs.plant_links_at_temp_names(out, f"run-{i:06d}.a2run2",
+                                             victim if i % 2 else missing, pids=[p.pid])
+    hostile_fs.plant_link(out / "run-000003.a2run2", victim)
+    _, err = release()
+    assert p.returncode == 0, err
+    hostile_fs.assert_nothing_written_outside(tmp_path / "outside", before)
+    for i in range(4):
+        f = out / f"run-{i:06d}.a2run2"
+        assert not f.is_symlink() and f.read_bytes() == files[i].read_bytes()
+    assert len(hostile_fs.links_left(out)) == 3 * 16
