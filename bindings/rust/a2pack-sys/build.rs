@@ -89,6 +89,11 @@ fn main() {
         check_bundled_prerequisites();
     }
     generate(&include_dir);
+    // A library built elsewhere is watched, so a rebuild of it relinks; the
+    // bundled one is written by this script itself (its sources are watched
+    // instead: watching its output would rerun the script once more after
+    // every build).
+    let watch = !matches!(library, Library::Bundled { .. });
     let (lib_dir, source) = match library {
         Library::Prebuilt { lib_dir, .. } => {
             let what = format!("the library in {} (A2PACK_SYS_LIB_DIR)", lib_dir.display());
@@ -104,7 +109,7 @@ fn main() {
             (lib_dir, what)
         }
     };
-    let linked = link(&lib_dir, &link_mode);
+    let linked = link(&lib_dir, &link_mode, watch);
     let source = format!("{source}, linked {linked}");
     println!("cargo:warning=using {source}");
     println!("cargo:rustc-env=A2PACK_SYS_LIBRARY_SOURCE={source}");
@@ -189,15 +194,21 @@ fn choose(manifest_dir: &Path) -> Library {
 }
 
 /// Link the static archive when the folder has one (and A2PACK_SYS_LINK is
-/// not `dylib`), else the shared library. Says which.
-fn link(lib_dir: &Path, want: &str) -> &'static str {
+/// not `dylib`), else the shared library. Says which. `watch`: rerun this
+/// script when the files linked change.
+fn link(lib_dir: &Path, want: &str, watch: bool) -> &'static str {
+    let watch_file = |path: &Path| {
+        if watch {
+            println!("cargo:rerun-if-changed={}", path.display());
+        }
+    };
     let archive = lib_dir.join(STATIC_ARCHIVE);
     println!("cargo:rustc-link-search=native={}", lib_dir.display());
     if want != "dylib" && archive.is_file() {
-        println!("cargo:rerun-if-changed={}", archive.display());
+        watch_file(&archive);
         println!("cargo:rustc-link-lib=static=a2pack_static");
         let libs = lib_dir.join(STATIC_LIBS);
-        println!("cargo:rerun-if-changed={}", libs.display());
+        watch_file(&libs);
         let text = std::fs::read_to_string(&libs)
             .unwrap_or_else(|e| fail(&format!("cannot read {} beside the archive: {e}", libs.display())));
         for name in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
@@ -211,7 +222,7 @@ fn link(lib_dir: &Path, want: &str) -> &'static str {
     if !lib_dir.join("liba2pack.so").exists() {
         fail(&format!("{} holds neither {STATIC_ARCHIVE} nor liba2pack.so", lib_dir.display()));
     }
-    println!("cargo:rerun-if-changed={}", lib_dir.join("liba2pack.so").display());
+    watch_file(&lib_dir.join("liba2pack.so"));
     println!("cargo:rustc-link-lib=dylib=a2pack");
     // This crate's own tests and doctests run the library from there
     // (dependents' programs do not get this: docs/rust.md).
@@ -332,8 +343,12 @@ fn header_mismatch(manifest_dir: &Path, include_dir: &Path) -> Option<String> {
 /// other declarations would compile and then call functions wrongly.
 fn check_header(manifest_dir: &Path, include_dir: &Path, library: &Library) {
     let Some(why) = header_mismatch(manifest_dir, include_dir) else { return };
-    // gen_bindings.py is in a checkout, not in a packaged crate.
-    let in_checkout = manifest_dir.join("gen_bindings.py").is_file() && !matches!(library, Library::Installed { .. });
+    // gen_bindings.py is in a checkout, not in a packaged crate: there the
+    // checkout's own header is newer than its bindings.
+    let checkout_include = manifest_dir.join("../../../include").canonicalize().ok();
+    let in_checkout = manifest_dir.join("gen_bindings.py").is_file()
+        && !matches!(library, Library::Installed { .. })
+        && include_dir.canonicalize().ok() == checkout_include;
     fail(&if in_checkout {
         format!(
             "{why}: the header changed since the bindings were generated. Run \
