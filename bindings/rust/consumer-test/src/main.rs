@@ -11,6 +11,7 @@ fn main() -> Result<(), a2pack::Error> {
 
 fn run(dir: &std::path::Path, fail: bool) -> Result<(), a2pack::Error> {
     println!("a2pack {} (abi {})", a2pack::version(), a2pack::abi_version());
+    println!("library: {}", a2pack::sys::LIBRARY_SOURCE);
     if fail {
         a2pack::Dataset::open(dir.join("no-such-dataset"))?;
     }
