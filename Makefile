@@ -18,11 +18,13 @@ STAMPS := .stamps
 FIXTURE ?= $(abspath ../shared/fixtures/example.a2run2)
 export CCACHE_NOHASHDIR := 1
 # The wheel build (pip) and build/ compile the same sources with the same
-# flags; ccache makes the second one nearly free.
-ifneq ($(shell command -v ccache 2>/dev/null),)
+# flags; ccache makes the second one nearly free. ccache is one of the
+# Debian packages the setup step installs before anything is compiled, so
+# the launcher is set unconditionally: looking ccache up when make reads this
+# file would miss it on a fresh machine's first run, which then compiled
+# everything twice without a cache.
 export CMAKE_CXX_COMPILER_LAUNCHER := ccache
 export CMAKE_C_COMPILER_LAUNCHER := ccache
-endif
 
 APT_PACKAGES := cmake ninja-build g++ pkg-config ccache libzstd-dev libsqlite3-dev libfmt-dev \
   nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev python3-venv python3-dev liburing-dev
