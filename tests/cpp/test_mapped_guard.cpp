@@ -158,3 +158,64 @@ TEST(MappedGuardDeathTest, ForeignSigbusStillEndsTheProcess) {
       },
       testing::KilledBySignal(SIGBUS), "");
 }
+
+namespace {
+void torch_like_handler(int sig, siginfo_t*, void*) {
+  // As torch's DataLoader workers do: say so, restore the default, raise.
+  const char msg[] = "later handler ran\n";
+  (void)!::write(2, msg, sizeof msg - 1);
+  struct sigaction dfl;
+  std::memset(&dfl, 0, sizeof dfl);
+  dfl.sa_handler = SIG_DFL;
+  ::sigaction(sig, &dfl, nullptr);
+  ::raise(sig);
+}
+void returning_handler(int, siginfo_t*, void*) {}
+
+void install(void (*h)(int, siginfo_t*, void*)) {
+  struct sigaction sa;
+  std::memset(&sa, 0, sizeof sa);
+  sa.sa_sigaction = h;
+  sa.sa_flags = SA_SIGINFO | SA_NODEFER;
+  ::sigaction(SIGBUS, &sa, nullptr);
+}
+}  // namespace
+
+TEST(MappedGuardDeathTest, AHandlerInstalledLaterIsChainedAtTheNextMapping) {
+  // Each scenario changes the process's handlers: run in a child.
+  TempDir dir;
+  const std::string a = make_file(dir, "a.bin"), b = make_file(dir, "b.bin");
+  EXPECT_EXIT(
+      {
+        MappedFile first(a);
+        install(torch_like_handler);  // replaces a2pack's, hands nothing on
+        MappedFile second(b);         // a2pack's goes back on top, chaining to it
+        if (::truncate(b.c_str(), 4096) != 0) std::_Exit(3);
+        uint8_t x;
+        if (status_of([&] { guarded_copy(&x, second.data() + 9000, 1); }) != A2PACK_E_CORRUPT)
+          std::_Exit(4);
+        const char caught[] = "guard caught it; ";
+        (void)!::write(2, caught, sizeof caught - 1);
+        ::raise(SIGBUS);  // not the library's: the later handler, then the default action
+        std::_Exit(0);
+      },
+      testing::KilledBySignal(SIGBUS), "guard caught it; later handler ran");
+}
+
+TEST(MappedGuardDeathTest, AHandlerThatReturnsFromAFaultDoesNotLoopForever) {
+  TempDir dir;
+  const std::string a = make_file(dir, "a.bin"), other = make_file(dir, "other.bin");
+  EXPECT_EXIT(
+      {
+        MappedFile first(a);
+        install(returning_handler);
+        MappedFile second(a);  // chains to returning_handler
+        int fd = ::open(other.c_str(), O_RDONLY);
+        auto* p = static_cast<const volatile uint8_t*>(
+            ::mmap(nullptr, kFileBytes, PROT_READ, MAP_SHARED, fd, 0));
+        if (::truncate(other.c_str(), 0) != 0) std::_Exit(3);
+        (void)p[10000];  // faults again at the same address: the default action
+        std::_Exit(0);
+      },
+      testing::KilledBySignal(SIGBUS), "");
+}

@@ -749,11 +749,13 @@ class Reader(Sequence):
         """All the records of this reader (or slice)."""
         if not self._h.mapped:
             return list(iter(self))
-        # Out of the mapping, no read-ahead, in chunks of about 4 MiB: each is
-        # copied into a batch buffer before its records are made, so a bigger
-        # chunk would only hold more memory twice.
+        # Out of the mapping, no read-ahead, in chunks of about 4 MiB (large
+        # records take the fill path there: one copy): a chunk of small
+        # records is copied into a batch buffer before its records are made,
+        # so a bigger one would only hold more memory twice.
         out: List[bytes] = []
-        step = self._chunk_records()
+        per = self.approximate_bytes_per_record() or 1.0
+        step = int(min(1 << 20, max(16, self._BATCH_CHUNK_BYTES / per)))
         for a in range(0, self._len, step):
             b = min(self._len, a + step)
             if self._step == 1:
