@@ -12,6 +12,7 @@
 #include "bag/shard_spec.hpp"
 #include "base/batch_read.hpp"
 #include "base/error.hpp"
+#include "base/mapped_guard.hpp"
 #include "base/worker_pool.hpp"
 #include "storage/object_store.hpp"
 
@@ -218,7 +219,11 @@ void Reader::sizes(const uint64_t* indices, size_t n, uint64_t* out, uint32_t wo
   for (size_t k = 0; k < n; ++k)
     if (indices[k] >= total_)
       fail(A2PACK_E_OUT_OF_RANGE, "indices[{}] = {} out of range [0, {})", k, indices[k], total_);
-  parallel_for(n, cpu_workers, [&](size_t k) {
+  // The limits and the stored frames may be read from mappings: each
+  // record under a guard (mapped_guard.hpp), so a file cut short fails the
+  // call with an error naming it. Only plain locals and thread_local
+  // scratch live while a mapping is read.
+  parallel_for(n, cpu_workers, [&](size_t k) { guarded_read([&] {
     size_t s;
     uint64_t local, b, e;
     locate(indices[k], s, local);
@@ -247,7 +252,7 @@ void Reader::sizes(const uint64_t* indices, size_t n, uint64_t* out, uint32_t wo
     if (size == ZstdCodec::kUnknown)
       size = codec_->decoded_length(src, e - b, sh.path(), local, options_.max_record_bytes);
     out[k] = size;
-  });
+  }); });
 }
 
 std::unique_ptr<Reader> Reader::open(const std::string& spec, const ReaderOptions& o) {
@@ -274,6 +279,11 @@ bool Reader::zero_copy() const {
 
 void Reader::spans(const uint64_t* indices, size_t n, uint32_t* shard, uint64_t* begin,
                    uint64_t* end) const {
+  guarded_read([&] { spans_unguarded(indices, n, shard, begin, end); });  // limits may be mapped
+}
+
+void Reader::spans_unguarded(const uint64_t* indices, size_t n, uint32_t* shard, uint64_t* begin,
+                             uint64_t* end) const {
   for (size_t k = 0; k < n; ++k) {
     uint64_t g = indices[k];
     if (g >= total_)
@@ -290,13 +300,15 @@ void Reader::spans_range(uint64_t start, uint64_t count, uint32_t* shard, uint64
                          uint64_t* end) const {
   if (start > total_ || count > total_ - start)
     fail(A2PACK_E_OUT_OF_RANGE, "records [{}, {}) out of range [0, {})", start, start + count, total_);
-  for (uint64_t k = 0; k < count; ++k) {
-    size_t s;
-    uint64_t local;
-    locate(start + k, s, local);
-    shards_[s]->range(local, begin[k], end[k]);
-    shard[k] = static_cast<uint32_t>(s);
-  }
+  guarded_read([&] {  // the limits may be read from a mapping
+    for (uint64_t k = 0; k < count; ++k) {
+      size_t s;
+      uint64_t local;
+      locate(start + k, s, local);
+      shards_[s]->range(local, begin[k], end[k]);
+      shard[k] = static_cast<uint32_t>(s);
+    }
+  });
 }
 
 Batch Reader::read_range(uint64_t start, uint64_t count, uint32_t workers) const {
@@ -310,6 +322,14 @@ Batch Reader::read_range(uint64_t start, uint64_t count, uint32_t workers) const
 Reader::Located Reader::locate_all(const uint64_t* indices, size_t n) const {
   Located at;
   at.locs.resize(n);
+  // The limits may be read from a mapping: one guard for the batch. `at`
+  // lives outside it; inside, only push_back allocates, never while a
+  // mapping is read.
+  guarded_read([&] { locate_into(at, indices, n); });
+  return at;
+}
+
+void Reader::locate_into(Located& at, const uint64_t* indices, size_t n) const {
   for (size_t k = 0; k < n; ++k) {
     uint64_t g = indices[k];
     if (g >= total_)
@@ -333,7 +353,6 @@ Reader::Located Reader::locate_all(const uint64_t* indices, size_t n) const {
     }
     at.spans.push_back({k, k + 1, static_cast<uint32_t>(s), b, e - b});
   }
-  return at;
 }
 
 Batch Reader::read(const uint64_t* indices, size_t n, uint32_t workers) const {
@@ -366,7 +385,7 @@ Batch Reader::read(const uint64_t* indices, size_t n, uint32_t workers) const {
       const Span& sp = at.spans[i];
       const RecordFile& f = shards_[sp.shard]->records();
       if (remote[i] || !f.is_mapped()) return;
-      std::memcpy(dest(i), f.mapped() + sp.off, sp.len);
+      guarded_copy(dest(i), f.mapped() + sp.off, sp.len);
     });
     return out;
   }
@@ -460,9 +479,30 @@ void Reader::size_record(PendingRead& p, size_t k, std::atomic<uint64_t>* budget
     return;
   }
   const uint64_t limit = options_.max_record_bytes;
-  uint64_t s = ZstdCodec::content_size(p.src_[k], l.len, sh.path(), l.local);
+  // A stored frame in a mapping is read under a guard (mapped_guard.hpp).
+  const bool mapped = sh.records().is_mapped();
+  uint64_t s;
+  if (mapped)
+    guarded_read([&] { s = ZstdCodec::content_size(p.src_[k], l.len, sh.path(), l.local); });
+  else
+    s = ZstdCodec::content_size(p.src_[k], l.len, sh.path(), l.local);
   if (s == ZstdCodec::kUnknown) {
-    p.unsized_[k] = codec_->decompress_unknown(p.src_[k], l.len, sh.path(), l.local, limit);
+    // The streaming decoder grows a buffer as it goes, which a guard must
+    // not hold: a mapped frame is copied out first (such frames are rare;
+    // bagz writes the content size).
+    const uint8_t* src = p.src_[k];
+    thread_local std::vector<uint8_t> frame;
+    if (mapped) {
+      try {
+        frame.resize(l.len);
+      } catch (const std::bad_alloc&) {
+        fail(A2PACK_E_NO_MEMORY, "{}: record {}: out of memory allocating {} bytes for its stored frame",
+             sh.path(), l.local, l.len);
+      }
+      guarded_copy(frame.data(), src, l.len);
+      src = frame.data();
+    }
+    p.unsized_[k] = codec_->decompress_unknown(src, l.len, sh.path(), l.local, limit);
     s = p.unsized_[k].size();
   } else if (s > limit) {
     too_large(sh, l.local, s, limit);  // before anything is allocated for it
@@ -475,7 +515,11 @@ void Reader::size_record(PendingRead& p, size_t k, std::atomic<uint64_t>* budget
     if (left >= s) {
       std::unique_ptr<uint8_t[]> out(new (std::nothrow) uint8_t[s]);
       if (out) {
-        codec_->decompress_exact(p.src_[k], l.len, out.get(), s, sh.path(), l.local);
+        auto decode = [&] { codec_->decompress_exact(p.src_[k], l.len, out.get(), s, sh.path(), l.local); };
+        if (mapped)
+          guarded_read(decode);
+        else
+          decode();
         p.decoded_[k] = std::move(out);
       }
     }
@@ -506,10 +550,18 @@ void PendingRead::fill(uint8_t* const* dests) const {
           std::memcpy(dst, decoded_[k].get(), sizes_[k]);
         } else if (unsized_[k]) {
           std::memcpy(dst, unsized_[k].data(), sizes_[k]);
-        } else if (!sh.compressed()) {
-          std::memcpy(dst, src_[k], l.len);
         } else {
-          r.codec_->decompress_exact(src_[k], l.len, dst, sizes_[k], sh.path(), l.local);
+          // From the stored bytes: a mapping's under a guard.
+          auto from_stored = [&] {
+            if (!sh.compressed())
+              std::memcpy(dst, src_[k], l.len);
+            else
+              r.codec_->decompress_exact(src_[k], l.len, dst, sizes_[k], sh.path(), l.local);
+          };
+          if (sh.records().is_mapped())
+            guarded_read(from_stored);
+          else
+            from_stored();
         }
       },
       grain);

@@ -140,6 +140,9 @@ class Reader {
   };
   // Resolve every index (bounds and limits checked).
   Located locate_all(const uint64_t* indices, size_t n) const;
+  void locate_into(Located& at, const uint64_t* indices, size_t n) const;
+  void spans_unguarded(const uint64_t* indices, size_t n, uint32_t* shard, uint64_t* begin,
+                       uint64_t* end) const;
   PendingRead prepare_located(Located at, uint32_t workers) const;
   // Sets p's size of record k (its stored bytes in place): from the zstd
   // frame header, decoding frames without one; with a budget, also decodes

@@ -12,6 +12,7 @@
 
 #include "base/batch_read.hpp"
 #include "base/error.hpp"
+#include "base/mapped_guard.hpp"
 #include "base/worker_pool.hpp"
 
 namespace a2pack::bag {
@@ -172,7 +173,7 @@ void RecordFile::read(uint64_t offset, size_t len, uint8_t* dst) const {
     return;
   }
   if (cache_ == CachePolicy::system) {
-    std::memcpy(dst, map_.data() + offset, len);
+    guarded_copy(dst, map_.data() + offset, len);  // a file cut short raises (mapped_guard.hpp)
     return;
   }
   if (align_) {

@@ -4,6 +4,7 @@
 
 #include "base/bytes.hpp"
 #include "base/error.hpp"
+#include "base/mapped_guard.hpp"
 #include "base/path_prefix.hpp"
 
 namespace a2pack::bag {
@@ -34,7 +35,8 @@ Shard::Shard(const std::string& spec, const ReaderOptions& o)
         fail(A2PACK_E_CORRUPT, "{}: file changed size while opening", path);
       base = limits_file_.data();
     }
-    uint64_t start = le::load<uint64_t>(base + file_size - 8);
+    uint64_t start;
+    guarded_read([&] { start = le::load<uint64_t>(base + file_size - 8); });  // mapped (mapped_guard.hpp)
     if (start > file_size - 8)
       fail(A2PACK_E_CORRUPT,
            "{}: the last limit says the limits start at offset {}, past the end of the {}-byte "
@@ -57,7 +59,8 @@ Shard::Shard(const std::string& spec, const ReaderOptions& o)
            lpath, lsize);
     count_ = lsize / 8;
     limits_ = limits_file_.data();
-    records_end_ = count_ ? le::load<uint64_t>(limits_ + 8 * (count_ - 1)) : 0;
+    records_end_ = 0;
+    if (count_) guarded_read([&] { records_end_ = le::load<uint64_t>(limits_ + 8 * (count_ - 1)); });
     if (records_end_ > file_size)
       fail(A2PACK_E_CORRUPT,
            "{}: record {}: limit {} is past the records section ({} bytes in {})", lpath,
@@ -75,7 +78,7 @@ Shard::Shard(const std::string& spec, const ReaderOptions& o)
   }
   if (o.limits_storage == LimitsStorage::in_memory && count_) {
     limits_mem_.resize(count_);
-    std::memcpy(limits_mem_.data(), limits_, 8 * count_);
+    guarded_copy(limits_mem_.data(), limits_, 8 * count_);
     limits_ = reinterpret_cast<const uint8_t*>(limits_mem_.data());
     limits_file_ = MappedFile();
     validate_all();

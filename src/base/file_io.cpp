@@ -15,6 +15,7 @@
 
 #include "base/background_writer.hpp"
 #include "base/error.hpp"
+#include "base/mapped_guard.hpp"
 
 namespace a2pack {
 
@@ -135,6 +136,12 @@ MappedFile::MappedFile(const std::string& path, Advice advice) : path_(path) {
   if (size == 0) return;
   void* p = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, f.fd(), 0);
   if (p == MAP_FAILED) fail_errno("mmap", path, errno);
+  try {
+    register_mapping(p, size, path, f.fd());  // reads under a guard raise if the file shrinks
+  } catch (...) {
+    ::munmap(p, size);
+    throw;
+  }
   data_ = static_cast<const uint8_t*>(p);
   size_ = size;
   if (advice != Advice::normal) this->advise(advice);
@@ -157,7 +164,10 @@ MappedFile& MappedFile::operator=(MappedFile&& o) noexcept {
   return *this;
 }
 void MappedFile::reset() noexcept {
-  if (data_) ::munmap(const_cast<uint8_t*>(data_), size_);
+  if (data_) {
+    unregister_mapping(data_);
+    ::munmap(const_cast<uint8_t*>(data_), size_);
+  }
   data_ = nullptr;
   size_ = 0;
 }

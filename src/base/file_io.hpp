@@ -17,6 +17,8 @@ namespace a2pack {
 std::vector<uint8_t> read_file(const std::string& path);
 
 // A read-only mapping of a whole file (empty files map to an empty view).
+// Registered with base/mapped_guard.hpp: the library's reads of it inside
+// guarded_read() raise an Error if the file shrinks, instead of SIGBUS.
 class MappedFile {
  public:
   enum class Advice { normal, random, sequential };

@@ -15,6 +15,7 @@
 
 #include "base/crc32c.hpp"
 #include "base/error.hpp"
+#include "base/mapped_guard.hpp"
 #include "base/path_prefix.hpp"
 #include "base/worker_pool.hpp"
 #include "dataset/builder.hpp"
@@ -60,12 +61,16 @@ uint32_t combine_chunks(const std::vector<uint32_t>& crcs, uint64_t len) {
   return crc;
 }
 
-uint32_t parallel_crc(const uint8_t* p, uint64_t len, uint32_t workers) {
+uint32_t parallel_crc(const uint8_t* p, uint64_t len, uint32_t workers, bool mapped) {
   size_t chunks = static_cast<size_t>((len + kChunk - 1) / kChunk);
   std::vector<uint32_t> crcs(chunks);
   parallel_for(chunks, workers, [&](size_t i) {
     uint64_t off = i * kChunk;
-    crcs[i] = crc32c::compute(p + off, static_cast<size_t>(std::min(kChunk, len - off)));
+    const size_t n = static_cast<size_t>(std::min(kChunk, len - off));
+    if (mapped)
+      guarded_read([&] { crcs[i] = crc32c::compute(p + off, n); });
+    else
+      crcs[i] = crc32c::compute(p + off, n);
   });
   return combine_chunks(crcs, len);
 }
@@ -246,7 +251,7 @@ void Dataset::load_rows(const ReadFd& f, uint64_t offset, const OpenOptions& o) 
 #ifdef MADV_HUGEPAGE
     if (bytes && o.huge_pages) ::madvise(const_cast<uint8_t*>(map_.data()), map_.size(), MADV_HUGEPAGE);  // a hint
 #endif
-    if (check) crc = parallel_crc(data_, crc_bytes, o.workers);
+    if (check) crc = parallel_crc(data_, crc_bytes, o.workers, /*mapped=*/true);
   } else {
     mem_ = RowMemory(static_cast<size_t>(bytes), o.huge_pages);
     data_ = mem_.data();
@@ -340,7 +345,7 @@ void Dataset::check_metadata(const Unrecorded& u) {
   while (r.step()) {
     int64_t id = r.col_int(0), first = r.col_int(1);
     Row x;
-    std::memcpy(&x, data_ + static_cast<uint64_t>(first) * kRowBytes, kRowBytes);
+    read_rows(static_cast<uint64_t>(first), 1, reinterpret_cast<uint8_t*>(&x));
     uint64_t want = expected_row_run_id(local_ids_, static_cast<uint64_t>(id));
     if (x.run_id != static_cast<uint32_t>(want) || x.step_index != 0)
       fail(A2PACK_E_CORRUPT,
@@ -362,31 +367,51 @@ unsigned Dataset::check_gather(const int64_t* idx, size_t n, uint32_t workers) c
 }
 
 namespace {
-// Every row of a checked batch to emit(i, row), on w threads.
+// Every row of a checked batch to emit(i, row), on w threads. Rows of a
+// mapping are read under a guard on each thread (mapped_guard.hpp), so a
+// steps.npy cut short under the mapping fails the batch with an error
+// naming it; the gather loops themselves are plain copies into the
+// caller's buffers, as a guard requires.
 template <typename Emit>
-void gather_on(const uint8_t* base, const int64_t* idx, size_t n, unsigned w, const Emit& emit) {
+void gather_on(const uint8_t* base, const int64_t* idx, size_t n, unsigned w, bool mapped,
+               const Emit& emit) {
   if (w <= 1) {
-    gather_all(base, idx, n, emit);
+    if (mapped)
+      guarded_read([&] { gather_all(base, idx, n, emit); });
+    else
+      gather_all(base, idx, n, emit);
     return;
   }
   size_t per = chunk_rows(n, w);
+  MapFault fault;
   run_claiming((n + per - 1) / per, w, [&](const ChunkClaim& claim) {
-    gather_chunks(base, idx, n, per, claim, emit);
+    if (mapped)
+      fault.record(guarded_fault([&] { gather_chunks(base, idx, n, per, claim, emit); }));
+    else
+      gather_chunks(base, idx, n, per, claim, emit);
   });
+  fault.raise_if_any();
 }
 }  // namespace
 
 void Dataset::gather(const int64_t* idx, size_t n, uint8_t* out, uint32_t workers) const {
-  gather_on(data_, idx, n, check_gather(idx, n, workers), [out](size_t i, const uint8_t* row) {
-    std::memcpy(out + i * kRowBytes, row, kRowBytes);
-  });
+  gather_on(data_, idx, n, check_gather(idx, n, workers), mapped_,
+            [out](size_t i, const uint8_t* row) { std::memcpy(out + i * kRowBytes, row, kRowBytes); });
 }
 
 
 void Dataset::gather_columns(const int64_t* idx, size_t n, const ColumnsOut& out,
                              uint32_t workers) const {
-  gather_on(data_, idx, n, check_gather(idx, n, workers),
+  gather_on(data_, idx, n, check_gather(idx, n, workers), mapped_,
             [&out](size_t i, const uint8_t* row) { emit_columns(i, row, out); });
+}
+
+void Dataset::read_rows(uint64_t first, uint64_t count, uint8_t* out) const {
+  const uint8_t* src = data_ + first * kRowBytes;
+  if (mapped_)
+    guarded_copy(out, src, static_cast<size_t>(count * kRowBytes));
+  else
+    std::memcpy(out, src, static_cast<size_t>(count * kRowBytes));
 }
 
 // ---------------------------------------------------------------- selection
@@ -536,11 +561,17 @@ std::string Dataset::stats_json(uint32_t workers) const {
   parallel_for(chunks, workers, [&](size_t c) {
     std::array<uint64_t, 9> h{};
     uint64_t a = c * per_chunk, b = std::min(rows_, a + per_chunk);
-    for (uint64_t r = a; r < b; ++r) {
-      const uint8_t* p = data_ + r * kRowBytes;
-      h[p[kOffMove] & 3]++;
-      h[4 + __builtin_popcount(p[kOffLegal] & 0xF)]++;
-    }
+    auto count = [&] {
+      for (uint64_t r = a; r < b; ++r) {
+        const uint8_t* p = data_ + r * kRowBytes;
+        h[p[kOffMove] & 3]++;
+        h[4 + __builtin_popcount(p[kOffLegal] & 0xF)]++;
+      }
+    };
+    if (mapped_)
+      guarded_read(count);
+    else
+      count();
     counts[c] = h;
   });
   std::array<uint64_t, 9> tot{};
@@ -587,11 +618,15 @@ std::vector<std::string> Dataset::check_rows(uint32_t workers, size_t max_errors
                        expected, rows_));
   parallel_for(runs.size(), workers, [&](size_t k) {
     const R& r = runs[k];
+    constexpr int64_t kBlock = 256;  // rows copied out at a time (one guard each when mapped)
+    Row block[kBlock];
     for (int64_t s = 0; s < r.num; ++s) {
       if (n_errors.load(std::memory_order_relaxed) >= max_errors) return;
       uint64_t row = static_cast<uint64_t>(r.first + s);
-      Row x;
-      std::memcpy(&x, data_ + row * kRowBytes, kRowBytes);
+      if (s % kBlock == 0)
+        read_rows(row, static_cast<uint64_t>(std::min(kBlock, r.num - s)),
+                  reinterpret_cast<uint8_t*>(block));
+      const Row& x = block[s % kBlock];
       auto bad = [&](const std::string& what) {
         report(fmt::format("{}/steps.npy: row {} (run {}, step {}): {}", dir_, row, r.id, s, what));
       };

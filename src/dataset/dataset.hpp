@@ -107,6 +107,9 @@ class Dataset {
   // Bounds-checks a batch (throws naming the first bad index) and returns how
   // many threads its gather should use.
   unsigned check_gather(const int64_t* idx, size_t n, uint32_t workers) const;
+  // Copy rows [first, first + count) to out: under a guard when mapped, so a
+  // steps.npy cut short fails with an error naming it.
+  void read_rows(uint64_t first, uint64_t count, uint8_t* out) const;
 
   Dataset() = default;
   // s3:// and gs:// datasets (remote.cpp).

@@ -8,6 +8,8 @@
 #include "base/bytes.hpp"
 #include "base/crc32c.hpp"
 #include "base/error.hpp"
+#include "base/mapped_guard.hpp"
+#include "base/uninit_vector.hpp"
 #include "base/worker_pool.hpp"
 #include "pack/zstd_entry.hpp"
 
@@ -43,7 +45,7 @@ void PackSource::read(void* buf, size_t len, uint64_t offset) const {
   if (obj_)
     obj_->read(offset, len, static_cast<uint8_t*>(buf));
   else if (mapped_)
-    std::memcpy(buf, map_.data() + offset, len);
+    guarded_copy(buf, map_.data() + offset, len);  // a file cut short raises (mapped_guard.hpp)
   else
     fd_->pread_exact(buf, len, offset);
 }
@@ -126,12 +128,22 @@ void Reader::open() {
     src_.read(index_copy.data(), index_bytes, kHeaderSize);
     index = index_copy.data();
   }
-  uint32_t icrc = crc32c::compute(index, index_bytes);
+  // The index is read once, here: its CRC and every entry decoded into
+  // entries_ (under a guard when mapped), checked below from entries_.
+  entries_.resize(count);
+  uint32_t icrc = 0;
+  auto read_index = [&] {
+    icrc = crc32c::compute(index, index_bytes);
+    for (size_t i = 0; i < count; ++i) entries_[i] = decode_entry(index + i * kEntrySize);
+  };
+  if (src_.mapped())
+    guarded_read(read_index);
+  else
+    read_index();
   if (icrc != footer_.index_crc)
     fail(A2PACK_E_CHECKSUM, "index CRC32C mismatch: footer says {:#010x}, computed {:#010x}",
          footer_.index_crc, icrc);
   const uint64_t iend = kHeaderSize + index_bytes;
-  entries_.resize(count);
   uint64_t max_end = 0, min_offset = fstart;
   // Overlaps are checked in the same pass while the index is sorted by
   // offset (as every writer lays it out): `owner` is the non-empty entry
@@ -141,7 +153,7 @@ void Reader::open() {
   size_t owner = SIZE_MAX;
   StepCapacity cap;  // for the stats block's lengths
   for (size_t i = 0; i < count; ++i) {
-    Entry e = decode_entry(index + i * kEntrySize);
+    const Entry e = entries_[i];
     if (e.offset < iend || e.offset > fstart || e.length > fstart - e.offset)
       fail(A2PACK_E_CORRUPT,
            "entry {}: payload [{}, {}) lies outside the data region [{}, {}) between the index "
@@ -149,7 +161,6 @@ void Reader::open() {
            i, e.offset, e.offset + e.length, iend, fstart);
     max_end = std::max(max_end, e.end());
     min_offset = std::min(min_offset, e.offset);
-    entries_[i] = e;
     cap.add(e);
     if (e.offset < last_offset) sorted = false;
     last_offset = e.offset;
@@ -237,15 +248,24 @@ std::optional<uint64_t> Reader::first_nonzero(uint64_t offset, uint64_t len) con
   while (len) {
     size_t n = static_cast<size_t>(std::min<uint64_t>(len, kChunk));
     const uint8_t* p;
+    size_t at = n;
+    auto scan = [&] {
+      for (size_t k = 0; k < n; ++k)
+        if (p[k]) {
+          at = k;
+          return;
+        }
+    };
     if (src_.mapped()) {
       p = src_.view(offset);
+      guarded_read(scan);
     } else {
       buf.resize(n);
       src_.read(buf.data(), n, offset);
       p = buf.data();
+      scan();
     }
-    for (size_t k = 0; k < n; ++k)
-      if (p[k]) return offset + k;
+    if (at < n) return offset + at;
     offset += n;
     len -= n;
   }
@@ -321,7 +341,7 @@ const uint8_t* Reader::stored_view(uint64_t i, bool verify) const {
          path());
   const uint8_t* p = src_.view(e.offset);
   try {
-    if (verify) check_crc(e, p);
+    if (verify) guarded_read([&] { check_crc(e, p); });
   } catch (const Error& err) {
     fail_entry(i, err);
   }
@@ -330,7 +350,10 @@ const uint8_t* Reader::stored_view(uint64_t i, bool verify) const {
 
 EntryBytes Reader::payload_and_crc(uint64_t i, bool verify, uint32_t& crc) const {
   const Entry& e = entry(i);
-  if (src_.mapped()) return finish_payload(i, src_.view(e.offset), {}, verify, crc);
+  // Mapped or not, the stored bytes are copied out first (from a mapping
+  // under a guard, in src_.read): decompressing and decoding work on a2pack's
+  // own memory, so a pack cut short under the mapping fails with an error
+  // naming it instead of ending the process.
   std::vector<uint8_t> buf;
   try {
     buf.resize(e.length);
@@ -394,7 +417,7 @@ EntryBytes Reader::finish_payload(uint64_t i, const uint8_t* stored, std::vector
       crc = crc32c::compute(out.data, out.size);
     } else {
       if (buf.empty()) {
-        out.data = stored;  // a view of the mapping
+        out.data = stored;  // an empty entry
       } else {
         out.storage = std::move(buf);
         out.data = out.storage.data();
@@ -457,15 +480,28 @@ run::Batch Reader::decode_batch(const uint64_t* idx, size_t n, uint32_t workers,
   for (size_t k = 0; k < n; ++k) stored_and_mapped &= entry(idx[k]).flags == kEntryStored;
   std::vector<EntryBytes> bytes;
   std::vector<run::Payload> p(n);
+  uninit_vector<uint8_t> copied;
   if (stored_and_mapped) {
-    // Zero-copy: the decoder reads the mapping and checks each entry's CRC in
-    // its own first parallel pass.
+    // The stored payloads copied out of the mapping into one buffer, each
+    // under a guard (mapped_guard.hpp), in parallel; the decoder then reads
+    // that buffer and checks each entry's CRC in its own first parallel pass.
+    std::vector<uint64_t> at(n + 1, 0);
+    for (size_t k = 0; k < n; ++k) at[k + 1] = at[k] + entry(idx[k]).length;
+    try {
+      copied.resize(static_cast<size_t>(at[n]));
+    } catch (const std::bad_alloc&) {
+      fail(A2PACK_E_NO_MEMORY, "{}: out of memory allocating {} bytes for the stored bytes of {} entries",
+           path(), at[n], n);
+    }
+    parallel_for(n, workers, [&](size_t k) {
+      guarded_copy(copied.data() + at[k], src_.view(entry(idx[k]).offset), entry(idx[k]).length);
+    }, 16);
     for (size_t k = 0; k < n; ++k) {
       const Entry& e = entry(idx[k]);
-      const uint8_t* view = src_.view(e.offset);
-      if (run::detect_kind(view, e.length) != kind(idx[k]))
+      const uint8_t* stored = copied.data() + at[k];
+      if (run::detect_kind(stored, e.length) != kind(idx[k]))
         fail_entry(idx[k], Error(A2PACK_E_CORRUPT, "the index kind does not match the payload"));
-      p[k] = {view, e.length, verify ? e.crc : 0u};
+      p[k] = {stored, e.length, verify ? e.crc : 0u};
     }
   } else {
     bytes.resize(n);
@@ -687,7 +723,7 @@ void Reader::validate(bool full, uint32_t workers, const ProgressFn& progress) c
       while (off < footer_.data_end) {
         size_t len = static_cast<size_t>(std::min<uint64_t>(footer_.data_end - off, chunk));
         if (src_.mapped()) {
-          c = crc32c::extend(c, src_.view(off), len);
+          guarded_read([&] { c = crc32c::extend(c, src_.view(off), len); });
         } else {
           buf.resize(len);
           src_.read(buf.data(), len, off);

@@ -35,8 +35,9 @@ struct ReaderOptions {
   bool verify_crc = true;  // default for entry access; calls may turn it off
 };
 
-// The run-file bytes of one entry: a view of the mapping, or owned storage
-// (pread mode, decompressed entries).
+// The run-file bytes of one entry, in owned storage: the stored bytes copied
+// out (by pread, or from the mapping under a guard: base/mapped_guard.hpp),
+// or the decompressed entry.
 struct EntryBytes {
   const uint8_t* data = nullptr;
   size_t size = 0;
@@ -170,7 +171,7 @@ class Reader {
   void check_gaps(const std::vector<Gap>& gaps,
                   const std::function<void(uint64_t, const char*)>& found) const;
   // Checks, decompression and kind check of entry i's stored bytes `stored`
-  // (`buf` owns them unless they are a view of the mapping).
+  // (`buf` owns them).
   EntryBytes finish_payload(uint64_t i, const uint8_t* stored, std::vector<uint8_t>&& buf,
                             bool verify, uint32_t& crc) const;
 

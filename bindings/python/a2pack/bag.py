@@ -18,7 +18,11 @@ Differences from bagz, all deliberate:
     rename); leaving a ``with`` block by an exception abandons the file;
   * negative indices work everywhere (``r[-1]``, ``read_indices([-1])``);
   * ``Reader.Options.max_parallelism`` (100, as bagz) caps the threads that
-    wait on the disk; copying and decompressing use at most one per core.
+    wait on the disk; copying and decompressing use at most one per core;
+  * a file truncated (or rewritten in place) by another process while a
+    Reader has it mapped makes the next read raise CorruptError naming the
+    file, where bagz ends the process with SIGBUS (records already returned
+    are whole copies; docs/bag.md, "Files cut short").
 """
 
 from __future__ import annotations
@@ -293,15 +297,35 @@ def _records_of(batch_ptr) -> List[bytes]:
         lib.a2pack_bag_batch_close(batch_ptr)
 
 
+def _records_lazily(batch_ptr) -> Iterator[bytes]:
+    """The records of a C batch, each copied out of the batch's memory into
+    its own bytes object only when the iterator reaches it (a C-level slice
+    per record, no Python frame); the batch is released with the iterator."""
+    data = ffi.new("const uint8_t **")
+    offs = ffi.new("const uint64_t **")
+    count = ffi.new("size_t *")
+    lib.a2pack_bag_batch_view(batch_ptr, data, offs, count)
+    n = count[0]
+    o = np.frombuffer(ffi.buffer(offs[0], 8 * (n + 1)), dtype=np.uint64).tolist() if n else [0]
+    if o[-1] == 0:
+        lib.a2pack_bag_batch_close(batch_ptr)
+        return iter([b""] * n)
+    # The buffer keeps `owner` alive, and `owner` releases the batch.
+    owner = ffi.gc(data[0], lambda _p, b=batch_ptr: lib.a2pack_bag_batch_close(b))
+    buf = ffi.buffer(owner, o[-1])
+    return map(buf.__getitem__, map(slice, o[:-1], itertools.islice(o, 1, None)))
+
+
 # Records at least this large (stored bytes per record, on average) are
 # decoded by the library straight into their bytes objects: one copy instead
 # of two, and the first touch of each object's fresh memory happens on all of
 # the reader's workers instead of in this thread. Smaller records are cheaper
 # as slices of one batch buffer (a C-level slice beats a ctypes call each).
 _DIRECT_FILL_BYTES = 8 << 10
-# For stored records straight from the mapping, slicing copies once too; the
-# library's fill pays off only for batches big enough to split over the
-# workers (iteration reads small chunks, whose freed memory the next reuses).
+# For stored records of a mapping, read into a batch buffer and sliced from
+# there, the library's fill pays off only for batches big enough to split
+# over the workers (iteration reads small chunks, whose freed memory the next
+# reuses).
 _DIRECT_FILL_MAPPED_BATCH = 4 << 20
 
 # PyBytes_FromStringAndSize(NULL, n): a bytes object whose n bytes are
@@ -348,7 +372,7 @@ class UnreferencedBytesWarning(UserWarning):
 class _Handle:
     """Owns one C reader; shared by a Reader and all its slices."""
 
-    __slots__ = ("ptr", "spec", "count", "stored_bytes", "maps", "fill_direct", "fill_min",
+    __slots__ = ("ptr", "spec", "count", "stored_bytes", "mapped", "fill_direct", "fill_min",
                  "__weakref__")
 
     def __init__(self, spec, options: _ReaderOptions):
@@ -367,70 +391,53 @@ class _Handle:
             warnings.warn(line, UnreferencedBytesWarning, stacklevel=4)
         self.count = int(lib.a2pack_bag_reader_count(self.ptr))
         self.stored_bytes = int(lib.a2pack_bag_reader_stored_bytes(self.ptr))
-        self.maps = self._maps()
+        # Every shard mapped and stored as it is: records are copied out of
+        # the mappings by the library (under its guard against a file cut
+        # short, docs/bag.md), with nothing to decode or to wait for.
+        self.mapped = self._all_mapped()
         self.fill_direct = self.count > 0 and self.stored_bytes >= _DIRECT_FILL_BYTES * self.count
         # Fewest records a call must read to take the fill path.
-        self.fill_min = 2 if self.maps is None else max(
+        self.fill_min = 2 if not self.mapped else max(
             2, _DIRECT_FILL_MAPPED_BATCH * self.count // max(1, self.stored_bytes))
 
-    def _maps(self):
-        """Buffers over each shard's mapping when records can be copied
-        straight out of it (mmap, uncompressed), else None."""
+    def _all_mapped(self) -> bool:
         base = ffi.new("const uint8_t **")
         size = ffi.new("uint64_t *")
-        maps = []
         for i in range(int(lib.a2pack_bag_reader_shard_count(self.ptr))):
             if lib.a2pack_bag_reader_shard_map(self.ptr, i, base, size) != 0:
                 lib.a2pack_clear_error()
-                return None
-            maps.append(ffi.buffer(base[0], size[0]) if size[0] else b"")
-        return maps
+                return False
+        return True
 
     def __del__(self):
         ptr = getattr(self, "ptr", None)
         if ptr is not None:
-            self.maps = None
             lib.a2pack_bag_reader_close(ptr)
             self.ptr = None
 
-    def _slices(self, shards, begins, ends) -> Iterator[bytes]:
-        """The records at these spans of the shard mappings, each copied into
-        its own bytes object only when the iterator reaches it (C-level
-        steps: no Python frame per record). The caller keeps this handle
-        alive while it is consumed: the mappings go with the handle."""
-        maps = self.maps
-        cuts = map(slice, begins.tolist(), ends.tolist())
-        if len(maps) == 1:
-            return map(maps[0].__getitem__, cuts)
-        return map(operator.getitem, map(maps.__getitem__, shards.tolist()), cuts)
-
-    def _spans(self, n: int, c_call, *positions) -> tuple:
-        """Shard, begin and end of n records, from a2pack_bag_reader_spans
-        (positions: the index array and n) or _spans_range (start and n)."""
-        shards = np.empty(n, dtype=np.uint32)
-        begins = np.empty(n, dtype=np.uint64)
-        ends = np.empty(n, dtype=np.uint64)
-        check(c_call(self.ptr, *positions, ffi.from_buffer("uint32_t[]", shards),
-                     ffi.from_buffer("uint64_t[]", begins), ffi.from_buffer("uint64_t[]", ends)))
-        return shards, begins, ends
-
     def iter_range(self, start: int, n: int) -> Iterator[bytes]:
-        """Records start..start+n of a mapped handle, copied one by one as
-        they are taken: a consumer that drops each record before the next
-        gets every copy into the same warm block of memory."""
-        return self._slices(*self._spans(n, lib.a2pack_bag_reader_spans_range, start, n))
+        """Records start..start+n of a mapped handle: copied out of the
+        mapping into one (reused) batch buffer by the library, then each into
+        its own bytes object as it is taken, so a consumer that drops each
+        record before the next gets every copy into the same warm block of
+        memory. The iterator holds the batch, not the handle."""
+        out = ffi.new("a2pack_bag_batch **")
+        check(lib.a2pack_bag_reader_read_range(self.ptr, start, n, 1, out))
+        return _records_lazily(out[0])
 
     def iter_global(self, indices: np.ndarray) -> Iterator[bytes]:
         """iter_range for any positions."""
         idx = np.ascontiguousarray(indices, dtype=np.uint64)
-        return self._slices(*self._spans(
-            len(idx), lib.a2pack_bag_reader_spans, ffi.from_buffer("uint64_t[]", idx), len(idx)))
+        out = ffi.new("a2pack_bag_batch **")
+        check(lib.a2pack_bag_reader_read(self.ptr, ffi.from_buffer("uint64_t[]", idx), len(idx), 1,
+                                         out))
+        return _records_lazily(out[0])
 
     def read_range(self, start: int, n: int, workers: int) -> List[bytes]:
         if self.fill_direct and n >= self.fill_min:
             return _records_filled(self.ptr, np.arange(start, start + n, dtype=np.uint64), workers,
                                    self.spec)
-        if self.maps is not None:
+        if self.mapped:
             return list(self.iter_range(start, n))
         out = ffi.new("a2pack_bag_batch **")
         check(lib.a2pack_bag_reader_read_range(self.ptr, start, n, workers, out))
@@ -459,7 +466,7 @@ class _Handle:
         n = len(idx)
         if self.fill_direct and n >= self.fill_min:
             return _records_filled(self.ptr, idx, workers, self.spec)
-        if self.maps is not None:
+        if self.mapped:
             return list(self.iter_global(idx))
         out = ffi.new("a2pack_bag_batch **")
         check(lib.a2pack_bag_reader_read(
@@ -486,12 +493,10 @@ def _pool() -> concurrent.futures.ThreadPoolExecutor:
 
 
 def _read_now(jobs: Iterator, handle: "_Handle", workers: int) -> Iterator[Iterable[bytes]]:
-    """Batches read in the consumer's thread: for records copied straight
-    from the mapping there is nothing to overlap. Ranges and strided
-    positions are copied lazily, record by record (this generator, suspended
-    at its yield, keeps the handle and so the mapping alive meanwhile);
-    picks are read whole, as a repeated position must give the same
-    object."""
+    """Batches read in the consumer's thread: for records copied out of
+    the mapping there is nothing to overlap. Ranges and strided positions
+    are sliced out of their batch lazily, record by record; picks are read
+    whole, as a repeated position must give the same object."""
     for job in jobs:
         if job[0] == "range":
             yield handle.iter_range(job[1], job[2])
@@ -507,7 +512,7 @@ def _read_ahead(jobs: Iterator, handle: "_Handle", workers: int) -> Iterator[Lis
     """Batches of records for `jobs`, in order, with the next batches already
     being read (and decompressed, in parallel) on the pool while the consumer
     works through the current one."""
-    if handle.maps is not None:
+    if handle.mapped:
         yield from _read_now(jobs, handle, workers)
         return
     pool = _pool()
@@ -668,14 +673,17 @@ class Reader(Sequence):
         return (self._start + indices * self._step).astype(np.uint64)
 
     _BATCH_CHUNK_BYTES = 4 << 20
+    _MAPPED_CHUNK_BYTES = 512 << 10
 
     def _chunk_records(self) -> int:
         """Records per batch while iterating: about 4 MiB stored. Read ahead,
-        that is big enough to decompress in parallel; from a mapping, where
-        records are copied one by one as they are taken, it only sets how
-        many positions are looked up at once."""
+        that is big enough to decompress in parallel. From a mapping, each
+        chunk is copied into a batch buffer and its records are sliced out
+        of it as they are taken: 512 KiB keeps that buffer in the cache for
+        the second copy."""
         per = self.approximate_bytes_per_record() or 1.0
-        return int(min(65536, max(16, self._BATCH_CHUNK_BYTES / per)))
+        chunk = self._MAPPED_CHUNK_BYTES if self._h.mapped else self._BATCH_CHUNK_BYTES
+        return int(min(65536, max(16, chunk / per)))
 
     def _jobs(self, start: int, stop: int) -> Iterator:
         """Batch jobs covering local positions [start, stop)."""
@@ -739,11 +747,15 @@ class Reader(Sequence):
     # -- eager and batch reads
     def read(self) -> List[bytes]:
         """All the records of this reader (or slice)."""
-        if self._h.maps is None:
+        if not self._h.mapped:
             return list(iter(self))
-        # Straight from the mapping: a few big span lookups, no read-ahead.
+        # Out of the mapping, no read-ahead, in chunks of about 4 MiB (large
+        # records take the fill path there: one copy): a chunk of small
+        # records is copied into a batch buffer before its records are made,
+        # so a bigger one would only hold more memory twice.
         out: List[bytes] = []
-        step = 1 << 20
+        per = self.approximate_bytes_per_record() or 1.0
+        step = int(min(1 << 20, max(16, self._BATCH_CHUNK_BYTES / per)))
         for a in range(0, self._len, step):
             b = min(self._len, a + step)
             if self._step == 1:

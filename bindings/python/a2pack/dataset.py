@@ -479,7 +479,15 @@ class Dataset:
 
     ``Dataset(path)`` reads the committed rows into RAM (64-byte aligned, on
     huge pages where the kernel allows) with large parallel reads and checks
-    them against the manifest's CRC32C. ``mmap=True`` maps steps.npy instead.
+    them against the manifest's CRC32C. ``mmap=True`` maps steps.npy instead:
+    if another process then truncates steps.npy or rewrites it in place (as
+    ``np.save`` over it does), the library's reads of rows past the new end
+    (``get_batch``, ``get_batch_columns``, a Feed's batches, ``stats``) raise
+    CorruptError naming the file instead of ending the process with SIGBUS.
+    The :attr:`steps` view is read by numpy and your code, not by the
+    library: there such a fault still ends the process. Copy rows out with
+    ``get_batch``, or open without ``mmap``, for files others may rewrite
+    (docs/dataset.md, "A mapped steps.npy that shrinks").
     Picklable by path: an unpickled copy (e.g. in a DataLoader worker) opens
     the folder again with the same options.
     """
@@ -534,7 +542,10 @@ class Dataset:
     @property
     def steps(self) -> npt.NDArray[np.void]:
         """All committed rows as a read-only structured array (zero-copy view
-        of the library's memory, dtype :data:`STEP_DTYPE`)."""
+        of the library's memory, dtype :data:`STEP_DTYPE`). With ``mmap=True``
+        that memory is the mapping of steps.npy: reading the view past the
+        end of a file another process cut short ends the process (SIGBUS),
+        where ``get_batch`` raises."""
         self._check_open()
         steps = self._steps
         assert steps is not None  # close() drops the rows with the handle

@@ -151,6 +151,14 @@ class PackReader:
     Opening checks the header, index and footer CRCs and every entry's bounds
     without reading any payload. Reads check each entry's CRC unless
     `verify=False` (trusted sequential scans). Safe to share between threads.
+
+    With ``mmap=True`` (the default) the file is mapped. If another process
+    truncates it meanwhile, reads of entries past its new end (``read``,
+    ``decode``, the batch calls, ``validate``) raise CorruptError naming the
+    file instead of ending the process with SIGBUS; a view returned by
+    :meth:`get_slice` earlier is read by your code, where such a fault still
+    ends the process (docs/pack.md, "Files cut short"). Use ``mmap=False``
+    for packs that others may rewrite.
     """
 
     _h: Any  # cffi `a2pack_pack *`; None once closed
@@ -213,7 +221,10 @@ class PackReader:
 
     def get_slice(self, i: int, verify: Optional[bool] = None) -> npt.NDArray[np.uint8]:
         """Zero-copy read-only uint8 view of entry i's stored bytes (the zstd
-        frame for compressed entries). Needs a memory-mapped reader."""
+        frame for compressed entries). Needs a memory-mapped reader. The view
+        is of the mapping: if another process cuts the file short, reading
+        the view past the new end ends the process (SIGBUS), as for any
+        mapped file; :meth:`read` returns a copy."""
         data = ffi.new("const uint8_t **")
         size = ffi.new("size_t *")
         check(lib.a2pack_pack_get_slice(self._handle, self._index(i), self._flags(verify), data,

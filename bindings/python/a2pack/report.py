@@ -142,10 +142,11 @@ def _load_dataset(path: str, replay_runs: Optional[Sequence[int]]) -> ReportData
     else:
         d.run_ids = first = d.lengths = np.zeros(0, np.int64)
         d.scores, d.highest = np.zeros(0, np.uint64), np.zeros(0, np.uint32)
-    steps = ds.steps
-    d.total_steps = len(steps)
-    pick = _sample(len(steps), STEP_SAMPLE)
-    s = steps if pick is None else steps[pick]
+    # Rows copied out by the library (get_batch), not views of the mapping:
+    # a steps.npy cut short meanwhile raises instead of ending the process.
+    d.total_steps = len(ds)
+    pick = _sample(len(ds), STEP_SAMPLE)
+    s = ds.get_batch(np.arange(len(ds)) if pick is None else pick)
     d.moves, d.legal = s["move"].copy(), s["ev_legal"].copy()
     d.ev = s["ev_values"].copy()
     by_id = {int(r): k for k, r in enumerate(d.run_ids)}
@@ -157,7 +158,7 @@ def _load_dataset(path: str, replay_runs: Optional[Sequence[int]]) -> ReportData
         k = by_id[int(rid)]
         a = int(first[k])
         m = min(int(d.lengths[k]), REPLAY_MAX_STEPS)
-        rs = steps[a:a + m]
+        rs = ds.get_batch(np.arange(a, a + m))
         d.replays.append(Replay(f"run {rid} (score {int(d.scores[k])}, {int(d.lengths[k])} moves)",
                                 rs["board"].copy(), rs["move"].copy(), rs["ev_values"].copy(),
                                 rs["ev_legal"].copy()))

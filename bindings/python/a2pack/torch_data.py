@@ -449,13 +449,16 @@ class RankShard:
         # so its rows are [bounds[r], bounds[r+1]). A run starts where
         # step_index is 0; finding the first start at or after a point reads
         # at most one run's step_index column (a few pages of the mapping),
-        # so no rank touches the others' rows.
-        step_index = self.dataset.steps["step_index"]
+        # so no rank touches the others' rows. Rows are copied out by the
+        # library (get_batch), which raises if steps.npy was cut short under
+        # the mapping, where a view would end the process.
+        ds = self.dataset
         bounds: List[int] = []
         for r in range(w + 1):
             x = -(-r * n // w)
             while x < n:
-                hit = np.flatnonzero(step_index[x:x + 4096] == 0)
+                block = ds.get_batch(np.arange(x, min(x + 4096, n)))["step_index"]
+                hit = np.flatnonzero(block == 0)
                 if hit.size:
                     x += int(hit[0])
                     break
@@ -502,21 +505,23 @@ def _check_rows(ds: Dataset, a: int, b: int) -> None:
     slices of 1 << 20 rows (plus the row before each, for the along-a-run
     rules) so the temporaries stay small."""
     from .errors import CorruptError
-    steps = ds.steps
     where = f"{ds.path}/steps.npy"
     slice_rows = 1 << 20
+    starts = 0  # runs starting in the shard (step_index 0)
     for lo in range(a, b, slice_rows):
         hi = min(lo + slice_rows, b)
-        r = steps[lo:hi]
+        # Copies (get_batch), not views of the mapping: see RankShard.
+        r = ds.get_batch(np.arange(lo, hi))
         move = r["move"].astype(np.int64)
         legal = r["ev_legal"].astype(np.int64)
         ev = r["ev_values"]
         si = r["step_index"].astype(np.int64)
+        starts += int(np.count_nonzero(si == 0))
         rid = r["run_id"].astype(np.int64)
         bits = ((legal[:, None] >> np.arange(4)) & 1).astype(bool)
         chosen_legal = bits[np.arange(len(r)), np.minimum(move, 3)]
         chosen_value = ev[np.arange(len(r)), np.minimum(move, 3)]
-        prev = steps[lo - 1] if lo > a else None
+        prev = ds.get_batch(np.arange(lo - 1, lo))[0] if lo > a else None
         p_si = np.concatenate(([-1 if prev is None else int(prev["step_index"])], si[:-1]))
         p_rid = np.concatenate(([-1 if prev is None else int(prev["run_id"])], rid[:-1]))
         cont = si != 0  # the row continues the run of the row before
@@ -550,7 +555,6 @@ def _check_rows(ds: Dataset, a: int, b: int) -> None:
             raise CorruptError(f"{where}: row {lo + i} (step_index {si[i]}, run_id {rid[i]}; "
                                f"this rank's rows are {a}..{b - 1}): {say(i)}")
     # Runs starting in the shard: as many as metadata.db records there.
-    starts = int(np.count_nonzero(steps["step_index"][a:b] == 0))
     recorded = len(ds.run_ids("first_step_idx >= ? AND first_step_idx < ?", (a, b)))
     if starts != recorded:
         raise CorruptError(f"{where}: rows {a}..{b - 1} start {starts} runs (step_index 0), "
