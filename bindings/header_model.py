@@ -26,7 +26,7 @@ import re
 import shutil
 import subprocess
 import sys
-from typing import Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 DEFAULT_HEADER = REPO / "include" / "a2pack.h"
@@ -340,3 +340,40 @@ if __name__ == "__main__":
             print(f"typedef {it.type.c(it.name)};")
         else:
             print(f"#define {it.name} {it.value}")
+
+
+def main_write_or_check(tool: str, default_out: pathlib.Path,
+                        generate: "Callable[[pathlib.Path], str]") -> None:
+    """The command line every generated layer shares: write `generate(header)`
+    to --out atomically, or with --check exit non-zero with a diff when the
+    committed file differs from what the header gives (the drift check)."""
+    import argparse
+    import difflib
+    import tempfile
+
+    ap = argparse.ArgumentParser(prog=tool)
+    ap.add_argument("--header", default=str(DEFAULT_HEADER))
+    ap.add_argument("--out", default=str(default_out))
+    ap.add_argument("--check", action="store_true")
+    args = ap.parse_args()
+    text = generate(pathlib.Path(args.header).resolve())
+    out = pathlib.Path(args.out)
+    if args.check:
+        old = out.read_text() if out.exists() else ""
+        if old != text:
+            sys.stdout.writelines(list(difflib.unified_diff(
+                old.splitlines(True), text.splitlines(True),
+                str(out), f"{out} (regenerated from {args.header})"))[:400])
+            rel = pathlib.Path(sys.argv[0]).resolve()
+            try:
+                rel = rel.relative_to(REPO)
+            except ValueError:
+                pass
+            sys.exit(f"{tool}: {out} differs from what {args.header} gives; "
+                     f"run `python {rel}` and commit the result")
+        return
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=out.parent, suffix=".tmp")
+    with os.fdopen(fd, "w") as fh:
+        fh.write(text)
+    os.replace(tmp, out)

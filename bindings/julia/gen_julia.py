@@ -20,12 +20,8 @@ Usage: python gen_julia.py [--header PATH] [--out PATH] [--check]
 
 from __future__ import annotations
 
-import argparse
-import difflib
-import os
 import pathlib
 import sys
-import tempfile
 
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
@@ -224,27 +220,7 @@ def generate(header: pathlib.Path) -> str:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--header", default=str(hm.DEFAULT_HEADER))
-    ap.add_argument("--out", default=str(DEFAULT_OUT))
-    ap.add_argument("--check", action="store_true")
-    args = ap.parse_args()
-    text = generate(pathlib.Path(args.header))
-    out = pathlib.Path(args.out)
-    if args.check:
-        old = out.read_text() if out.exists() else ""
-        if old != text:
-            sys.stdout.writelines(difflib.unified_diff(
-                old.splitlines(True), text.splitlines(True),
-                str(out), f"{out} (regenerated from {args.header})"))
-            sys.exit(f"gen_julia: {out} differs from what {args.header} gives; "
-                     f"run `python bindings/julia/gen_julia.py` and commit the result")
-        return
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=out.parent, suffix=".tmp")
-    with os.fdopen(fd, "w") as fh:
-        fh.write(text)
-    os.replace(tmp, out)
+    hm.main_write_or_check("gen_julia", DEFAULT_OUT, generate)
 
 
 if __name__ == "__main__":

@@ -35,9 +35,6 @@ Usage: python gen_bindings.py [--header PATH] [--out PATH] [--check]
 
 from __future__ import annotations
 
-import argparse
-import difflib
-import os
 import pathlib
 import subprocess
 import sys
@@ -397,28 +394,7 @@ def generate(header: pathlib.Path) -> str:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--header", default=str(hm.DEFAULT_HEADER))
-    ap.add_argument("--out", default=str(DEFAULT_OUT))
-    ap.add_argument("--check", action="store_true")
-    args = ap.parse_args()
-    header = pathlib.Path(args.header).resolve()
-    text = generate(header)
-    out = pathlib.Path(args.out)
-    if args.check:
-        old = out.read_text() if out.exists() else ""
-        if old != text:
-            sys.stdout.writelines(list(difflib.unified_diff(
-                old.splitlines(True), text.splitlines(True),
-                str(out), f"{out} (regenerated from {args.header})"))[:200])
-            sys.exit(f"gen_bindings: {out} differs from what {args.header} gives; "
-                     f"run `python bindings/rust/a2pack-sys/gen_bindings.py` and commit the result")
-        return
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=out.parent, suffix=".tmp")
-    with os.fdopen(fd, "w") as fh:
-        fh.write(text)
-    os.replace(tmp, out)
+    hm.main_write_or_check("gen_bindings", DEFAULT_OUT, generate)
 
 
 if __name__ == "__main__":
