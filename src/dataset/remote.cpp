@@ -127,7 +127,9 @@ std::unique_ptr<Dataset> Dataset::open_remote(const std::string& dir_in, const O
     auto link = [&](const std::string& target, const std::string& name) {
       fs::create_symlink(target, view.path + "/" + name);
     };
-    for (const auto& [name, obj] : small) link(cache + "/" + name, name);
+    // The small files are hard links to the cache (the same file system):
+    // a dataset's own files are never read through a symbolic link.
+    for (const auto& [name, obj] : small) fs::create_hard_link(cache + "/" + name, view.path + "/" + name);
     link("/proc/self/fd/" + std::to_string(fd), "steps.npy");
     try {
       std::unique_ptr<Dataset> ds = open(view.path, o);

@@ -27,10 +27,12 @@ def _stop(_type: Any, value: BaseException, _tb: Any) -> int:
     return 1  # non-zero: the library stops the query
 
 
-@ffi.callback("int(void *, uint64_t, uint64_t)", onerror=_stop)
-def _go_on(_user: Any, _done: int, _total: int) -> int:
+def _go_on_py(_user: Any, _done: int, _total: int) -> int:
     # Nothing to do: being called is the point (see the module's docstring).
     return 0
+
+
+_go_on = ffi.callback("int(void *, uint64_t, uint64_t)", _go_on_py, onerror=_stop)
 
 
 def options(timeout: Optional[float]) -> Any:
