@@ -441,6 +441,53 @@ def test_a_rank_may_get_no_rows(ds):
     check_batch(ds, b)
 
 
+_UNDER_A_MEMORY_LIMIT = """
+import os, resource, sys
+import a2pack
+from a2pack import errors
+from a2pack.logger import DataLogger
+
+def limit(headroom):
+    with open("/proc/self/statm") as f:
+        mapped = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    resource.setrlimit(resource.RLIMIT_AS, (mapped + headroom, resource.RLIM_INFINITY))
+
+ds = a2pack.Dataset(sys.argv[1])
+threads = len(os.listdir("/proc/self/task"))
+# First (the stacks of threads that ended are kept for reuse): room for the
+# logger's ring, not for its writer thread's stack of 8 MiB.
+limit(4 << 20)
+try:
+    DataLogger(sys.argv[2], ring_bytes=1 << 20, frame_bytes=1 << 16, writer_threads=1)
+except errors.NoMemoryError as e:
+    print("logger:", e)
+limit(64 << 20)  # room for a few thread stacks, not for 500
+try:
+    a2pack.Feed(ds, batch_size=16, threads=500)
+except errors.NoMemoryError as e:
+    print("feed:", e)
+assert len(os.listdir("/proc/self/task")) == threads  # the ones started were stopped
+f = a2pack.Feed(ds, batch_size=16, threads=2)
+for _ in range(10):
+    next(f)
+f.close()
+"""
+
+
+def test_threads_that_cannot_start_are_a_resource_error_naming_the_count(ds, tmp_path):
+    # Under an address-space limit std::thread fails: NoMemoryError (a
+    # MemoryError), not InternalError; the feed's names the thread and the
+    # count asked for.
+    r = subprocess.run([sys.executable, "-c", _UNDER_A_MEMORY_LIMIT, ds.path, tmp_path / "log"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    lines = r.stdout.splitlines()
+    assert len(lines) == 2, r.stdout + r.stderr
+    assert lines[0].startswith("logger: out of threads or memory: ")
+    assert lines[1].startswith("feed: feed: cannot start producer thread ")
+    assert " of 500: " in lines[1] and "fewer threads" in lines[1]
+
+
 # ---------------------------------------------------------------- mixing
 def _mix_sources(ds):
     n = len(ds)
