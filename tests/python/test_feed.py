@@ -728,6 +728,39 @@ def test_to_copies_every_column(ds):
         feed.close()
 
 
+def test_batches_and_feeds_refuse_pickling_and_say_what_to_do(ds):
+    import copy
+    import pickle
+
+    feed = a2pack.Feed(ds, batch_size=16, depth=1, columns=("boards", "moves"))
+    b = next(feed)
+    for fn in (pickle.dumps, copy.copy, copy.deepcopy):
+        with pytest.raises(TypeError, match=r"cannot be pickled or copied.*batch\.copy\(\)"):
+            fn(b)
+        with pytest.raises(TypeError, match=r"cannot be pickled or copied.*state_dict\(\)"):
+            fn(feed)
+    # A batch not yet made (as unpickling would leave it) has no columns, and
+    # says so instead of looking them up for ever.
+    blank = a2pack.FeedBatch.__new__(a2pack.FeedBatch)
+    with pytest.raises(AttributeError):
+        blank.boards
+    # What to do instead: copies, which outlive the slot and pickle.
+    cols = b.copy()
+    assert set(cols) == {"boards", "moves", "indices"}
+    for name, col in cols.items():
+        np.testing.assert_array_equal(col, b[name])
+        assert not np.shares_memory(col, b[name])
+    want = {k: v.copy() for k, v in cols.items()}
+    del b
+    for _ in range(8):  # the slot comes round again
+        next(feed)
+    back = pickle.loads(pickle.dumps(cols))
+    for name in want:
+        np.testing.assert_array_equal(back[name], want[name])
+    np.testing.assert_array_equal(cols["boards"], ds.steps[cols["indices"]]["board"])
+    feed.close()
+
+
 def test_the_c_part_serves_next_where_built(ds):
     # feed.py finds the C part (a2pack/_feedcore) beside the library or in
     # the installed package; where one is built, Feed's __next__ is its own.
