@@ -12,6 +12,7 @@
 #include <memory>
 #include <mutex>
 #include <pthread.h>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -97,9 +98,19 @@ class Pool {
     {
       std::lock_guard<std::mutex> lk(mu_);
       while (threads_.size() < tickets && threads_.size() < kMaxThreads) {
-        threads_.emplace_back([this] { loop(); });
+        try {
+          threads_.emplace_back([this] { loop(); });
+        } catch (const std::system_error&) {
+          // Out of threads or memory for their stacks (a ulimit, a
+          // container's pids limit): go on with the threads there are. The
+          // caller takes part in every job, so the work still gets done,
+          // more slowly; a later call tries again.
+          break;
+        }
         threads_.back().detach();
       }
+      // No more tickets than threads: with none at all, tickets would pile up.
+      tickets = static_cast<unsigned>(std::min<size_t>(tickets, threads_.size()));
       for (unsigned t = 0; t < tickets; ++t) queue_.push_back(job);
       queued_.fetch_add(tickets, std::memory_order_release);
     }

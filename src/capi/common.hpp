@@ -6,6 +6,7 @@
 #include <cstring>
 #include <new>
 #include <string>
+#include <system_error>
 #include <type_traits>
 
 #include "a2pack.h"
@@ -34,6 +35,17 @@ a2pack_status guard(F&& fn) noexcept {
   } catch (const std::length_error& e) {
     set_error(A2PACK_E_NO_MEMORY, std::string("allocation too large: ") + e.what());
     return A2PACK_E_NO_MEMORY;
+  } catch (const std::system_error& e) {
+    // What std::thread and std::async throw when the process is out of
+    // threads or of memory for their stacks (ulimit -u or -v, a container's
+    // pids limit): a resource the caller can give, not a bug.
+    if (e.code() == std::errc::resource_unavailable_try_again ||
+        e.code() == std::errc::not_enough_memory) {
+      set_error(A2PACK_E_NO_MEMORY, std::string("out of threads or memory: ") + e.what());
+      return A2PACK_E_NO_MEMORY;
+    }
+    set_error(A2PACK_E_INTERNAL, std::string("internal error: ") + e.what());
+    return A2PACK_E_INTERNAL;
   } catch (const std::exception& e) {
     set_error(A2PACK_E_INTERNAL, std::string("internal error: ") + e.what());
     return A2PACK_E_INTERNAL;

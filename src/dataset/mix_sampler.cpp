@@ -32,16 +32,33 @@ uint64_t source_seed(uint64_t seed, size_t i) {
 void check_weights(const std::vector<double>& w, const std::vector<uint64_t>& sizes) {
   if (w.size() != sizes.size())
     fail(A2PACK_E_INVALID_ARGUMENT, "{} weights for {} sources", w.size(), sizes.size());
-  double sum = 0;
+  bool positive = false;
   for (size_t i = 0; i < w.size(); ++i) {
     if (!std::isfinite(w[i]) || w[i] < 0)
       fail(A2PACK_E_INVALID_ARGUMENT, "weight of source {} is {}: expected a finite value >= 0",
            i, w[i]);
     if (w[i] > 0 && sizes[i] == 0)
       fail(A2PACK_E_INVALID_ARGUMENT, "source {} has weight {} but no rows", i, w[i]);
-    sum += w[i];
+    positive |= w[i] > 0;
   }
-  if (!(sum > 0)) fail(A2PACK_E_INVALID_ARGUMENT, "the weights sum to 0: give one a positive weight");
+  // Not their sum: finite weights may sum to +inf (two of 1e308), and
+  // scaled() mixes them all the same.
+  if (!positive) fail(A2PACK_E_INVALID_ARGUMENT, "the weights sum to 0: give one a positive weight");
+}
+
+// The weights times the power of two that brings the largest into [1, 2).
+// Their sum is then at most 2 * kMaxSources: any finite weights (two of
+// 1e308, or subnormal ones) have a finite, positive sum to divide by.
+// Scaling by a power of two rounds nothing, so weights of ordinary size get
+// the proportions w_i / sum of the unscaled weights to the bit, and a
+// checkpointed mix keeps its batches. A weight below 2^-1022 of the largest
+// may become 0 here; its rows per batch would round to 0 anyway.
+std::vector<double> scaled(const std::vector<double>& w) {
+  const double top = *std::max_element(w.begin(), w.end());
+  const int e = std::ilogb(top);  // check_weights(): top is finite and > 0
+  std::vector<double> out(w.size());
+  for (size_t i = 0; i < w.size(); ++i) out[i] = std::ldexp(w[i], -e);
+  return out;
 }
 
 }  // namespace
@@ -70,9 +87,7 @@ MixSampler::MixSampler(std::vector<Source> sources, const std::vector<double>& w
     sizes_.push_back(src_.back().size());
   }
   check_weights(weights, sizes_);
-  weights_ = weights;
-  base_taken_.assign(src_.size(), 0);
-  rebuild_table();
+  adopt(weights, 0, std::vector<uint64_t>(src_.size(), 0), table_for(weights));
 }
 
 // Batch b's counts: floor(w_i * B) each, and the R rows left over to the R
@@ -82,17 +97,18 @@ MixSampler::MixSampler(std::vector<Source> sources, const std::vector<double>& w
 // the counts depend on b only through b mod g (the table's period). Weights
 // are quantised to integers (2^40 in all) so the comparison is exact and the
 // same on every platform.
-void MixSampler::rebuild_table() {
+MixSampler::Table MixSampler::table_for(const std::vector<double>& weights) const {
   const size_t k = src_.size();
-  const double sum = std::accumulate(weights_.begin(), weights_.end(), 0.0);
+  const std::vector<double> w = scaled(weights);
+  const double sum = std::accumulate(w.begin(), w.end(), 0.0);
   std::vector<uint64_t> fl(k), rem(k);
   unsigned __int128 total = 0;
   for (size_t i = 0; i < k; ++i) {
-    fl[i] = static_cast<uint64_t>(std::llround(weights_[i] / sum * 1099511627776.0));
+    fl[i] = static_cast<uint64_t>(std::llround(w[i] / sum * 1099511627776.0));
     total += fl[i];
   }
-  // check_weights() made the sum positive, so the largest weight quantises
-  // to at least 2^40 / k and total > 0.
+  // The largest scaled weight is at least 1 and the sum at most 2k, so it
+  // quantises to at least 2^39 / k and total > 0.
   uint64_t given = 0;
   for (size_t i = 0; i < k; ++i) {
     const unsigned __int128 q = static_cast<unsigned __int128>(fl[i]) * batch_;
@@ -117,15 +133,28 @@ void MixSampler::rebuild_table() {
   } else {
     for (size_t j = 0; j < left; ++j) ++fl[order[j]];
   }
-  period_ = group.empty() ? 1 : group.size();
-  cnt_.assign(period_ * k, 0);
-  pre_.assign((period_ + 1) * k, 0);
-  for (size_t r = 0; r < period_; ++r) {
-    for (size_t i = 0; i < k; ++i) cnt_[r * k + i] = fl[i];
+  Table tb;
+  tb.period = group.empty() ? 1 : group.size();
+  tb.cnt.assign(tb.period * k, 0);
+  tb.pre.assign((tb.period + 1) * k, 0);
+  for (size_t r = 0; r < tb.period; ++r) {
+    for (size_t i = 0; i < k; ++i) tb.cnt[r * k + i] = fl[i];
     for (size_t j = 0; j < group.size(); ++j)
-      if ((j + group.size() - r) % group.size() < t) ++cnt_[r * k + group[j]];
-    for (size_t i = 0; i < k; ++i) pre_[(r + 1) * k + i] = pre_[r * k + i] + cnt_[r * k + i];
+      if ((j + group.size() - r) % group.size() < t) ++tb.cnt[r * k + group[j]];
+    for (size_t i = 0; i < k; ++i)
+      tb.pre[(r + 1) * k + i] = tb.pre[r * k + i] + tb.cnt[r * k + i];
   }
+  return tb;
+}
+
+void MixSampler::adopt(std::vector<double> weights, uint64_t base, std::vector<uint64_t> taken,
+                       Table tb) noexcept {
+  weights_ = std::move(weights);
+  base_ = base;
+  base_taken_ = std::move(taken);
+  period_ = tb.period;
+  cnt_ = std::move(tb.cnt);
+  pre_ = std::move(tb.pre);
 }
 
 void MixSampler::batch_counts(uint64_t b, uint64_t* out) const {
@@ -183,13 +212,14 @@ size_t MixSampler::fill_part(uint64_t b, uint32_t rank, uint32_t world, int64_t*
 }
 
 void MixSampler::set_weights(const std::vector<double>& weights, uint64_t from) {
+  // Everything is worked out before anything changes: a refusal (or a
+  // failed allocation) leaves the weights and the position as they were.
   check_weights(weights, sizes_);
   std::vector<uint64_t> taken(src_.size());
   for (size_t i = 0; i < src_.size(); ++i) taken[i] = consumed(i, from);
-  weights_ = weights;
-  base_ = from;
-  base_taken_ = std::move(taken);
-  rebuild_table();
+  Table tb = table_for(weights);
+  std::vector<double> w = weights;
+  adopt(std::move(w), from, std::move(taken), std::move(tb));
 }
 
 std::string MixSampler::save_state(uint64_t next_batch) const {
@@ -256,15 +286,20 @@ uint64_t MixSampler::load_state(const void* data, size_t len) {
     std::memcpy(&w[i], &wbits, 8);
     taken[i] = le::load<uint64_t>(q + 24);
   }
+  // As set_weights: worked out first (the sources reshuffled on copies,
+  // which share their rows), then adopted.
   check_weights(w, sizes_);
+  Table tb = table_for(w);
+  std::vector<Sampler> src;
   if (seed != seed_) {
-    seed_ = seed;
-    for (size_t i = 0; i < k; ++i) src_[i].reseed(source_seed(seed, i));
+    src = src_;
+    for (size_t i = 0; i < k; ++i) src[i].reseed(source_seed(seed, i));
   }
-  weights_ = std::move(w);
-  base_ = next;
-  base_taken_ = std::move(taken);
-  rebuild_table();
+  if (!src.empty()) {
+    src_.swap(src);
+    seed_ = seed;
+  }
+  adopt(std::move(w), next, std::move(taken), std::move(tb));
   return next;
 }
 

@@ -24,8 +24,9 @@ class MixSampler {
     bool identity = false;
     uint64_t n = 0;
   };
-  // Weights must be finite and >= 0 with a positive sum, one per source;
-  // a source with a positive weight must have rows. At most kMaxSources.
+  // Weights must be finite and >= 0, one per source, and one positive (of
+  // any size: only their ratios count, 1e308 and 1e308 mix as 1 and 1); a
+  // source with a positive weight must have rows. At most kMaxSources.
   MixSampler(std::vector<Source> sources, const std::vector<double>& weights, uint64_t seed,
              size_t batch_size);
 
@@ -51,7 +52,8 @@ class MixSampler {
   size_t fill_part(uint64_t b, uint32_t rank, uint32_t world, int64_t* out_idx,
                    uint32_t* out_src);
   // From batch `from` on, mix with `weights`; batches before it keep the old
-  // proportions and can no longer be fetched.
+  // proportions and can no longer be fetched. Refused weights (or a `from`
+  // before the last change) change nothing.
   void set_weights(const std::vector<double>& weights, uint64_t from);
   const std::vector<double>& weights() const { return weights_; }
 
@@ -64,7 +66,16 @@ class MixSampler {
   uint64_t load_state(const void* data, size_t len);
 
  private:
-  void rebuild_table();
+  // Per residue of b mod period: each source's rows, and their prefix sums.
+  struct Table {
+    size_t period = 1;
+    std::vector<uint64_t> cnt, pre;
+  };
+  Table table_for(const std::vector<double>& weights) const;
+  // Take on new weights from batch `base` on (the rows consumed before it:
+  // `taken`) with their table; nothing in it can fail.
+  void adopt(std::vector<double> weights, uint64_t base, std::vector<uint64_t> taken,
+             Table tb) noexcept;
   uint64_t taken_before(size_t i, uint64_t b) const;  // table sum over batches [0, b)
 
   std::vector<Sampler> src_;

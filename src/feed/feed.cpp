@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <system_error>
 
 #include "base/bytes.hpp"
 #include "base/crc32c.hpp"
@@ -220,23 +221,30 @@ void Feed::prepare(uint64_t epoch, std::unique_lock<std::mutex>&) {
   keep_epochs_up_to(epoch);  // before the next one is made, not after
   building_.push_back(epoch);
   prep_done_ = false;
-  prep_ = std::thread([this, epoch] {
-    placement_.enter_helper();
-    std::shared_ptr<const dataset::Sampler> s;
-    try {
-      s = make_epoch(epoch);
-    } catch (...) {
-      // Made again on demand, where the error reaches the consumer.
-    }
-    std::lock_guard<std::mutex> lk(epoch_mu_);
-    if (s) {
-      add_epoch(std::move(s));
-    } else {
-      building_.erase(std::remove(building_.begin(), building_.end(), epoch), building_.end());
-      epoch_cv_.notify_all();
-    }
+  try {
+    prep_ = std::thread([this, epoch] {
+      placement_.enter_helper();
+      std::shared_ptr<const dataset::Sampler> s;
+      try {
+        s = make_epoch(epoch);
+      } catch (...) {
+        // Made again on demand, where the error reaches the consumer.
+      }
+      std::lock_guard<std::mutex> lk(epoch_mu_);
+      if (s) {
+        add_epoch(std::move(s));
+      } else {
+        building_.erase(std::remove(building_.begin(), building_.end(), epoch), building_.end());
+        epoch_cv_.notify_all();
+      }
+      prep_done_ = true;
+    });
+  } catch (const std::system_error&) {
+    // No thread to make it ahead (out of threads or memory): the producer
+    // that first needs the epoch makes it (sampler_for).
+    building_.erase(std::remove(building_.begin(), building_.end(), epoch), building_.end());
     prep_done_ = true;
-  });
+  }
 }
 
 void Feed::join_prep() {
@@ -283,7 +291,17 @@ void Feed::start() {
   if (o_.depth == 0) return;
   placement_.begin(o_.spare_consumer_cpu);
   threads_.reserve(o_.threads);
-  for (unsigned t = 0; t < o_.threads; ++t) threads_.emplace_back([this, t] { produce(t); });
+  for (unsigned t = 0; t < o_.threads; ++t) {
+    try {
+      threads_.emplace_back([this, t] { produce(t); });
+    } catch (const std::system_error& e) {
+      // begin() stops the ones started.
+      fail(A2PACK_E_NO_MEMORY,
+           "feed: cannot start producer thread {} of {}: {}; open the feed with fewer threads, "
+           "or raise the process's limits on threads and memory",
+           t + 1, o_.threads, e.what());
+    }
+  }
 }
 
 void Feed::stop() {

@@ -12,6 +12,7 @@ import gc
 import os
 import pathlib
 import shutil
+import struct
 import subprocess
 import sys
 import time
@@ -440,6 +441,53 @@ def test_a_rank_may_get_no_rows(ds):
     check_batch(ds, b)
 
 
+_UNDER_A_MEMORY_LIMIT = """
+import os, resource, sys
+import a2pack
+from a2pack import errors
+from a2pack.logger import DataLogger
+
+def limit(headroom):
+    with open("/proc/self/statm") as f:
+        mapped = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    resource.setrlimit(resource.RLIMIT_AS, (mapped + headroom, resource.RLIM_INFINITY))
+
+ds = a2pack.Dataset(sys.argv[1])
+threads = len(os.listdir("/proc/self/task"))
+# First (the stacks of threads that ended are kept for reuse): room for the
+# logger's ring, not for its writer thread's stack of 8 MiB.
+limit(4 << 20)
+try:
+    DataLogger(sys.argv[2], ring_bytes=1 << 20, frame_bytes=1 << 16, writer_threads=1)
+except errors.NoMemoryError as e:
+    print("logger:", e)
+limit(64 << 20)  # room for a few thread stacks, not for 500
+try:
+    a2pack.Feed(ds, batch_size=16, threads=500)
+except errors.NoMemoryError as e:
+    print("feed:", e)
+assert len(os.listdir("/proc/self/task")) == threads  # the ones started were stopped
+f = a2pack.Feed(ds, batch_size=16, threads=2)
+for _ in range(10):
+    next(f)
+f.close()
+"""
+
+
+def test_threads_that_cannot_start_are_a_resource_error_naming_the_count(ds, tmp_path):
+    # Under an address-space limit std::thread fails: NoMemoryError (a
+    # MemoryError), not InternalError; the feed's names the thread and the
+    # count asked for.
+    r = subprocess.run([sys.executable, "-c", _UNDER_A_MEMORY_LIMIT, ds.path, tmp_path / "log"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    lines = r.stdout.splitlines()
+    assert len(lines) == 2, r.stdout + r.stderr
+    assert lines[0].startswith("logger: out of threads or memory: ")
+    assert lines[1].startswith("feed: feed: cannot start producer thread ")
+    assert " of 500: " in lines[1] and "fewer threads" in lines[1]
+
+
 # ---------------------------------------------------------------- mixing
 def _mix_sources(ds):
     n = len(ds)
@@ -520,6 +568,91 @@ def test_feed_over_a_mix_refuses_rows_outside_the_dataset(ds):
         a2pack.Feed(ds, np.arange(4), mix=MixSampler([4], [1.0], batch_size=2))
 
 
+def _crc32c(data):
+    crc = 0xFFFFFFFF
+    for byte in data:
+        crc ^= byte
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82F63B78 & -(crc & 1))
+    return crc ^ 0xFFFFFFFF
+
+
+def _with_weights(state, at, weights):
+    """`state` with the weights of the mix state at offset `at` replaced (the
+    CRCs are then made again with _seal)."""
+    b = bytearray(state)
+    for i, w in enumerate(weights):
+        struct.pack_into("<d", b, at + 40 + 32 * i + 16, w)
+    return b
+
+
+def _seal(b, start, end):
+    """Make the CRC32C in the last 4 bytes of b[start:end] right again: valid
+    bytes, as a state written by hand would be."""
+    struct.pack_into("<I", b, end - 4, _crc32c(bytes(b[start:end - 4])))
+
+
+def test_mix_weights_whose_sum_overflows_mix_by_their_ratio():
+    # Two weights of 1e308 are finite; their sum is not. They mix as 1 and 1
+    # at every entry point, and weights refused leave the mix as it was.
+    from a2pack.mix import MixSampler
+    even = MixSampler([10, 10], [1.0, 1.0], batch_size=4, seed=2)
+    m = MixSampler([10, 10], [1e308, 1e308], batch_size=4, seed=2)
+    assert m.weights == [1e308, 1e308]
+    for b in range(12):
+        assert m.counts(b).tolist() == [2, 2]
+        np.testing.assert_array_equal(m.batch(b), even.batch(b))
+    m = MixSampler([10, 10], [1.0, 3.0], batch_size=4, seed=2)
+    m.set_weights([1e308, 1e308], from_batch=3)
+    assert m.counts(3).tolist() == [2, 2]
+    want = m.batch(5)
+    for bad in ([1e308, float("nan")], [1e308, -1e308], [float("inf"), 1.0], [0.0, 0.0]):
+        with pytest.raises(errors.InvalidArgumentError, match="weight|sum to 0"):
+            m.set_weights(bad, from_batch=5)
+        assert m.weights == [1e308, 1e308]
+        np.testing.assert_array_equal(m.batch(5), want)
+        m.batch(3)  # still fetchable: where the weights last changed did not move
+    # A valid state carrying such weights loads.
+    b = _with_weights(m.state(5), 0, [1e308, 1e308 / 3])
+    _seal(b, 0, len(b))
+    other = MixSampler([10, 10], [1.0, 1.0], batch_size=4, seed=9)
+    other.load_state_dict(bytes(b))
+    assert other.weights == [1e308, 1e308 / 3] and other.seed == 2
+    assert other.next_batch == 5 and other.counts(5).tolist() == [3, 1]
+    # 1e-308 beside 1e308 is positive and gets no rows; subnormals mix too.
+    assert MixSampler([10, 10], [1e308, 1e-308], batch_size=4).counts(0).tolist() == [4, 0]
+    assert MixSampler([10, 10], [5e-324, 1.5e-323], batch_size=4).counts(0).tolist() == [1, 3]
+
+
+def test_feed_over_a_mix_takes_weights_whose_sum_overflows(ds):
+    from a2pack.mix import MixSampler
+    old, new = _mix_sources(ds)
+    mix = MixSampler([old, new], [1.0, 3.0], batch_size=24, seed=8)
+    ref = MixSampler([old, new], [1.0, 3.0], batch_size=24, seed=8)
+    feed = a2pack.Feed(ds, mix=mix, columns=("boards",))
+    for _ in range(3):
+        next(feed)
+    feed.set_weights([1e308, 1e308])
+    ref.set_weights([1.0, 1.0], from_batch=3)
+    for k in range(3, 8):
+        np.testing.assert_array_equal(next(feed)["indices"], ref.batch(k))
+    with pytest.raises(errors.InvalidArgumentError, match="weight of source 0"):
+        feed.set_weights([float("nan"), 1.0])
+    np.testing.assert_array_equal(next(feed)["indices"], ref.batch(8))
+    # A feed state (a frame around the mix's state) with such weights, both
+    # CRCs valid, loads into another feed.
+    st = feed.state_dict()["state"]
+    b = _with_weights(st, 28, [1e308 / 4, 1e308])
+    _seal(b, 28, len(b) - 4)
+    _seal(b, 0, len(b))
+    other = a2pack.Feed(ds, mix=MixSampler([old, new], [1.0, 1.0], batch_size=24),
+                        columns=("boards",))
+    other.load_state_dict(bytes(b))
+    ref.set_weights([1.0, 4.0], from_batch=9)
+    for k in range(9, 14):
+        np.testing.assert_array_equal(next(other)["indices"], ref.batch(k))
+
+
 class _Copy:
     """Stands in for a CUDA event recorded after an asynchronous copy out of
     a batch: query() says whether it finished, synchronize() waits for it."""
@@ -593,6 +726,39 @@ def test_to_copies_every_column(ds):
             np.testing.assert_array_equal(t.numpy(), np.asarray(b[name]))
         assert not b._pending  # no asynchronous copy to guard on the CPU
         feed.close()
+
+
+def test_batches_and_feeds_refuse_pickling_and_say_what_to_do(ds):
+    import copy
+    import pickle
+
+    feed = a2pack.Feed(ds, batch_size=16, depth=1, columns=("boards", "moves"))
+    b = next(feed)
+    for fn in (pickle.dumps, copy.copy, copy.deepcopy):
+        with pytest.raises(TypeError, match=r"cannot be pickled or copied.*batch\.copy\(\)"):
+            fn(b)
+        with pytest.raises(TypeError, match=r"cannot be pickled or copied.*state_dict\(\)"):
+            fn(feed)
+    # A batch not yet made (as unpickling would leave it) has no columns, and
+    # says so instead of looking them up for ever.
+    blank = a2pack.FeedBatch.__new__(a2pack.FeedBatch)
+    with pytest.raises(AttributeError):
+        blank.boards
+    # What to do instead: copies, which outlive the slot and pickle.
+    cols = b.copy()
+    assert set(cols) == {"boards", "moves", "indices"}
+    for name, col in cols.items():
+        np.testing.assert_array_equal(col, b[name])
+        assert not np.shares_memory(col, b[name])
+    want = {k: v.copy() for k, v in cols.items()}
+    del b
+    for _ in range(8):  # the slot comes round again
+        next(feed)
+    back = pickle.loads(pickle.dumps(cols))
+    for name in want:
+        np.testing.assert_array_equal(back[name], want[name])
+    np.testing.assert_array_equal(cols["boards"], ds.steps[cols["indices"]]["board"])
+    feed.close()
 
 
 def test_the_c_part_serves_next_where_built(ds):

@@ -292,10 +292,27 @@ class FeedBatch(Mapping[str, Any]):
         return len(self._arrays)
 
     def __getattr__(self, name: str) -> Any:
+        # Only for what no slot or method answers: column names, which never
+        # begin with "_" (a slot not set yet, as copy and pickle probe for
+        # one, would otherwise look itself up here for ever).
+        if name.startswith("_"):
+            raise AttributeError(name)
         try:
             return self._arrays[name]
         except KeyError:
             raise AttributeError(name) from None
+
+    def copy(self) -> Dict[str, Any]:
+        """The columns copied out of the ring slot, by name (numpy arrays or
+        torch tensors, as the batch's): they stay valid and unchanged however
+        long they are kept, and can be pickled or sent to another process."""
+        return {name: col.clone() if hasattr(col, "clone") else np.array(col)
+                for name, col in self._arrays.items()}
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        raise TypeError("a FeedBatch views a ring slot of its feed and cannot be pickled or "
+                        "copied: take the columns out with batch.copy() (a dict of copies) or "
+                        "np.array(batch[name])")
 
     def __repr__(self) -> str:
         cols = ", ".join(f"{k}: {a.dtype}{list(a.shape)}" for k, a in self._arrays.items())
@@ -718,6 +735,11 @@ class Feed(_FeedBase):
 
     def __enter__(self) -> "Feed":
         return self
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        raise TypeError("a Feed holds library threads and a ring of batches and cannot be "
+                        "pickled or copied: save feed.state_dict() (bytes) and continue from it "
+                        "with a new Feed's load_state_dict(), in the other process")
 
     def __exit__(self, *exc: object) -> None:
         self.close()
