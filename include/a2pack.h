@@ -2389,6 +2389,27 @@ A2PACK_API a2pack_status a2pack_feed_open_mix(const a2pack_dataset *ds,
  * mix refuses. */
 A2PACK_API a2pack_status a2pack_feed_set_weights(a2pack_feed *f, const double *weights, size_t n);
 
+/* Give back the batch in *batch, the one next() (or advance) handed out
+ * last, that the caller never passed on (an interrupt or an error came
+ * between): the next next() hands out the same batch again (the same slot,
+ * unchanged), and until then a2pack_feed_state and the stats count it as not
+ * taken, so a checkpoint taken meanwhile resumes with it. Takes over the
+ * reference and sets *batch to NULL; nothing to do when *batch is NULL.
+ * A2PACK_E_INVALID_ARGUMENT, with *batch and the feed unchanged, for another
+ * batch (or one handed out before a load_state or set_weights), one
+ * retained (a2pack_feed_batch_retain) and not released, or one given back
+ * already. */
+A2PACK_API a2pack_status a2pack_feed_put_back(a2pack_feed *f, a2pack_feed_batch **batch);
+
+/* Release the batch in each of the `n` cells that holds one, and empty the
+ * cell (NULL cells are skipped, and so are cells holding NULL): for a
+ * caller that keeps each reference in a cell of its own and must release
+ * none twice, whatever stops it between its own steps (an interrupt), as
+ * the Python binding. Each cell is emptied atomically, so two threads
+ * releasing the same cell release it once. Any thread, any time, as
+ * a2pack_feed_batch_release. */
+A2PACK_API void a2pack_feed_batch_release_cells(a2pack_feed_batch **const *cells, size_t n);
+
 /* Every function of this section, for a2pack_api_table.feed. */
 typedef struct a2pack_feed_api {
   size_t size;
@@ -2411,6 +2432,8 @@ typedef struct a2pack_feed_api {
   a2pack_status (*set_weights)(a2pack_feed *, const double *, size_t);
   a2pack_status (*advance)(a2pack_feed *, a2pack_feed_batch *const *, size_t, int64_t,
                            a2pack_feed_batch **, a2pack_feed_batch_info *, int32_t *);
+  a2pack_status (*put_back)(a2pack_feed *, a2pack_feed_batch **);
+  void (*batch_release_cells)(a2pack_feed_batch **const *, size_t);
 } a2pack_feed_api;
 /* (end of section feed) */
 

@@ -291,6 +291,24 @@ A2PACK_EXPORT a2pack_status a2pack_feed_set_weights(a2pack_feed* f, const double
   });
 }
 
+A2PACK_EXPORT a2pack_status a2pack_feed_put_back(a2pack_feed* f, a2pack_feed_batch** batch) {
+  return guard([&] {
+    require_parent(f);
+    require(batch, "batch");
+    if (!*batch) return;
+    f->f->put_back(slot_of(*batch));
+    *batch = nullptr;  // the reference is the feed's again
+  });
+}
+
+A2PACK_EXPORT void a2pack_feed_batch_release_cells(a2pack_feed_batch** const* cells, size_t n) {
+  if (!cells) return;
+  for (size_t i = 0; i < n; ++i)
+    if (cells[i])
+      if (a2pack_feed_batch* b = __atomic_exchange_n(cells[i], nullptr, __ATOMIC_ACQ_REL))
+        a2pack_feed_batch_release(b);
+}
+
 namespace a2pack::capi {
 const a2pack_feed_api* feed_api_table() {
   static const a2pack_feed_api table = {
@@ -310,6 +328,8 @@ const a2pack_feed_api* feed_api_table() {
       a2pack_feed_open_mix,
       a2pack_feed_set_weights,
       a2pack_feed_advance,
+      a2pack_feed_put_back,
+      a2pack_feed_batch_release_cells,
   };
   return &table;
 }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <system_error>
+#include <utility>
 
 #include "base/bytes.hpp"
 #include "base/crc32c.hpp"
@@ -277,6 +278,12 @@ void Feed::restart_at(uint64_t epoch, uint64_t batch,
       ring_->free_list.push_back(r);
       r = nullptr;
     }
+  if (returned_) {  // a batch of the old order: made again if the new one has it
+    returned_->sampler.reset();
+    ring_->free_list.push_back(returned_);
+    returned_ = nullptr;
+  }
+  last_ = nullptr;
   ring_->ready = 0;
   ring_->consumer_fast = false;
   pace_.reset();
@@ -429,9 +436,35 @@ Slot* Feed::hand_out(Slot* s) {
   // shared pointer at every fill, and its count's cache line is theirs.
   if (state_sampler_ != s->sampler) state_sampler_ = s->sampler;
   state_next_ = s->batch + 1;
+  last_ = s;
   served_.fetch_add(1, std::memory_order_relaxed);
   rows_served_.fetch_add(s->rows, std::memory_order_relaxed);
   return s;
+}
+
+void Feed::put_back(Slot* s) {
+  std::lock_guard<std::mutex> lk(ring_->mu);
+  if (!s || s != last_ || s->refs.load(std::memory_order_acquire) != 1)
+    fail(A2PACK_E_INVALID_ARGUMENT,
+         "feed: put_back takes the batch next() handed out last, holding only the reference "
+         "next() gave; this one is {}",
+         !s || s->ring != ring_.get() ? "not of this feed"
+         : s == returned_             ? "given back already"
+         : s != last_ ? "not the last one handed out (or from before a load_state or set_weights)"
+                      : "retained elsewhere");
+  // Undo hand_out(): the state is again the one before this batch (its
+  // sampler at its batch is the same place as the previous batch's end).
+  --consumed_;
+  --ring_->held;
+  ++ring_->ready;
+  s->refs.store(0, std::memory_order_relaxed);
+  s->keep.reset();  // the feed holds the ring meanwhile
+  state_sampler_ = s->sampler;
+  state_next_ = s->batch;
+  served_.fetch_sub(1, std::memory_order_relaxed);
+  rows_served_.fetch_sub(s->rows, std::memory_order_relaxed);
+  returned_ = s;
+  last_ = nullptr;
 }
 
 Slot* Feed::next(std::chrono::milliseconds timeout, bool* ended) {
@@ -440,6 +473,11 @@ Slot* Feed::next(std::chrono::milliseconds timeout, bool* ended) {
     fail(A2PACK_E_CLOSED, "feed: this process was forked from the one that opened the feed, and "
          "its producer threads are not here; open a new feed in this process");
   std::unique_lock<std::mutex> lk(ring_->mu);
+  if (returned_) {  // ticket consumed_ itself, ahead of everything else
+    Slot* s = std::exchange(returned_, nullptr);
+    --ring_->ready;
+    return hand_out(s);
+  }
   if (failed_ && error_ticket_ == consumed_) std::rethrow_exception(error_);
   if (consumed_ >= total_) {
     *ended = true;

@@ -79,6 +79,13 @@ class Feed {
   // The next slot (one reference held), or null at the end (*ended) or when
   // `timeout` ran out. timeout < 0: wait as long as it takes.
   Slot* next(std::chrono::milliseconds timeout, bool* ended);
+  // Take back the batch next() handed out last, which the consumer never
+  // passed on (it was interrupted), with the consumer's one reference:
+  // the next next() hands out the same slot again, and until then the
+  // state and stats count it as not taken. INVALID_ARGUMENT, changing
+  // nothing, for another slot (or one taken before the last restart), one
+  // retained elsewhere, or when one is given back already.
+  void put_back(Slot* s);
   Stats stats() const;
   std::string save_state() const;
   void load_state(const void* data, size_t len);
@@ -151,6 +158,8 @@ class Feed {
   uint64_t issued_ = 0;     // tickets producers took
   uint64_t consumed_ = 0;   // tickets handed to the consumer
   std::vector<Slot*> ready_;  // ticket t's slot at t % depth once filled
+  Slot* last_ = nullptr;      // the slot handed out last, while put_back() may take it
+  Slot* returned_ = nullptr;  // a slot put back: next() hands it out before anything else
   bool stop_ = false;
   std::exception_ptr error_;
   uint64_t error_ticket_ = 0;

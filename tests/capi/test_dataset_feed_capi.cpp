@@ -749,6 +749,46 @@ TEST(CapiFeed, PinsTheRingThroughTheRuntimeItFinds) {
   dlclose(h);
 }
 
+TEST(CapiFeed, PutBackHandsTheBatchOutAgainAndReleaseCellsReleasesOnce) {
+  Fixture fx(4, 50);
+  a2pack_feed_options o = opts(16, 2, 1, 3);
+  a2pack_feed* f = nullptr;
+  ASSERT_EQ(a2pack_feed_open(fx.ds, nullptr, 0, &o, &f), A2PACK_OK) << a2pack_last_error();
+  a2pack_feed_batch *a = nullptr, *b = nullptr;
+  ASSERT_EQ(a2pack_feed_next(f, &a), A2PACK_OK);
+  ASSERT_EQ(a2pack_feed_next(f, &b), A2PACK_OK);
+  const auto want = indices_of(b);
+  a2pack_feed_batch* none = nullptr;
+  EXPECT_EQ(a2pack_feed_put_back(f, &none), A2PACK_OK);  // nothing to do
+  a2pack_feed_batch* old = a;
+  EXPECT_EQ(a2pack_feed_put_back(f, &old), A2PACK_E_INVALID_ARGUMENT);
+  EXPECT_EQ(old, a);  // unchanged
+  a2pack_feed_batch* cell = b;
+  ASSERT_EQ(a2pack_feed_put_back(f, &cell), A2PACK_OK);
+  EXPECT_EQ(cell, nullptr);
+  a2pack_feed_stats st{};
+  st.size = sizeof st;
+  ASSERT_EQ(a2pack_feed_stats_get(f, &st), A2PACK_OK);
+  EXPECT_EQ(st.next_batch, 1u);
+  EXPECT_EQ(st.held, 1u);
+  ASSERT_EQ(a2pack_feed_next(f, &cell), A2PACK_OK);
+  EXPECT_EQ(cell, b);
+  EXPECT_EQ(indices_of(cell), want);
+  // Cells: each released once, however often it is named; empty ones skipped.
+  a2pack_feed_batch* empty = nullptr;
+  a2pack_feed_batch** cells[] = {&a, nullptr, &cell, &a, &empty};
+  a2pack_feed_batch_release_cells(cells, 5);
+  EXPECT_EQ(a, nullptr);
+  EXPECT_EQ(cell, nullptr);
+  a2pack_feed_batch_release_cells(cells, 5);
+  a2pack_feed_batch_release_cells(nullptr, 3);
+  ASSERT_EQ(a2pack_feed_stats_get(f, &st), A2PACK_OK);
+  EXPECT_EQ(st.held, 0u);
+  EXPECT_EQ(a2pack_feed_put_back(nullptr, &cell), A2PACK_E_INVALID_ARGUMENT);
+  EXPECT_EQ(a2pack_feed_put_back(f, nullptr), A2PACK_E_INVALID_ARGUMENT);
+  a2pack_feed_close(f);
+}
+
 TEST(CapiFeed, ApiTableListsTheFeed) {
   const a2pack_api_table* api = a2pack_api(A2PACK_ABI_VERSION);
   ASSERT_NE(api, nullptr);
@@ -760,4 +800,6 @@ TEST(CapiFeed, ApiTableListsTheFeed) {
   EXPECT_EQ(api->feed->stats_get, &a2pack_feed_stats_get);
   EXPECT_EQ(api->feed->load_state, &a2pack_feed_load_state);
   EXPECT_EQ(api->feed->advance, &a2pack_feed_advance);
+  EXPECT_EQ(api->feed->put_back, &a2pack_feed_put_back);
+  EXPECT_EQ(api->feed->batch_release_cells, &a2pack_feed_batch_release_cells);
 }

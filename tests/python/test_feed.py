@@ -7,14 +7,18 @@ checkpoints across epochs, fork, shutdown on exceptions and garbage
 collection, and the pinning code without CUDA and through a recording
 stand-in for libcudart (compiled here)."""
 
+import _thread
 import ctypes
+import dis
 import gc
 import os
 import pathlib
+import random
 import shutil
 import struct
 import subprocess
 import sys
+import threading
 import time
 
 import numpy as np
@@ -783,19 +787,23 @@ def test_the_c_part_serves_next_where_built(ds):
         next(feed)
 
 
-def test_a_batch_taken_but_not_delivered_goes_back(ds):
+def test_a_batch_taken_but_not_delivered_is_handed_out_again(ds):
     # A batch the library handed out that never reached the consumer (an
-    # interrupt as it came back) is given back by the next next().
+    # interrupt as it came back) goes back to the feed at the next call:
+    # stats and the state count it as not taken, and next() returns it.
     from a2pack._native import ffi, lib
 
     feed = a2pack.Feed(ds, batch_size=16, depth=2, slots=4, shuffle=False, columns=("boards",))
     first = next(feed)
     assert lib.a2pack_feed_advance(feed._h, ffi.NULL, 0, 1000, feed._out, feed._info,
                                    feed._ended) == 0
-    assert feed._out[0] != ffi.NULL and feed.stats()["held"] == 2
-    b = next(feed)
-    assert b.batch == first.batch + 2  # the lost one was batch 1
+    assert feed._out[0] != ffi.NULL
+    st = feed.stats()
     assert feed._out[0] == ffi.NULL
+    assert (st["held"], st["next_batch"], st["batches_served"]) == (1, 1, 1)
+    assert feed.state_dict()["batch"] == 1
+    b = next(feed)
+    assert b.batch == first.batch + 1
     del first, b
     gc.collect()
     for _ in range(10):
@@ -841,6 +849,217 @@ def test_a_collected_feed_gives_back_a_batch_taken_but_not_delivered(ds, monkeyp
     del feed
     gc.collect()
     assert released == [True]
+
+
+# ---------------------------------------------------------------- threads, interrupts
+def test_two_threads_draining_one_feed_get_every_batch_once_and_intact(ds):
+    kw = dict(batch_size=16, depth=3, slots=12, threads=2, seed=4, epochs=2,
+              columns=("boards", "moves", "exponents", "legal", "ev_values"))
+    want = [b["indices"].copy() for b in a2pack.Feed(ds, **kw)]
+    feed = a2pack.Feed(ds, **kw)
+    got = [[], []]
+    failures = []
+
+    def drain(k):
+        kept = []  # a few batches held a while: their slots must not be refilled
+        try:
+            for b in feed:
+                idx = b["indices"].copy()
+                rows = ds.get_batch(idx)
+                np.testing.assert_array_equal(b["boards"], rows["board"])
+                np.testing.assert_array_equal(b["moves"], rows["move"])
+                kept.append((b, idx, rows))
+                if len(kept) > 1 + k:
+                    old, old_idx, old_rows = kept.pop(0)
+                    # Still its own rows, however far the feed has moved on.
+                    np.testing.assert_array_equal(old["indices"], old_idx)
+                    np.testing.assert_array_equal(old["boards"], old_rows["board"])
+                    check_batch(ds, old)
+                got[k].append((b.sequence, idx))
+                if k and b.sequence % 5 == 0:
+                    feed.stats()  # the consumer side from both threads, not only next()
+        except BaseException as e:  # noqa: BLE001 - reported by the main thread
+            failures.append(e)
+
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)  # the threads take turns often
+    try:
+        ts = [threading.Thread(target=drain, args=(k,)) for k in range(2)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join(120)
+    finally:
+        sys.setswitchinterval(switch)
+    assert not any(t.is_alive() for t in ts), "a thread hangs in next()"
+    assert not failures, failures
+    both = sorted(got[0] + got[1], key=lambda x: x[0])
+    assert [seq for seq, _ in both] == list(range(len(want)))  # each batch once, none lost
+    for (seq, idx) in both:
+        np.testing.assert_array_equal(idx, want[seq])
+    assert got[0] and got[1]
+    feed.close()
+
+
+def _points_of(code, cache={}):  # noqa: B006 - a cache on purpose
+    """Offsets in `code` where CPython may raise a pending KeyboardInterrupt
+    (or let another thread run): as a call returns (the instruction after
+    it) and at each loop's back edge. (And as a function begins: the trace's
+    call event.)"""
+    pts = cache.get(code)
+    if pts is None:
+        ins = list(dis.get_instructions(code))
+        pts = set()
+        for i, x in enumerate(ins):
+            if x.opname.startswith("JUMP_BACKWARD"):
+                pts.add(x.offset)
+            elif x.opname.startswith("CALL") and i + 1 < len(ins):
+                pts.add(ins[i + 1].offset)
+        cache[code] = pts
+    return pts
+
+
+class _InterruptAt:
+    """A trace function raising KeyboardInterrupt at the n-th of those points
+    (or a function's entry) in the package's feed code; `seen` counts the
+    points passed."""
+
+    FILES = None
+
+    def __init__(self, n):
+        from a2pack import _native, feed as F
+        if _InterruptAt.FILES is None:
+            _InterruptAt.FILES = {F.__file__, _native.__file__}
+        self.n = n
+        self.seen = 0
+        self.fired = False
+
+    def __call__(self, frame, event, arg):
+        code = frame.f_code
+        # Finalizers (a _Slot's __del__) run wherever collection happens;
+        # an exception there is not raised to the caller.
+        if event != "call" or code.co_filename not in self.FILES or code.co_name in (
+                "__del__", "release"):
+            return None
+        frame.f_trace_opcodes = True
+        self._point()
+        return self._local
+
+    def _local(self, frame, event, arg):
+        if event == "opcode" and frame.f_lasti in _points_of(frame.f_code):
+            self._point()
+        return self._local
+
+    def _point(self):
+        if self.fired:
+            return
+        if self.seen == self.n:
+            self.fired = True
+            raise KeyboardInterrupt
+        self.seen += 1
+
+
+@pytest.mark.parametrize("depth", [0, 2])
+def test_an_interrupt_anywhere_in_next_loses_no_batch(ds, depth):
+    # At every point of next() where an interrupt can come (for the first
+    # batches, the slots' first time round; then every few points): the
+    # state resumes with exactly the batches not delivered, and the next
+    # next() returns the one interrupted.
+    kw = dict(batch_size=64, depth=depth, slots=5, threads=1, seed=3, epochs=2,
+              columns=("boards",))
+    want = [(b.epoch, b.batch, b["indices"].copy()) for b in a2pack.Feed(ds, **kw)]
+    feed = a2pack.Feed(ds, **kw)
+    kept = []
+    interrupts = 0
+    for k, (epoch, batch, idx) in enumerate(want):
+        step = 1 if k < 8 or k == len(want) // 2 else 5
+        n = k % step
+        while True:
+            tracer = _InterruptAt(n)
+            sys.settrace(tracer)
+            try:
+                b = next(feed)
+            except KeyboardInterrupt:
+                sys.settrace(None)
+                assert tracer.fired
+                interrupts += 1
+                st = feed.state_dict()
+                assert (st["epoch"], st["batch"]) == (epoch, batch), (k, n)
+                if n % 4 == 0:
+                    other = a2pack.Feed(ds, **kw)
+                    other.load_state_dict(st)
+                    np.testing.assert_array_equal(next(other)["indices"], idx)
+                    other.close()
+                n += step
+                continue
+            finally:
+                sys.settrace(None)
+            break
+        assert (b.epoch, b.batch) == (epoch, batch), (k, n)
+        np.testing.assert_array_equal(b["indices"], idx)
+        np.testing.assert_array_equal(b["boards"], ds.steps[idx]["board"])
+        kept.append(b)  # two held at a time: dropped ones go back at later calls
+        if len(kept) > 2:
+            kept.pop(0)
+        del b
+    assert interrupts > len(want)
+    with pytest.raises(StopIteration):
+        next(feed)
+    del kept
+    gc.collect()
+    assert feed.stats()["held"] == 0  # no slot lost on the way
+    feed.close()
+
+
+def test_ctrl_c_at_any_moment_loses_no_batch(ds):
+    # Ctrl-C as it really comes (the main thread told from another one, at
+    # whatever moment), many times over 3 epochs: every batch is delivered
+    # once, in order, and after each interrupt the state resumes with the
+    # next one.
+    kw = dict(batch_size=8, depth=2, threads=1, seed=1, epochs=3, columns=("boards",))
+    want = [b.sequence for b in a2pack.Feed(ds, **kw)]
+    first = a2pack.Feed(ds, **kw)
+    positions = [(b.epoch, b.batch) for b in first]
+    feed = a2pack.Feed(ds, **kw)
+    gate = threading.Lock()
+    armed = [False]
+    done = threading.Event()
+
+    def interrupter():
+        rng = random.Random(7)
+        while not done.is_set():
+            time.sleep(rng.random() * 3e-4)
+            with gate:
+                if armed[0]:
+                    armed[0] = False  # once per arming: never while the handler runs
+                    _thread.interrupt_main()
+
+    t = threading.Thread(target=interrupter)
+    t.start()
+    got, b, interrupts = [], None, 0
+    try:
+        while len(got) < len(want):
+            try:
+                with gate:
+                    armed[0] = True
+                for b in feed:
+                    if not got or got[-1] != b.sequence:
+                        got.append(b.sequence)
+                with gate:
+                    armed[0] = False
+                time.sleep(0.01)  # an interrupt told already arrives here
+            except KeyboardInterrupt:
+                interrupts += 1
+                if b is not None and (not got or got[-1] != b.sequence):
+                    got.append(b.sequence)  # came after next() returned it
+                if len(got) < len(want):
+                    st = feed.state_dict()
+                    assert (st["epoch"], st["batch"]) == positions[len(got)]
+    finally:
+        done.set()
+        t.join()
+    assert got == want
+    assert interrupts > 0
 
 
 def test_the_python_path_passes_this_suite_too():

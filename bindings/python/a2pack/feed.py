@@ -21,6 +21,7 @@ import operator
 import os
 import pathlib
 import sys
+import threading
 import warnings
 from types import ModuleType
 from typing import (TYPE_CHECKING, Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple,
@@ -64,6 +65,11 @@ _WAIT_SLICE_MS = 100
 _E_FULL = lib.A2PACK_E_FULL  # next() when the consumer holds every slot of the ring
 
 
+# What feed.py and the C part agree on (_feedcore.c's VERSION): a C part of
+# another version is not used.
+_CORE_VERSION = 2
+
+
 def _load_core() -> Optional[ModuleType]:
     """The C part of the feed (_feedcore.c: next() for a batch that is ready,
     without the interpreter's cost after each training step), or None:
@@ -83,15 +89,19 @@ def _load_core() -> Optional[ModuleType]:
             if spec is not None:
                 module = importlib.util.module_from_spec(spec)
                 loader.exec_module(module)
-                return module
+                if getattr(module, "VERSION", 1) == _CORE_VERSION:
+                    return module
+                warnings.warn(f"a2pack: {path} is of another version of the package; "
+                              f"Feed.__next__ runs in Python", RuntimeWarning, stacklevel=2)
+                return None
         except ImportError as e:  # another architecture, a damaged file: said, then Python
             warnings.warn(f"a2pack: {path} does not load ({e}); Feed.__next__ runs in Python",
                           RuntimeWarning, stacklevel=2)
     try:
         from . import _feedcore  # type: ignore[attr-defined]  # the wheel's
-        return _feedcore  # type: ignore[no-any-return]
     except ImportError:
         return None
+    return _feedcore if getattr(_feedcore, "VERSION", 1) == _CORE_VERSION else None
 
 
 _core = _load_core()
@@ -101,37 +111,35 @@ def _address(cdata: Any) -> int:
     return int(ffi.cast("uintptr_t", cdata))
 
 
-def _release_left_over(out: Any) -> None:
-    """Release the batch in a feed's output cell, if any."""
-    if out[0] != ffi.NULL:
-        lib.a2pack_feed_batch_release(out[0])
-        out[0] = ffi.NULL
+def _release_cell(cell: Any) -> None:
+    """Release the batch in a cell (a2pack_feed_batch **), if any, emptying
+    it: one library call, so whatever interrupts the caller, the batch is
+    released once."""
+    lib.a2pack_feed_batch_release_cells(ffi.new("a2pack_feed_batch **[1]", [cell]), 1)
+
+
+# A batch left in a feed's output cell when the feed goes (see Feed._out).
+_release_left_over = _release_cell
 
 
 class _Slot:
-    """Holds the consumer's reference to a ring slot while its batch is out.
-    The views of the batch keep this object alive (through their base), so
-    a batch the consumer still holds when the feed is gone keeps its slot
+    """Holds the consumer's reference to a ring slot while its batch is out,
+    in a cell of its own (`c[0]`, NULL while the batch is not out): it is
+    moved in by plain stores and released by one library call that empties
+    the cell, so no interrupt can make it released twice or not at all. The
+    views of the batch keep this object alive (through their base), so a
+    batch the consumer still holds when the feed is gone keeps its slot
     until its last view goes."""
 
-    __slots__ = ("h", "__weakref__")
+    __slots__ = ("c", "__weakref__")
 
     def __init__(self) -> None:
-        self.h: Optional[int] = None  # the slot's address while its batch is out
-
-    def take(self) -> Any:
-        """The reference, for the caller to release (the slot no longer
-        holds it)."""
-        h, self.h = self.h, None
-        return ffi.NULL if h is None else ffi.cast("a2pack_feed_batch *", h)
-
-    def release(self) -> None:
-        h, self.h = self.h, None
-        if h is not None:
-            lib.a2pack_feed_batch_release(ffi.cast("a2pack_feed_batch *", h))
+        self.c = ffi.new("a2pack_feed_batch **")
 
     def __del__(self) -> None:
-        self.release()
+        c = getattr(self, "c", None)  # (none when __init__ was interrupted)
+        if c is not None and c[0] != ffi.NULL:
+            _release_cell(c)
 
 
 class _SlotViews:
@@ -175,8 +183,9 @@ class _SlotViews:
         if tensors:
             import torch  # noqa: PLC0415 - only feeds asked for torch tensors get here
             self.use_count = torch._C._storage_Use_Count
-        # Set by the feed once no local variable refers to the objects.
-        self.baseline: List[int] = []
+        # Set by the feed once no local variable refers to the objects;
+        # until then the batch counts as held.
+        self.baseline: Optional[List[int]] = None
 
     def _counts(self) -> Iterator[int]:
         counts: Iterator[int] = map(sys.getrefcount, self.objects)
@@ -192,6 +201,8 @@ class _SlotViews:
         # A count below its baseline cannot happen; one above it is a holder.
         # (One lazy pass, stopping at the first holder: this runs for each
         # batch.)
+        if self.baseline is None:
+            return True
         return any(map(operator.gt, self._counts(), self.baseline))
 
     def in_use(self) -> bool:
@@ -326,7 +337,7 @@ class _PyFeedBase:
         return self
 
     def __next__(self) -> "FeedBatch":
-        return self._next_python()
+        return self._next_python()  # Feed's __next__ is _next_python itself
 
     def _next_python(self) -> "FeedBatch":
         raise NotImplementedError
@@ -336,6 +347,12 @@ class _PyFeedBase:
         pass
 
     def _core_register(self, *args: Any) -> None:
+        pass
+
+    def _core_activate(self, entry: "_SlotViews") -> None:
+        pass
+
+    def _core_unplace(self, entry: "_SlotViews") -> None:
         pass
 
     def _core_close(self) -> None:
@@ -383,6 +400,14 @@ class Feed(_FeedBase):
     ``tensors="torch"`` makes the columns torch tensors (CPU, viewing the
     slot like the numpy arrays; made once per slot, which saves their
     conversion at every batch); the default is numpy arrays.
+
+    Threads: next(), stats(), state_dict(), load_state_dict(),
+    set_weights() and close() may be called from several threads; they take
+    turns under a lock, so each batch goes to exactly one caller. An
+    interrupt (Ctrl-C) or error inside next() loses no batch: one already
+    taken from the library goes back, state_dict() counts it as not taken,
+    and the next next() returns it. Neither a feed nor its batches pickle
+    (use ``state_dict()``, ``batch.copy()``).
 
     ``mix=`` an :class:`~a2pack.mix.MixSampler` over this dataset's rows
     feeds its weighted global batches instead, from its next batch on and
@@ -461,9 +486,11 @@ class Feed(_FeedBase):
         self._info.size = ffi.sizeof("a2pack_feed_batch_info")
         self._view = ffi.new("a2pack_feed_column_view *")
         self._view.size = ffi.sizeof("a2pack_feed_column_view")
-        # Where the library puts the batch it hands out. One left there (an
-        # interrupt as next() returned) goes back at the next next(), at
-        # close(), or when the feed is collected without either.
+        # Where the library puts the batch it hands out. It stays there until
+        # next() returns it: one left there (an interrupt or an error came
+        # first) was never delivered, and goes back to the feed (_settle) at
+        # the next call, to be handed out again; close() or collecting the
+        # feed releases it.
         self._out = ffi.gc(ffi.new("a2pack_feed_batch **"), _release_left_over)
         self._ended = ffi.new("int32_t *")
         self._ids = [(c, COLUMNS.index(c)) for c in self._columns]
@@ -471,96 +498,130 @@ class Feed(_FeedBase):
         # the entries whose batch the consumer may still hold.
         self._views: Dict[Tuple[int, int], _SlotViews] = {}
         self._handed_out: List[_SlotViews] = []
-        # Room for every slot of the ring: the batches __next__ gives back.
-        slots = self.stats()["slots"]
+        # The consumer side (everything above, and the C part's table) is
+        # changed under this lock: next(), stats(), state_dict(),
+        # load_state_dict(), set_weights() and close() may come from several
+        # threads. _gen counts the batches given back (see _next_python).
+        # (The C part's lock says, without a call, whether it is held.)
+        self._lock = threading.Lock() if _core is None else _core.Lock()
+        self._gen = 0
+        # Room for every slot of the ring: the batches given back at once
+        # (by the C part: their references; here: their cells).
+        slots = self._stats_locked()["slots"]
         self._release = ffi.new("a2pack_feed_batch *[]", slots)
+        self._cells = ffi.new("a2pack_feed_batch **[]", slots)
         # The handed-out list is shared with the C part: changed in place only.
         self._core_init(_address(self._h), _address(lib.a2pack_feed_advance),
                         _address(lib.a2pack_feed_batch_release), _address(self._release), slots,
                         _address(self._out), _address(self._info), _address(self._ended),
-                        self._handed_out)
+                        self._handed_out, _address(lib.a2pack_feed_put_back), self._lock)
 
     # -- iteration -----------------------------------------------------------
     if TYPE_CHECKING:
         def __iter__(self) -> "Feed": ...
 
     def _next_python(self) -> FeedBatch:
-        """__next__ (which the C part, where present, does itself for a
-        batch that is ready and comes here otherwise)."""
+        """__next__ in Python: where the C part is missing (then it is
+        __next__ itself), and for the cases the C part leaves to it (a copy
+        that may still read a dropped batch, more batches out than it looks
+        at, a closed feed)."""
+        while True:
+            with self._lock:
+                entry = self._next_locked()
+                gen = self._gen
+            # The batch is delivered by the stores below, with no call among
+            # them or after them up to the return: no interrupt can come in
+            # between (Python looks for one on calls, function entries and
+            # loops only), nor another thread. An interrupt before them leaves
+            # the batch in self._out, undelivered. Another thread that came in
+            # as the lock was let go and gave this batch back (_settle: it
+            # counts) has made it its own next batch: then take the next one.
+            if self._gen == gen:
+                out = self._out
+                entry.slot.c[0] = out[0]
+                handed = self._handed_out
+                handed += [entry]
+                out[0] = ffi.NULL
+                return entry.batch
+
+    if _core is None:
+        __next__ = _next_python
+
+    def _settle(self) -> None:
+        """(Under the lock.) A batch the library handed out that never
+        reached the consumer (an interrupt or an error came first) goes back
+        to the feed: the next next() hands it out again, and state_dict()
+        counts it as not taken."""
+        out = self._out
+        if out[0] != ffi.NULL:
+            self._gen += 1
+            if lib.a2pack_feed_put_back(self._h, out):
+                _release_cell(out)  # cannot happen: nothing else hands batches out
+
+    def _next_locked(self) -> _SlotViews:
+        """(Under the lock.) The next batch's entry, the batch in self._out
+        and its place on it, for the caller to deliver."""
         h = self._h
         if h is None:
             self._check_open()
-        # One call into the library per batch: it takes the slots of the
-        # batches the consumer dropped back and hands out the next batch with
-        # its place. The newest batch handed out is not looked at: a
-        # `for b in feed` loop still holds it while it asks for the next.
-        # (Giving slots back wakes no producer unless none is ready: the
-        # producers come round by themselves, so neither costs this call a
-        # context switch.)
-        n = self._take_dropped(len(self._handed_out) - 1)
-        self._drop_out()
-        try:
-            st = lib.a2pack_feed_advance(h, self._release, n, 0, self._out, self._info,
-                                         self._ended)
-        except BaseException:
-            self._drop_out()
-            raise
+        if self._out[0] != ffi.NULL:
+            self._settle()
+        # The slots of the batches the consumer dropped go back (the C part
+        # does it in the same library call as the next batch's), then the
+        # next batch with its place. The newest batch handed out is not
+        # looked at: a `for b in feed` loop still holds it while it asks for
+        # the next. (Giving slots back wakes no producer unless none is
+        # ready: the producers come round by themselves, so neither costs
+        # this call a context switch.)
+        self._release_dropped(len(self._handed_out) - 1)
+        st = lib.a2pack_feed_advance(h, ffi.NULL, 0, 0, self._out, self._info, self._ended)
         return self._after_advance(st)
 
-    def _drop_out(self) -> None:
-        """A batch the library handed out that never reached the consumer (a
-        KeyboardInterrupt as a call returned) goes back."""
-        _release_left_over(self._out)
-
-    def _after_advance(self, st: int) -> FeedBatch:
-        """next() after a2pack_feed_advance returned `st` (and, when it
-        handed one out, the batch in self._out): waits when none was ready,
-        makes the views of a slot seen for the first time."""
+    def _after_advance(self, st: int) -> _SlotViews:
+        """(Under the lock.) next() after a2pack_feed_advance returned `st`
+        (and, when it handed one out, the batch in self._out): waits when
+        none was ready, makes the views of a slot seen for the first time,
+        puts the batch's place on it. Returns its entry; the batch stays in
+        self._out until the caller delivers it."""
         out, ended, info = self._out, self._ended, self._info
         h = self._h
-        # The wait happens inside the library with the GIL released (cffi
-        # releases it around every call), in slices so Ctrl-C is seen.
-        # A KeyboardInterrupt raised as a call returns must not lose a batch
-        # the call handed out: it is released unless taken over.
-        try:
-            if st and st != _E_FULL:
-                check(st)
-            if out[0] == ffi.NULL:
-                # None ready (or the consumer holds every slot): every slot the
-                # consumer let go of goes back first, the producers may need it.
-                if self._handed_out:
-                    self._return_dropped()
-                while True:
-                    if ended[0]:
-                        raise StopIteration
-                    st = lib.a2pack_feed_advance(h, ffi.NULL, 0, _WAIT_SLICE_MS, out, info,
-                                                 ended)
-                    if st == _E_FULL and self._finish_a_copy():
-                        continue
-                    if st:
-                        check(st)
-                    if out[0] != ffi.NULL:
-                        break
-            b = out[0]
-            addr = _address(b)
-            key = (addr, int(info.rows))
-            entry = self._views.get(key)
-            if entry is None:
-                entry = self._views[key] = self._make_views(b)
-                # Counted here, where only the entry (and then the C part)
-                # refers to its objects, as when in_use() looks again.
-                self._core_register(entry, addr, key[1], entry.objects, entry.storage_ids,
-                                    entry.use_count, entry.slot)
-                entry.baseline = entry.counts()
-            entry.slot.h = addr
-            out[0] = ffi.NULL
-        except BaseException:
-            self._drop_out()
-            raise
-        self._handed_out.append(entry)
-        batch = entry.batch
-        batch._place(info)
-        return batch
+        if st and st != _E_FULL:
+            check(st)
+        if out[0] == ffi.NULL:
+            # None ready (or the consumer holds every slot): every slot the
+            # consumer let go of goes back first, the producers may need it.
+            if self._handed_out:
+                self._return_dropped()
+            # The wait happens inside the library with the GIL released (cffi
+            # releases it around every call), in slices so Ctrl-C is seen.
+            while True:
+                if ended[0]:
+                    raise StopIteration
+                st = lib.a2pack_feed_advance(h, ffi.NULL, 0, _WAIT_SLICE_MS, out, info, ended)
+                if st == _E_FULL and self._finish_a_copy():
+                    continue
+                if st:
+                    check(st)
+                if out[0] != ffi.NULL:
+                    break
+        b = out[0]
+        addr = _address(b)
+        key = (addr, int(info.rows))
+        entry = self._views.get(key)
+        if entry is None:
+            entry = self._make_views(b)
+            # Counted here, where only the entry (and then the C part)
+            # refers to its objects, as when in_use() looks again; used for
+            # the slot's next batches only once counted on both sides.
+            self._core_register(entry, addr, key[1], entry.objects, entry.storage_ids,
+                                entry.use_count, entry.slot, _address(entry.slot.c))
+            entry.baseline = entry.counts()
+            self._core_activate(entry)
+            self._views[key] = entry
+        else:
+            self._core_unplace(entry)  # the C part puts every field on next time
+        entry.batch._place(info)
+        return entry
 
     def _make_views(self, b: Any) -> _SlotViews:
         """The objects of slot `b` at the current batch's row count."""
@@ -619,32 +680,40 @@ class Feed(_FeedBase):
                 return True
         return False
 
-    def _take_dropped(self, upto: int) -> int:
-        """Of the first `upto` batches handed out, those the consumer no
-        longer holds any part of: their slots' references move into
-        self._release (the count is returned) and the batches out of the
-        handed-out list."""
-        n = 0
+    def _release_dropped(self, upto: int) -> None:
+        """(Under the lock.) Of the first `upto` batches handed out, those the
+        consumer no longer holds any part of: their slots go back (one
+        library call empties their cells) and they leave the handed-out
+        list. An interrupt before the call changes nothing; one after it
+        leaves them in the list with empty cells, to leave at the next look."""
         if upto <= 0:
-            return n
+            return
         handed = self._handed_out
-        kept = []
+        if upto == 1:  # a `for b in feed` loop: the batch before the last
+            entry = handed[0]
+            if not entry.in_use():
+                buf = self._cells
+                buf[0] = entry.slot.c
+                lib.a2pack_feed_batch_release_cells(buf, 1)
+                del handed[0]  # in place: the C part shares the list
+            return
+        kept, cells = [], []
         for entry in handed[:upto]:
             if entry.in_use():
                 kept.append(entry)
             else:
-                self._release[n] = entry.slot.take()
-                n += 1
-        if n:
+                cells.append(entry.slot.c)
+        if cells:
+            n = len(cells)
+            buf = self._cells
+            buf[0:n] = cells
+            lib.a2pack_feed_batch_release_cells(buf, n)
             handed[:upto] = kept  # in place: the C part shares the list
-        return n
 
     def _return_dropped(self) -> None:
-        """Give the producers back the slots of batches the consumer no
-        longer holds any part of."""
-        rel = self._release
-        for i in range(self._take_dropped(len(self._handed_out))):
-            lib.a2pack_feed_batch_release(rel[i])
+        """(Under the lock.) Give the producers back the slots of batches the
+        consumer no longer holds any part of."""
+        self._release_dropped(len(self._handed_out))
 
     # -- state and statistics ----------------------------------------------
     def stats(self) -> Dict[str, Any]:
@@ -653,9 +722,15 @@ class Feed(_FeedBase):
         behind), ``producer_idle_s`` and ``producer_busy_s`` (summed over the
         producer threads: idle = waiting for a free slot or for the consumer,
         i.e. the consumer was behind), and the ring's shape and position."""
+        with self._lock:
+            self._check_open()
+            self._settle()
+            if self._handed_out:
+                self._return_dropped()
+            return self._stats_locked()
+
+    def _stats_locked(self) -> Dict[str, Any]:
         h = self._check_open()
-        if self._handed_out:
-            self._return_dropped()
         s = ffi.new("a2pack_feed_stats *")
         s.size = ffi.sizeof("a2pack_feed_stats")
         check(lib.a2pack_feed_stats_get(h, s))
@@ -677,15 +752,17 @@ class Feed(_FeedBase):
         library's versioned bytes, what :meth:`load_state_dict` needs) and,
         for reading, ``epoch`` and ``batch`` of the next batch, ``seed`` and
         ``batch_size``."""
-        h = self._check_open()
-        data = ffi.new("uint8_t **")
-        n = ffi.new("size_t *")
-        check(lib.a2pack_feed_state(h, data, n))
-        try:
-            raw = bytes(ffi.buffer(data[0], n[0]))
-        finally:
-            lib.a2pack_free(data[0])
-        st = self.stats()
+        with self._lock:
+            h = self._check_open()
+            self._settle()  # a batch never delivered is not counted
+            data = ffi.new("uint8_t **")
+            n = ffi.new("size_t *")
+            check(lib.a2pack_feed_state(h, data, n))
+            try:
+                raw = bytes(ffi.buffer(data[0], n[0]))
+            finally:
+                lib.a2pack_free(data[0])
+            st = self._stats_locked()
         return {"state": raw, "epoch": st["epoch"], "batch": st["next_batch"],
                 "seed": st["seed"], "batches_per_epoch": st["batches_per_epoch"]}
 
@@ -696,15 +773,20 @@ class Feed(_FeedBase):
         selection, batch size or shuffle setting is refused, naming it."""
         raw = state if isinstance(state, (bytes, bytearray, memoryview)) else state["state"]
         raw = bytes(raw)
-        check(lib.a2pack_feed_load_state(self._check_open(), raw, len(raw)))
+        with self._lock:
+            h = self._check_open()
+            self._settle()
+            check(lib.a2pack_feed_load_state(h, raw, len(raw)))
 
     def set_weights(self, weights: Sequence[float]) -> None:
         """A feed over a mix: mix with ``weights`` (one per source) from the
         next batch on. Batches filled ahead are made again; batches already
         taken stay as they were."""
         w = [float(x) for x in weights]
-        check(lib.a2pack_feed_set_weights(self._check_open(), ffi.new("double[]", w or [0.0]),
-                                          len(w)))
+        with self._lock:
+            h = self._check_open()
+            self._settle()  # a batch never delivered is made again with them
+            check(lib.a2pack_feed_set_weights(h, ffi.new("double[]", w or [0.0]), len(w)))
 
     # -- lifetime --------------------------------------------------------------
     def _check_open(self) -> Any:
@@ -714,24 +796,29 @@ class Feed(_FeedBase):
         return self._h
 
     def close(self) -> None:
-        """Stop and join the producer threads. Batches still held stay valid."""
-        if self._h is None:
-            return
-        if self._handed_out:
-            self._return_dropped()
-        # Copies still reading a slot finish before the feed lets go of it.
-        for entry in self._handed_out:
-            entry.batch._wait_copies()
-        # Batches still out keep their slots through their views' bases; the
-        # feed lets go of them and of the idle objects (whose memory goes
-        # with the ring).
-        self._core_close()
-        # A batch taken but never delivered (an interrupt as next() returned)
-        # holds its slot, and through it the ring, until released here.
-        self._drop_out()
-        self._handed_out.clear()
-        self._views.clear()
-        self._h = None  # the last reference: its finalizer closes now
+        """Stop and join the producer threads. Batches still held stay valid.
+        Waits for a next() running in another thread to return."""
+        with self._lock:
+            if self._h is None:
+                return
+            if self._handed_out:
+                self._return_dropped()
+            # Copies still reading a slot finish before the feed lets go of it.
+            for entry in self._handed_out:
+                entry.batch._wait_copies()
+            # Batches still out keep their slots through their views' bases;
+            # the feed lets go of them and of the idle objects (whose memory
+            # goes with the ring).
+            self._core_close()
+            # A batch taken but never delivered (an interrupt as next()
+            # returned) holds its slot, and through it the ring, until
+            # released here; a next() about to deliver it sees the count
+            # move and finds the feed closed.
+            self._gen += 1
+            _release_cell(self._out)
+            self._handed_out.clear()
+            self._views.clear()
+            self._h = None  # the last reference: its finalizer closes now
 
     def __enter__(self) -> "Feed":
         return self

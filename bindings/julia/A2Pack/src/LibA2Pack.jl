@@ -878,6 +878,8 @@ struct a2pack_feed_api
     open_mix::Ptr{Cvoid}  # a2pack_status (*open_mix)(const a2pack_dataset *arg1, const a2pack_dataset_mix *arg2, uint64_t arg3, const a2pack_feed_options *arg4, a2pack_feed **arg5)
     set_weights::Ptr{Cvoid}  # a2pack_status (*set_weights)(a2pack_feed *arg1, const double *arg2, size_t arg3)
     advance::Ptr{Cvoid}  # a2pack_status (*advance)(a2pack_feed *arg1, a2pack_feed_batch *const *arg2, size_t arg3, int64_t arg4, a2pack_feed_batch **arg5, a2pack_feed_batch_info *arg6, int32_t *arg7)
+    put_back::Ptr{Cvoid}  # a2pack_status (*put_back)(a2pack_feed *arg1, a2pack_feed_batch **arg2)
+    batch_release_cells::Ptr{Cvoid}  # void (*batch_release_cells)(a2pack_feed_batch **const *arg1, size_t arg2)
 end
 
 # a2pack_api_table
@@ -1179,6 +1181,8 @@ const _fp_a2pack_feed_state = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_feed_load_state = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_feed_open_mix = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_feed_set_weights = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_a2pack_feed_put_back = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_a2pack_feed_batch_release_cells = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_api = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_shard_stream_options_init = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_shard_stream_open = Ref{Ptr{Cvoid}}(C_NULL)
@@ -1382,6 +1386,8 @@ const SYMBOLS = (
     (:a2pack_feed_load_state, _fp_a2pack_feed_load_state),
     (:a2pack_feed_open_mix, _fp_a2pack_feed_open_mix),
     (:a2pack_feed_set_weights, _fp_a2pack_feed_set_weights),
+    (:a2pack_feed_put_back, _fp_a2pack_feed_put_back),
+    (:a2pack_feed_batch_release_cells, _fp_a2pack_feed_batch_release_cells),
     (:a2pack_api, _fp_a2pack_api),
     (:a2pack_shard_stream_options_init, _fp_a2pack_shard_stream_options_init),
     (:a2pack_shard_stream_open, _fp_a2pack_shard_stream_open),
@@ -2364,6 +2370,16 @@ end
 # a2pack_status a2pack_feed_set_weights(a2pack_feed *f, const double *weights, size_t n)
 function a2pack_feed_set_weights(f, weights, n)
     @ccall $(_fp_a2pack_feed_set_weights[])(f::Ptr{a2pack_feed}, weights::Ptr{Cdouble}, n::Csize_t)::a2pack_status
+end
+
+# a2pack_status a2pack_feed_put_back(a2pack_feed *f, a2pack_feed_batch **batch)
+function a2pack_feed_put_back(f, batch)
+    @ccall $(_fp_a2pack_feed_put_back[])(f::Ptr{a2pack_feed}, batch::Ptr{Ptr{a2pack_feed_batch}})::a2pack_status
+end
+
+# void a2pack_feed_batch_release_cells(a2pack_feed_batch **const *cells, size_t n)
+function a2pack_feed_batch_release_cells(cells, n)
+    @ccall $(_fp_a2pack_feed_batch_release_cells[])(cells::Ptr{Ptr{Ptr{a2pack_feed_batch}}}, n::Csize_t)::Cvoid
 end
 
 # const a2pack_api_table *a2pack_api(uint32_t abi_version)
