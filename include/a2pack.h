@@ -139,7 +139,7 @@ A2PACK_API a2pack_status a2pack_clean_temps(const char *path, a2pack_removed_fn 
                                             uint64_t *removed);
 
 /* ======================================================================
- * Section: board — 2048 boards (FORMATS.md §1)
+ * Section: board — 2048 boards (docs/run-files.md)
  * A board is a uint64_t of 16 nibbles; cell i (row-major, 0 = top-left) is
  * (board >> (60 - 4*i)) & 0xF, the tile exponent (0 = empty).
  * All functions here are pure and thread-safe.
@@ -165,7 +165,7 @@ A2PACK_API uint64_t a2pack_board_apply_move(uint64_t board, uint32_t move);
 /* Bit i set when move i changes the board (Up 1, Down 2, Left 4, Right 8). */
 A2PACK_API uint32_t a2pack_board_legal_moves(uint64_t board);
 
-/* The upstream per-step branch normalisation (FORMATS.md §3): `ev` holds the
+/* The upstream per-step branch normalisation (docs/run-files.md): `ev` holds the
  * raw expected values of the 4 moves, `legal_mask` which are legal; `out`
  * receives the normalised values (0 for illegal moves). */
 A2PACK_API void a2pack_branches_normalise(const float ev[4], uint32_t legal_mask,
@@ -226,7 +226,7 @@ typedef struct a2pack_run_meta {
 } a2pack_run_meta;
 
 /* Kind of a run payload by its first bytes: "A2T1" 0x01 → V1, otherwise V2
- * (FORMATS.md §3). Never fails; a payload shorter than 6 bytes is V2. */
+ * (docs/run-files.md). Never fails; a payload shorter than 6 bytes is V2. */
 A2PACK_API a2pack_run_kind a2pack_run_detect_kind(const uint8_t *data, size_t len);
 
 /* Decode a run from bytes (kind detected; v1 upgraded to v2). The bytes are
@@ -425,7 +425,7 @@ A2PACK_API void a2pack_expectimax_stats(const a2pack_expectimax *ex, uint64_t *n
 A2PACK_API void a2pack_expectimax_reset_stats(a2pack_expectimax *ex);
 
 /* ======================================================================
- * Section: pack — A2PACK packfiles (FORMATS.md §4): many runs in one
+ * Section: pack — A2PACK packfiles (docs/pack.md): many runs in one
  * read-only file with an index, for O(1) random access and fast scans.
  *
  * A pack handle (reader) is thread-safe: every function taking an
@@ -618,7 +618,7 @@ A2PACK_API a2pack_status a2pack_pack_histograms_get(a2pack_pack *pack, uint32_t 
 A2PACK_API a2pack_status a2pack_pack_validate(a2pack_pack *pack, int32_t full, uint32_t workers,
                                               a2pack_progress_fn progress, void *progress_user);
 
-/* JSONL export modes (FORMATS.md §4, upstream's schemas). */
+/* JSONL export modes (docs/pack.md, upstream's schemas). */
 typedef enum a2pack_pack_jsonl_mode {
   A2PACK_PACK_JSONL_RUNS = 0,  /* one line per run */
   A2PACK_PACK_JSONL_STEPS = 1  /* one line per step */
@@ -759,7 +759,7 @@ typedef struct a2pack_pack_api {
 /* (end of section pack) */
 
 /* ======================================================================
- * Section: dataset — step datasets (FORMATS.md §5, seed 003): a folder
+ * Section: dataset — step datasets (docs/dataset.md): a folder
  * holding steps.npy (one 32-byte row per step, loadable with np.load),
  * metadata.db (SQLite, one row per run) and manifest.json (the commit record:
  * row and run counts, CRC32C of the rows, sources).
@@ -874,7 +874,7 @@ A2PACK_API a2pack_status a2pack_dataset_append(const char *dataset_dir, const ch
                                                a2pack_dataset_build_result *result);
 
 /* One run of a2pack_dataset_build_from_rows: its row of metadata.db's `runs`
- * table (FORMATS.md §5) but for id and first_step_idx, which the call
+ * table (docs/dataset.md) but for id and first_step_idx, which the call
  * numbers. An element of an array, so this layout never changes. */
 typedef struct a2pack_dataset_run_record {
   uint64_t num_steps;   /* its rows, 0..65536 */
@@ -1324,7 +1324,7 @@ typedef struct a2pack_dataset_api {
 
 /* ======================================================================
  * Section: bag
- * Bagz / Säckli record files (FORMATS.md §6), format-compatible with the
+ * Bagz / Säckli record files (docs/bag.md), format-compatible with the
  * `bagz` and `sackli` packages: a records section (each record stored, or one
  * zstd frame per non-empty record in .bagz) and a limits section of u64 end
  * offsets, at the file's tail or in a sibling "limits.<name>" file.
@@ -1667,7 +1667,7 @@ typedef struct a2pack_bag_api {
 /* (end of section bag) */
 
 /* ======================================================================
- * Section: logger — sparse-vector data logger (seed 004, docs/logger.md)
+ * Section: logger — sparse-vector data logger (docs/logger.md)
  *
  * Records (stream id, epoch, sparse vector of uint32 indices and float64
  * values) from any number of threads into <dir>/segments/NNNNN.seg.zst:

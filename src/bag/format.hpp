@@ -1,4 +1,4 @@
-// Bagz / Säckli record files (FORMATS.md §6): the options both sides of the
+// Bagz / Säckli record files (docs/bag.md): the options both sides of the
 // format share, and the naming rules (compression by extension, the sibling
 // "limits.<basename>" file of separate placement).
 //

@@ -1,4 +1,4 @@
-// A Bagz reader over one or many shards (FORMATS.md §6, seed 002).
+// A Bagz reader over one or many shards (docs/bag.md).
 //
 // Global index → (shard, index in shard): CONCATENATED walks the shards one
 // after another (binary search over the prefix sums); INTERLEAVED

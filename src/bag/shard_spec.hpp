@@ -1,4 +1,4 @@
-// File specs as bagz and Säckli accept them (FORMATS.md §6):
+// File specs as bagz and Säckli accept them (docs/bag.md):
 //   "dir/name.bagz"                      one file
 //   "dir/name@4.bagz"                    name-00000-of-00004.bagz ... 00003
 //   "dir/name@*.bagz"                    the same, N found from shard 0 on disk

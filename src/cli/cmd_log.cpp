@@ -81,7 +81,7 @@ struct CommonArgs {
 
 void add_common(CLI::App* c, CommonArgs& a) {
   c->add_option("dir", a.dir,
-                "Logger folder: segments/ and streams/, or seed 004's layout (NNNNN.seg.zst "
+                "Logger folder: segments/ and streams/, or the single-folder layout (NNNNN.seg.zst "
                 "beside streams/)")
       ->required();
   c->add_flag("--strict", a.strict,

@@ -1,4 +1,4 @@
-// metadata.db: one row per run in upstream's `runs` table (FORMATS.md §5),
+// metadata.db: one row per run in upstream's `runs` table (docs/dataset.md),
 // through the system libsqlite3.
 #pragma once
 

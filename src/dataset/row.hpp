@@ -1,4 +1,4 @@
-// One step of a dataset: the 32-byte packed row of steps.npy (FORMATS.md §5)
+// One step of a dataset: the 32-byte packed row of steps.npy (docs/dataset.md)
 // and the rule that turns a decoded run step into it.
 #pragma once
 

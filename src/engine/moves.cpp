@@ -1,6 +1,6 @@
 // Moves by table lookup: every 16-bit row has its left/right result
 // precomputed, and columns go through a transpose so Up/Down reuse the same
-// row logic (FORMATS.md §1 layout).
+// row logic (the board layout of docs/run-files.md).
 #include "engine/moves.hpp"
 
 #include <bit>

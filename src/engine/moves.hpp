@@ -1,4 +1,4 @@
-// Table-driven 2048 moves on u64 boards (FORMATS.md §1 layout: cell 0 is the
+// Table-driven 2048 moves on u64 boards (the board layout of docs/run-files.md: cell 0 is the
 // top-left nibble, the most significant one).
 #pragma once
 

@@ -1,9 +1,9 @@
-// Reading folders written in seed 004's own layout (issue 16): segments
+// Reading folders written in the single-folder layout: segments
 // `NNNNN.seg.zst` directly in the run folder beside `streams/`, each a plain
-// sequence of zstd frames, one record per frame (the seed's "current impl";
+// sequence of zstd frames, one record per frame (as the reference writer lays them out;
 // several records in a frame are read too), with no frame header of ours.
-// A record is the seed's §3.2 varints and its epoch delta is taken from the
-// same stream's previous record in the whole run (the seed's writer keeps
+// A record is the varint record of docs/logger.md and its epoch delta is taken from the
+// same stream's previous record in the whole run (that writer keeps
 // `last_tick_for_stream` across frames and segments), so these segments are
 // decoded in order on one thread.
 #pragma once

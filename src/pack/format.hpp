@@ -1,4 +1,4 @@
-// The bytes of an A2PACK v1 packfile (FORMATS.md §4, seed 000):
+// The bytes of an A2PACK v1 packfile (docs/pack.md):
 //
 //   [header 28 B][index: count x 32 B][zero pad][entries, each aligned]
 //   [stats block][footer 32 B]

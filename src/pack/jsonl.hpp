@@ -1,4 +1,4 @@
-// JSONL export of a pack in upstream's two schemas (FORMATS.md §4):
+// JSONL export of a pack in upstream's two schemas (docs/pack.md):
 //
 //   runs:  {"run_idx","steps","start_unix_s","elapsed_s","max_score",
 //           "highest_tile","final_board","states":[...],"moves":["UP",...]}

@@ -1,4 +1,4 @@
-// 2048 board basics shared by every layer (FORMATS.md §1).
+// 2048 board basics shared by every layer (docs/run-files.md).
 #pragma once
 
 #include <cstdint>

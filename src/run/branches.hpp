@@ -1,4 +1,4 @@
-// The upstream per-step branch normalisation (FORMATS.md §3).
+// The upstream per-step branch normalisation (docs/run-files.md).
 #pragma once
 
 #include <cstdint>

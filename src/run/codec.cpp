@@ -494,7 +494,7 @@ std::string encode_v2(const Run& r) {
   p = varint::write(p, r.final_board);
   if (p != reinterpret_cast<uint8_t*>(out.data()) + out.size())
     fail(A2PACK_E_INTERNAL, "v2 encoder size mismatch");
-  // Kind detection (FORMATS.md §3) reads every payload that starts "A2T1"
+  // Kind detection (docs/run-files.md) reads every payload that starts "A2T1"
   // 0x01 as v1. v2 bytes spell that only for meta.steps = 65, start_unix_s =
   // 50 and an elapsed_s whose first bytes are "T1" 0x01 (a subnormal float,
   // never a real game; found by fuzzing) - and would then read back as a

@@ -1,4 +1,4 @@
-// .a2run2 run files: v1 (A2T1, FORMATS.md §2) and v2 (postcard, §3).
+// .a2run2 run files: v1 (A2T1) and v2 (postcard), described in docs/run-files.md.
 //
 // Decoding is split in two so that batch decoders can size their output
 // before decoding anything: parse_header() reads the metadata and the step
