@@ -1,6 +1,6 @@
 // Helpers shared by the dataset test files: hand-made runs written as
 // .a2run2 folders, and the expected rows computed independently of the
-// library's row code (FORMATS.md §5 read literally).
+// library's row code (docs/dataset.md read literally).
 #pragma once
 
 #include <gtest/gtest.h>
@@ -83,7 +83,7 @@ inline void write_runs(const std::string& dir, const std::vector<Run>& runs, siz
   }
 }
 
-// The row FORMATS.md §5 prescribes for step i of run r with id `id`.
+// The row docs/dataset.md prescribes for step i of run r with id `id`.
 struct ExpectedRow {
   uint64_t board;
   uint8_t move, legal;

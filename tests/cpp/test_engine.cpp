@@ -28,7 +28,7 @@ using engine::legal_moves;
 
 constexpr unsigned kUp = 0, kDown = 1, kLeft = 2, kRight = 3;
 
-// Board from 16 exponents, row-major, cell 0 top-left (FORMATS.md §1).
+// Board from 16 exponents, row-major, cell 0 top-left (docs/run-files.md).
 uint64_t make_board(std::initializer_list<unsigned> cells) {
   uint64_t b = 0;
   unsigned i = 0;
@@ -283,7 +283,7 @@ void check_game(const run::Run& r, bool with_branches) {
       // The chosen move has the highest raw value, so it normalises to 1 and
       // is stored as 1 - FLT_EPSILON. A runner-up within a hair of it can
       // normalise to 1 - FLT_EPSILON/2, just above: an upstream quirk of
-      // the normalisation (FORMATS.md §3), not a wrong choice.
+      // the normalisation (docs/run-files.md), not a wrong choice.
       if (v[m] == 1.0f - FLT_EPSILON) continue;
       ASSERT_LE(v[k], v[m]) << "step " << i << ": chosen move is not the best";
     }

@@ -1,6 +1,6 @@
 // Data logger, second hardening pass (issue 23 items 1-4, issue 16 item 6):
 // sidecar checksums, gaps in segment numbering, forged frame counts, decode
-// limits, and segments in seed 004's own one-frame-per-record layout.
+// limits, and segments in the single-folder one-frame-per-record layout.
 #include <gtest/gtest.h>
 
 #include <zstd.h>
@@ -409,7 +409,7 @@ TEST(LoggerLimits, PerDecodeLimitsKeepAPrefixAndNameTheFrame) {
   EXPECT_EQ(d.n_records(), full.n_records());
 }
 
-// ------------------------------------------------ 5. seed 004's own layout
+// ------------------------------------------------ 5. the single-folder layout
 
 namespace {
 

@@ -70,7 +70,7 @@ inline void put32(std::string& s, uint32_t v) { s.append(reinterpret_cast<const 
 inline void put64(std::string& s, uint64_t v) { s.append(reinterpret_cast<const char*>(&v), 8); }
 inline void put16(std::string& s, uint16_t v) { s.append(reinterpret_cast<const char*>(&v), 2); }
 
-// A pack laid out as upstream's `a2pack pack` writes it (FORMATS.md §4),
+// A pack laid out as upstream's `a2pack pack` writes it (docs/pack.md),
 // written independently of the library's writer. `stats` appends upstream's
 // postcard stats block built from `stats_block` bytes (may be empty: none).
 inline std::string upstream_pack(const std::vector<std::string>& payloads, uint64_t align,

@@ -2,7 +2,7 @@
 // file of a folder whose stream sidecar is valid. Damage must be reported as
 // problems (or a status in strict mode), never crash; the columns must be
 // consistent. An input that begins like a plain zstd frame is also decoded
-// as a segment of seed 004's own layout (segments in the run folder, one
+// as a segment of the single-folder layout (segments in the run folder, one
 // zstd frame per record). Forged counts and decompression bombs are kept in
 // regressions/logger/: the decode limits must refuse them before allocating.
 //

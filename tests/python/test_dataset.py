@@ -43,7 +43,7 @@ def write_runs(folder, runs, first=0):
 
 
 def expected_rows(runs, first_id=0):
-    """FORMATS.md §5 computed here, independently of the library."""
+    """docs/dataset.md computed here, independently of the library."""
     rows = []
     for k, r in enumerate(runs):
         vals, legal = r.branch_values, r.legal_masks

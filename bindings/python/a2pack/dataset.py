@@ -22,7 +22,7 @@ import numpy.typing as npt
 from . import _query
 from ._native import check, ffi, fspath, lib, view_array
 
-#: The exact row dtype of steps.npy (FORMATS.md §5): 32 bytes, packed.
+#: The exact row dtype of steps.npy (docs/dataset.md): 32 bytes, packed.
 STEP_DTYPE = np.dtype([
     ("board", "<u8"),
     ("move", "u1"),
