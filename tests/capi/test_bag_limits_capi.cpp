@@ -1,5 +1,4 @@
-// The bag reader's limits and notes through the C API (issue 23 items 4, 6
-// and 7): max_record_bytes appended to the options (an older, shorter struct
+// The bag reader's limits and notes through the C API: max_record_bytes appended to the options (an older, shorter struct
 // keeps the default), a2pack_bag_reader_sizes from frame headers, notes for
 // unreferenced bytes and strict mode, a2pack_clean_temps, the function table.
 #include <gtest/gtest.h>

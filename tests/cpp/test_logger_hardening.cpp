@@ -1,4 +1,4 @@
-// Data logger, second hardening pass (issue 23 items 1-4, issue 16 item 6):
+// Data logger, second hardening pass:
 // sidecar checksums, gaps in segment numbering, forged frame counts, decode
 // limits, and segments in the single-folder one-frame-per-record layout.
 #include <gtest/gtest.h>
@@ -580,7 +580,7 @@ TEST(LoggerSeedLayout, LimitsApply) {
   EXPECT_TRUE(has(d.problems[0].message, "max_frame_bytes")) << d.problems[0].message;
 }
 
-// ------------------------------------------------ killed writers (issue 23 item 7)
+// ------------------------------------------------ killed writers
 
 TEST(LoggerSidecar, ReopeningRemovesSidecarTemporariesOfAKilledLogger) {
   a2test::TempDir tmp;

@@ -1,4 +1,4 @@
-// Data logger, third hardening pass (issue 37 items 1, 6 and 7): frames
+// Data logger, third hardening pass: frames
 // that expand too far for their size, the frame sequence (lost, duplicated,
 // reordered, foreign frames; segments cut at a frame boundary, killed
 // loggers and the resume marker), files in segments/ that are not read.

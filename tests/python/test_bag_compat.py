@@ -228,7 +228,7 @@ def test_large_records_from_bagz_decode_into_their_bytes(tmp_path, ext, cache, m
     got = r.read_indices(idx)
     assert got == theirs.read_indices([i % len(LARGE) for i in idx]) == [LARGE[i] for i in idx]
     assert all(type(x) is bytes for x in got)
-    # A repeated index is one object, as in bagz (issue 16).
+    # A repeated index is one object, as in bagz.
     their_got = theirs.read_indices([i % len(LARGE) for i in idx])
     assert their_got[4] is their_got[5] and got[4] is got[5]
     assert r.read() == list(theirs) == LARGE

@@ -1,4 +1,4 @@
-"""Record files under hostile input (issue 23 items 4 and 6): a documented
+"""Record files under hostile input: a documented
 limit on the decoded size of a record, enforced from the frame header before
 anything is allocated; `bag cat --lengths` without decompressing; unreferenced
 bytes after the last limit of a separate-limits file reported (warning, or an

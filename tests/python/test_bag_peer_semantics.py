@@ -1,4 +1,4 @@
-"""a2pack.bag behaves as bagz where code could notice (issue 16 item 2):
+"""a2pack.bag behaves as bagz where code could notice:
 repeated indices share one object, read_indices_iter yields up to a bad
 position then raises there, half-consumed iterators die quietly, slice step 0
 is an "Invalid slice" IndexError, "posix:" paths, and batch reads from many

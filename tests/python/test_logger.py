@@ -486,7 +486,7 @@ def test_cli_log_info_decode_to_parquet(tmp_path):
     assert pq.read_table(tmp_path / "o.parquet").num_rows == 100
 
 
-# ------------------------------------------------------------------ hardening (issue 23, 16)
+# ------------------------------------------------------------------ hardening
 def _small_log(path, n=500, rotate=None):
     kw = {"frame_bytes": 4096}
     if rotate:

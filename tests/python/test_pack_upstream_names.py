@@ -1,6 +1,5 @@
-"""Upstream's names on the packfile surface (issue 16 items 3 and 4, issue 24
-item 2): the flags of upstream's `a2pack` tool as aliases, `--compress lz4`
-refused naming the supported codecs, `import ai_2048` for seed 000's Python
+"""Upstream's names on the packfile surface: the flags of upstream's `a2pack` tool as aliases, `--compress lz4`
+refused naming the supported codecs, `import ai_2048` for upstream's Python
 surface, packs with zstd entries marked (header version 2) so that upstream's
 reader refuses them at open, and exports that fsync only with --durable."""
 

@@ -1,4 +1,4 @@
-"""Killed writers leave no garbage (issue 23 item 7): a SIGKILLed `a2pack
+"""Killed writers leave no garbage: a SIGKILLed `a2pack
 pack`, `a2pack bag write` or Python bag.Writer leaves OUT.tmp-PID-N; the next
 writer to the same output removes it, and so does `a2pack clean` - but never a
 temporary whose writer is alive, nor a file that only looks like one."""

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Soak test (issue 23 item 9; `make soak`, not part of `make test`).
+"""Soak test (`make soak`, not part of `make test`).
 
 For --seconds (default 180), at the same time:
 
@@ -463,7 +463,7 @@ def main() -> int:
     if a.out:
         with open(a.out, "w") as f:
             f.write(text)
-    # Refused appends (readers holding the lock, issue 23 item 8) fail the
+    # Refused appends (readers holding the lock) fail the
     # soak too: appends must wait for readers, not give up.
     failed = bool(bad or reader_errors or figures["appends_failed"] or figures["logger_failed"]
                   or figures["appends_refused_locked"])

@@ -9,7 +9,7 @@ Code written for sackli or bagz runs after changing the import::
     r = sackli.Reader("/tmp/data.bagz")
     r[0], r[-1], r[::2], r.read_indices([3, 1]), list(r.read_indices_iter(gen))
 
-Files move freely between a2pack, bagz and sackli (FORMATS.md §6). All the
+Files move freely between a2pack, bagz and sackli (docs/bag.md). All the
 reading, decompression and index building happens in the C++ library; this
 module crosses the C boundary once per batch and turns batches into `bytes`.
 

@@ -1,4 +1,4 @@
-"""Step datasets: steps.npy + metadata.db + manifest.json (seed 003).
+"""Step datasets: steps.npy + metadata.db + manifest.json (docs/dataset.md).
 
 A dataset folder holds one 32-byte row per game step in ``steps.npy`` (plain
 ``np.load`` reads it, dtype :data:`STEP_DTYPE`), one row per run in
