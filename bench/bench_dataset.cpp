@@ -1,4 +1,4 @@
-// Step dataset benchmarks (issue 4), on a synthetic dataset of
+// Step dataset benchmarks (docs/dataset.md, Performance), on a synthetic dataset of
 // $A2PACK_BENCH_ROWS rows (default 10 M = 320 MB) built once per process:
 //  - gathering 4 096 random rows: a2pack's gather (prefetching, 1 and 2
 //    workers) and column gather, against the baseline plain single-threaded

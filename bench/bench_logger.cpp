@@ -4,15 +4,15 @@
 //                          validate + quantise + predict + varint-encode into
 //                          a frame's two regions, format v2 (no compression,
 //                          no I/O)
-//   BM_EncodeV1/16/kind    the same in format v1 (the seed's single-region
-//                          layout, absolute values): the predictor's cost
+//   BM_EncodeV1/16/kind    the same in format v1 (the single-folder layout's
+//                          one-region records, absolute values): the predictor's cost
 //   BM_Record/n            record() itself through the Logger (slot lookup,
 //                          spin lock, encode) with the writer on the other core
 //                          and compression off the clock: per-call cost only
 //   BM_ToDisk/n/threads    end to end: open, record, close (compressed, on
 //                          disk, fdatasync'ed); records/s sustained
 //                          (huffman:1 = Huffman-coded literals, not the default)
-//   BM_SeedDesign/n        the seed's design: one zstd frame per record
+//   BM_FramePerRecord/n    the single-folder layout: one zstd frame per record
 //                          (compression included, no I/O), for comparison
 //   BM_Decode/workers      decode_dir over a prepared log; bytes/s counts the
 //                          decompressed frame bytes
@@ -25,7 +25,7 @@
 //                          the checked parser against the bulk one
 //   BM_FrameCompress       zstd levels on the encoded frames: MB/s and size
 // Counters: bytes_per_record for ours (file bytes incl. headers) and for the
-// seed's one-frame-per-record design on the same records (its own record
+// single-folder layout's one frame per record on the same records (its own record
 // encoding, format v1's: absolute values, epoch deltas across the run).
 #include <benchmark/benchmark.h>
 
@@ -211,7 +211,7 @@ void BM_Encode(benchmark::State& state) {
 }
 BENCHMARK(BM_Encode)->ArgNames({"n", "random"})->ArgsProduct({{1, 16, 256}, {kSim, kRandom}});
 
-// The same caller-thread work in format version 1 (the seed's record layout,
+// The same caller-thread work in format version 1 (the single-folder layout's record,
 // one region, absolute values): what version 2's predictor costs per record.
 void BM_EncodeV1(benchmark::State& state) {
   const Workload& w = workload(static_cast<size_t>(state.range(0)), static_cast<int>(state.range(1)));
@@ -276,9 +276,9 @@ void BM_Record(benchmark::State& state) {
 }
 BENCHMARK(BM_Record)->Arg(1)->Arg(16)->Arg(256)->Iterations(2'000'000);
 
-// Bytes of the same records in the seed's design: each record its own zstd
+// Bytes of the same records in the single-folder layout: each record its own zstd
 // frame, epoch deltas per stream across the whole run.
-double seed_bytes_per_record(const Workload& w, size_t records, int level) {
+double flat_bytes_per_record(const Workload& w, size_t records, int level) {
   ZSTD_CCtx* c = ZSTD_createCCtx();
   std::vector<uint8_t> raw(max_record_bytes(w.n)), out(ZSTD_compressBound(raw.size()));
   StreamInfo s{w.epoch_scale, w.value_scale, 0};
@@ -298,9 +298,9 @@ double seed_bytes_per_record(const Workload& w, size_t records, int level) {
   return static_cast<double>(total) / static_cast<double>(records);
 }
 
-// The seed's design on the caller's thread: encode + one zstd frame per
+// The single-folder layout on the caller's thread: encode + one zstd frame per
 // record (no I/O), records/s.
-void BM_SeedDesign(benchmark::State& state) {
+void BM_FramePerRecord(benchmark::State& state) {
   const Workload& w = workload(static_cast<size_t>(state.range(0)), kSim);
   ZSTD_CCtx* c = ZSTD_createCCtx();
   std::vector<uint8_t> raw(max_record_bytes(w.n)), out(ZSTD_compressBound(raw.size()));
@@ -322,9 +322,9 @@ void BM_SeedDesign(benchmark::State& state) {
   }
   ZSTD_freeCCtx(c);
   state.SetItemsProcessed(state.iterations());
-  state.counters["bytes_per_record"] = seed_bytes_per_record(w, 20000, 1);
+  state.counters["bytes_per_record"] = flat_bytes_per_record(w, 20000, 1);
 }
-BENCHMARK(BM_SeedDesign)->Arg(1)->Arg(16)->Arg(256);
+BENCHMARK(BM_FramePerRecord)->Arg(1)->Arg(16)->Arg(256);
 
 // End to end: `threads` threads record the workload (thread t takes the
 // records r with r % threads == t, so each stream has one writer thread) into
@@ -377,9 +377,9 @@ void BM_ToDisk(benchmark::State& state) {
       static_cast<double>(st.file_bytes) / static_cast<double>(st.records);
   state.counters["raw_per_record"] =
       static_cast<double>(st.raw_bytes) / static_cast<double>(st.records);
-  state.counters["seed_bytes_per_record"] = seed_bytes_per_record(w, 20000, level);
-  state.counters["size_vs_seed"] =
-      state.counters["bytes_per_record"] / state.counters["seed_bytes_per_record"];
+  state.counters["frame_per_record_bytes"] = flat_bytes_per_record(w, 20000, level);
+  state.counters["size_vs_frame_per_record"] =
+      state.counters["bytes_per_record"] / state.counters["frame_per_record_bytes"];
   state.counters["full_events"] = static_cast<double>(st.full_events);
 }
 BENCHMARK(BM_ToDisk)
@@ -400,7 +400,7 @@ BENCHMARK(BM_ToDisk)
 
 // Frames of a workload compressed at several zstd levels on one core:
 // compression MB/s (what bounds the end-to-end rate) and bytes per record
-// (what the size target is about), against the seed's design at level 1.
+// (what the size target is about), against one frame per record at level 1.
 void BM_FrameCompress(benchmark::State& state) {
   const int kind = static_cast<int>(state.range(2));
   const Workload& w = workload(static_cast<size_t>(state.range(0)), kind);
@@ -451,8 +451,8 @@ void BM_FrameCompress(benchmark::State& state) {
   ZSTD_freeCCtx(c);
   state.SetBytesProcessed(static_cast<int64_t>(raw * state.iterations()));
   state.counters["bytes_per_record"] = static_cast<double>(comp) / static_cast<double>(in_frames);
-  state.counters["size_vs_seed"] =
-      state.counters["bytes_per_record"] / seed_bytes_per_record(w, 20000, 1);
+  state.counters["size_vs_frame_per_record"] =
+      state.counters["bytes_per_record"] / flat_bytes_per_record(w, 20000, 1);
 }
 BENCHMARK(BM_FrameCompress)
     ->ArgNames({"n", "level", "random"})

@@ -1,4 +1,4 @@
-// Packfile benchmarks (issue 3):
+// Packfile benchmarks (docs/pack.md has the measured table):
 //  - open + validate of a 100 000-entry pack (open checks all CRCs of the
 //    header, index and footer and every entry's bounds; validate quick adds
 //    16 sampled entries);

@@ -2,7 +2,7 @@
 
 For batches of 4 096 random step indices, in the same process on the same
 data: numpy fancy indexing ``steps[idx]`` and ``np.take(steps, idx)`` on the
-array ``np.load`` returns (the seed's design), the same two on a2pack's
+array ``np.load`` returns (the plain numpy way), the same two on a2pack's
 zero-copy ``Dataset.steps`` view, and a2pack's ``get_batch`` (1 and 2
 workers) and ``get_batch_columns``. Also load times: ``np.load``, a2pack's
 open (RAM + CRC check) and a plain sequential read of the file.

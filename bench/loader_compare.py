@@ -13,7 +13,7 @@ Loaders:
   feed d=D t=T      a2pack.Feed, depth D (0 = gathered inside next()), T producer threads
   StepBatches DL w  the README's former recipe: StepBatches + EpochBatchSampler in a
                     torch DataLoader with w workers
-  seed-003 DL w     np.load + fancy index + numpy unpack (the seed's recipe), with w
+  numpy DL w        the numpy recipe: np.load + fancy index + numpy unpack, with w
                     DataLoader workers (0: in the loop)
   torch index_select  the rows as torch tensors in RAM, index_select per batch
   grain             grain's MapDataset over the same rows in RAM, batched, with its
@@ -97,8 +97,8 @@ def step_batches_dl(path, batch, workers, seed):
         epoch += 1
 
 
-class SeedRecipe:
-    """The seed-003 design: np.load, then steps[idx] and a numpy unpack."""
+class NumpyRecipe:
+    """The numpy recipe: np.load, then steps[idx] and a numpy unpack."""
 
     def __init__(self, path):
         self.path = str(path)
@@ -123,13 +123,13 @@ class SeedRecipe:
                 "ev_values": torch.from_numpy(np.ascontiguousarray(rows["ev_values"]))}
 
 
-def seed_recipe(path, n, batch, workers, seed):
+def numpy_recipe(path, n, batch, workers, seed):
     import torch.utils.data
 
     sampler = a2pack.torch_data.EpochBatchSampler(n, batch_size=batch, seed=seed)
-    data = SeedRecipe(path)
+    data = NumpyRecipe(path)
     if workers == 0:
-        data.steps = np.load(f"{path}/steps.npy")  # in RAM, as the seed loads it
+        data.steps = np.load(f"{path}/steps.npy")  # in RAM, as np.load gives it
         epoch = 0
         while True:
             sampler.set_epoch(epoch)
@@ -274,8 +274,8 @@ def main():
                 lambda d=depth, t=threads: feed_batches(path, args.batch, d, t, 1))
     loaders["StepBatches DL 0"] = lambda: step_batches_dl(path, args.batch, 0, 1)
     loaders["StepBatches DL 2"] = lambda: step_batches_dl(path, args.batch, 2, 1)
-    loaders["seed-003 DL 0"] = lambda: seed_recipe(path, n, args.batch, 0, 1)
-    loaders["seed-003 DL 2"] = lambda: seed_recipe(path, n, args.batch, 2, 1)
+    loaders["numpy DL 0"] = lambda: numpy_recipe(path, n, args.batch, 0, 1)
+    loaders["numpy DL 2"] = lambda: numpy_recipe(path, n, args.batch, 2, 1)
     loaders["torch index_select"] = lambda: torch_index_select(path, n, args.batch, 1)
     try:
         import grain  # noqa: F401

@@ -17,7 +17,7 @@ value_scale 1e-3) it measures, in the same run:
                          decompressed frames) against reading the IPC stream
 
 All timings include close()/flush to disk. With --cpp, the C++ benchmark
-binary runs afterwards (C numbers: encode, record(), end to end, seed design,
+binary runs afterwards (C numbers: encode, record(), end to end, one frame per record,
 decode).
 """
 

@@ -1,4 +1,4 @@
-# The HTML report in a real browser (issue 21): tests/report/ loads reports
+# The HTML report in a real browser: tests/report/ loads reports
 # in Debian's headless Chromium, checks every plot rendered and that the
 # replay slider moves the board, and keeps a screenshot in
 # $(BUILD)/report-artifacts/. The Arrow and report tests without a browser

@@ -1,4 +1,4 @@
-# Soak test (issue 23 item 9): minutes of concurrent pack/bag/dataset readers,
+# Soak test (README.md, "Checking"): minutes of concurrent pack/bag/dataset readers,
 # a dataset appender and a logger, the writers SIGKILLed every few seconds;
 # tests/soak/soak.py says what is checked. Not part of `make test`.
 #   make soak [SOAK_SECONDS=180] [SOAK_READERS=3] [SOAK_SEED=1]

@@ -24,7 +24,7 @@
 #include "logger/encoder.hpp"  // FrameState: the bulk parser's predictor arena
 #include "base/varint.hpp"
 #include "base/worker_pool.hpp"
-#include "logger/seed_layout.hpp"
+#include "logger/flat_layout.hpp"
 #include "logger/segment.hpp"
 #include "logger/sequence.hpp"
 
@@ -408,10 +408,10 @@ Decoded decode_dir(const std::string& dir_in, const DecodeOptions& opts) {
   auto seg_ids = list_segments(seg_dir, &others);
   report_others(seg_dir, others, true, d.problems);
   if (seg_ids.empty()) {
-    // The seed's layout: segments directly in the folder, one zstd frame per
-    // record (seed_layout.cpp).
-    if (seed_layout_dir(dir)) {
-      decode_seed_dir(dir, scales, opts, d);
+    // The single-folder layout: segments directly in the folder, one zstd
+    // frame per record (flat_layout.cpp).
+    if (flat_layout_dir(dir)) {
+      decode_flat_dir(dir, scales, opts, d);
       strict_check();
       return d;
     }

@@ -75,7 +75,7 @@ struct DecodeOptions {
 
 // Decode <dir>/segments/*.seg.zst with the scales of <dir>/streams/*.json.
 // A folder without segments/ whose own NNNNN.seg.zst files begin with a
-// plain zstd frame is read in the seed's layout (seed_layout.hpp).
+// plain zstd frame is read in the single-folder layout (flat_layout.hpp).
 Decoded decode_dir(const std::string& dir, const DecodeOptions& opts);
 
 // Gaps in a folder's segment numbering (from 00000) become problems naming

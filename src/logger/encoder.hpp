@@ -189,7 +189,7 @@ void encode_record_v2(uint8_t*& s, uint8_t*& v, uint32_t sid, const StreamInfo& 
 void use_portable_encoder(bool portable);
 
 // Encode one record in format version 1 at p, which must have room for
-// max_record_bytes(n) (tests and the seed-design benchmark; the writer writes
+// max_record_bytes(n) (tests and the one-frame-per-record benchmark; the writer writes
 // version 2).
 // Validates everything first-come (epoch, then indices and values in one
 // pass); on invalid input throws Error (INVALID_ARGUMENT or OUT_OF_RANGE) and

@@ -13,7 +13,7 @@
 // Versions 1 and 2 (still read) have a 40-byte header without these.
 //
 // The header is itself a zstd *skippable frame* (magic 0x184D2A5A, content
-// size 32), so a segment stays a valid zstd stream that `zstd -d` / `zstdcat`
+// size 48; 32 in versions 1 and 2), so a segment stays a valid zstd stream that `zstd -d` / `zstdcat`
 // read (they skip our headers). Inside the skippable frame: our magic
 // "A2LG", version, the lengths, the record and non-zero counts (so a reader
 // sizes its output columns from the headers alone and decodes every frame
@@ -24,13 +24,14 @@
 // touching zstd; after a bad block the reader scans forward for the next
 // 12-byte header prefix whose header CRC verifies and goes on from there.
 //
-// The decompressed payload holds the seed's §3.2 varints with one change that
+// The decompressed payload holds the varint records of the single-folder
+// layout (docs/formats.md) with one change that
 // makes every frame self-contained: the per-stream epoch delta base is 0 at
 // the start of each frame, so the first record of a stream in a frame stores
 // its absolute tick. Skipping a bad frame therefore never corrupts the epochs
 // of later frames.
 //
-// Version 1 (read only): the records one after another, exactly §3.2.
+// Version 1 (read only): the records one after another, in that layout.
 // Version 2 (written): the same varints in two regions — first every record's
 // structure (stream id, epoch delta, n, first index, gaps), then every
 // record's values — and each value coded against a predictor: the quantised

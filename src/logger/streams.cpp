@@ -81,7 +81,7 @@ StreamMeta read_sidecar(const std::string& path, uint32_t expected_id) {
   if (doc.contains("labels")) {
     labels = doc["labels"];
   } else {
-    // The seed's writer may keep labels beside the scales.
+    // The single-folder layout's reference writer may keep labels beside the scales.
     labels = json::object();
     for (auto& [k, v] : doc.items())
       if (k != "stream_id" && k != "epoch_scale" && k != "value_scale" && k != "sort" &&

@@ -40,7 +40,7 @@ uint32_t scales_crc(uint32_t id, const StreamInfo& info);
 // (missing field, bad scale, id not matching the file name), CHECKSUM when
 // its "scales_crc32c" does not match its scales (sidecars written before the
 // check have none and are read unchecked). A sidecar without "labels" (the
-// seed's own writer may keep labels at the top level) takes its other keys
+// single-folder layout's reference writer may keep labels at the top level) takes its other keys
 // as labels.
 StreamMeta read_sidecar(const std::string& path, uint32_t expected_id);
 

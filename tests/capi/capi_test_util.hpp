@@ -28,8 +28,8 @@ inline std::vector<uint8_t> fixture_bytes() {
   std::vector<uint8_t> b = read_bytes(fixture_path());
   if (b.empty())
     throw std::runtime_error("upstream fixture " + fixture_path() +
-                             " is missing or empty (set A2PACK_FIXTURE, or check out the "
-                             "project beside ../shared)");
+                             " is missing or empty (set A2PACK_FIXTURE to upstream's "
+                             "example.a2run2)");
   return b;
 }
 

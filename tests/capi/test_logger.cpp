@@ -391,7 +391,7 @@ TEST(CapiLogger, LiteralsAreStoredRawUnlessAskedToCompress) {
   EXPECT_EQ(lg, nullptr);
 }
 
-// Issue 23: decode limits through the option struct (old callers' smaller
+// Decode limits through the option struct (old callers' smaller
 // structs keep the defaults), notes and missing segments through the
 // problem struct.
 TEST(CapiLogger, LimitsNotesAndMissingSegments) {

@@ -73,7 +73,7 @@ std::string bytes_of(const std::string& path) {
 
 }  // namespace
 
-TEST(BagFormat, SeedTailExampleBytes) {
+TEST(BagFormat, TailExampleBytes) {
   a2test::TempDir d;
   write_bag(d / "x.bag", {"abcdef", "123", "catcat"});
   std::string want = "abcdef123catcat";
@@ -371,9 +371,9 @@ TEST(BagWriter, ManyRecordsSpillLimits) {
   }
 }
 
-// The seed's two sharding tables.
+// The two sharding examples of docs/bag.md ("Shards").
 namespace {
-// Global index -> (shard, local index) as the seed's tables give them, then
+// Global index -> (shard, local index) as those examples give them, then
 // every record of the 17-record sets these tests write reads back in order.
 struct Placement { uint64_t global; size_t shard; uint64_t local; };
 void expect_sharding(Reader& r, std::initializer_list<Placement> table) {

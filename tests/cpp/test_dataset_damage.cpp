@@ -94,7 +94,7 @@ void expect_refused_everywhere(const Case& c, const std::string& what) {
 
 }  // namespace
 
-// Issue 37.4: one byte missing from the end. SQLite counts the partial page
+// One byte missing from the end. SQLite counts the partial page
 // as a page and reads it zero-padded, so without a check a filter answered
 // from a changed index entry.
 TEST(DatasetDamage, MetadataDbCutByOneByteIsRefused) {
@@ -164,7 +164,7 @@ TEST(DatasetDamage, IntactDatabasesStillOpenWithAnyIndexes) {
   EXPECT_TRUE(verify(c.ds, false, 1).ok);
 }
 
-// Issue 37.5: invalid UTF-8 in manifest.json is CORRUPT naming the file and
+// Invalid UTF-8 in manifest.json is CORRUPT naming the file and
 // the byte on every path; the messages themselves are valid UTF-8, and the
 // verify report is written as JSON.
 TEST(DatasetDamage, ManifestWithInvalidUtf8IsCorruptNamingTheFileAndByte) {

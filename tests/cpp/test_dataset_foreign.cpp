@@ -1,5 +1,5 @@
-// Datasets that another tool appended to (issue: a2pack took upstream's rows
-// for an interrupted append of its own and deleted them). Upstream's
+// Datasets that another tool appended to (a2pack must never take upstream's
+// rows for an interrupted append of its own and delete them). Upstream's
 // `dataset append` is reproduced here from its documented behaviour: it
 // rewrites steps.npy with every old row (its header says how many) plus the
 // new rows, whose run_id is the run's position in the batch (0, 1, ...), and
@@ -377,7 +377,7 @@ TEST(DatasetForeign, OwnInstalledRowsUnderUpstreamRowsAreRefused) {
   EXPECT_EQ(open_ds(c.ds)->runs(), 3u);
 }
 
-// Issue 23: what steers row lookup is checked at open.
+// What steers row lookup is checked at open.
 TEST(DatasetForeign, SwappedFirstStepIdxIsRefusedAtOpen) {
   Case c;
   auto a = batch(1, 4);

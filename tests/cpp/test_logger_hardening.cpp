@@ -276,7 +276,7 @@ TEST(LoggerForged, HugeCountsWithGoodCrcsSkipOnlyThatFrame) {
   write_log(tmp.path(), 2000, 16 << 10);
   ASSERT_GE(list_segments(tmp / "segments").size(), 2u);
   Decoded full = decode_dir(tmp.path(), {});
-  // raw_len 2 GiB, 715 M records: the forged frame.
+  // raw_len 2 GiB, 715 M records: a frame forged to claim the most it can.
   forge(seg(tmp.path(), 0), 1, [](BlockHeader& h) {
     h.raw_len = 1u << 31;
     h.n_records = 715'000'000;
@@ -421,9 +421,10 @@ void put_varint(std::string& out, uint64_t v) {
   out.push_back(static_cast<char>(v));
 }
 
-// The seed's writer as its spec reads: one zstd frame per record, §3.2
-// varints, epoch deltas against the stream's previous record in the run.
-struct SeedWriter {
+// The single-folder layout's reference writer: one zstd frame per record,
+// the varint records of docs/formats.md, epoch deltas against the stream's
+// previous record in the run.
+struct FlatWriter {
   std::map<uint32_t, int64_t> last;
   bool streaming = false;  // frames without a content size
   std::string record(uint32_t sid, int64_t tick, const std::vector<uint32_t>& idx,
@@ -455,7 +456,7 @@ struct SeedWriter {
   }
 };
 
-void seed_sidecar(const std::string& dir, uint32_t id, double es, double vs) {
+void flat_sidecar(const std::string& dir, uint32_t id, double es, double vs) {
   fs::create_directories(dir + "/streams");
   nlohmann::json j = {{"stream_id", id},
                       {"epoch_scale", es},
@@ -465,7 +466,7 @@ void seed_sidecar(const std::string& dir, uint32_t id, double es, double vs) {
 }
 
 // Records (stream s, record i): tick 3i + s, non-zeros k*2+i%3 = i - k.
-void seed_rec(uint32_t s, uint64_t i, std::vector<uint32_t>& idx, std::vector<int64_t>& q) {
+void flat_rec(uint32_t s, uint64_t i, std::vector<uint32_t>& idx, std::vector<int64_t>& q) {
   idx.clear();
   q.clear();
   for (uint32_t k = 0; k < (i + s) % 6; ++k) {
@@ -474,11 +475,11 @@ void seed_rec(uint32_t s, uint64_t i, std::vector<uint32_t>& idx, std::vector<in
   }
 }
 
-// Segments `segs` of `per` records per stream each, two streams, seed layout.
-void write_seed(const std::string& dir, int segs, int per, bool streaming = false) {
-  seed_sidecar(dir, 0, 0.001, 0.5);
-  seed_sidecar(dir, 1, 0.25, 0.001);
-  SeedWriter w;
+// Segments `segs` of `per` records per stream each, two streams, single-folder layout.
+void write_flat(const std::string& dir, int segs, int per, bool streaming = false) {
+  flat_sidecar(dir, 0, 0.001, 0.5);
+  flat_sidecar(dir, 1, 0.25, 0.001);
+  FlatWriter w;
   w.streaming = streaming;
   std::vector<uint32_t> idx;
   std::vector<int64_t> q;
@@ -487,21 +488,21 @@ void write_seed(const std::string& dir, int segs, int per, bool streaming = fals
     std::string bytes;
     for (int r = 0; r < per; ++r, ++i)
       for (uint32_t s : {0u, 1u}) {
-        seed_rec(s, i, idx, q);
+        flat_rec(s, i, idx, q);
         bytes += w.record(s, static_cast<int64_t>(3 * i + s), idx, q);
       }
     spit(dir + "/" + segment_name(static_cast<uint32_t>(sgi)), bytes);
   }
 }
 
-void expect_seed_records(const Decoded& d, uint64_t first, uint64_t n) {
+void expect_flat_records(const Decoded& d, uint64_t first, uint64_t n) {
   ASSERT_EQ(d.n_records(), 2 * n);
   std::vector<uint32_t> idx;
   std::vector<int64_t> q;
   for (uint64_t r = 0; r < 2 * n; ++r) {
     uint32_t s = static_cast<uint32_t>(r % 2);
     uint64_t i = first + r / 2;
-    seed_rec(s, i, idx, q);
+    flat_rec(s, i, idx, q);
     ASSERT_EQ(d.stream_ids[r], s);
     double es = s ? 0.25 : 0.001, vs = s ? 0.001 : 0.5;
     EXPECT_NEAR(d.epochs[r], static_cast<double>(3 * i + s) * es, 1e-9) << r;
@@ -515,25 +516,25 @@ void expect_seed_records(const Decoded& d, uint64_t first, uint64_t n) {
 
 }  // namespace
 
-TEST(LoggerSeedLayout, OneFramePerRecordSegmentsInTheRunFolderDecode) {
+TEST(LoggerFlatLayout, OneFramePerRecordSegmentsInTheRunFolderDecode) {
   for (bool streaming : {false, true}) {
     a2test::TempDir tmp;
-    write_seed(tmp.path(), 3, 40, streaming);
+    write_flat(tmp.path(), 3, 40, streaming);
     Decoded d = decode_dir(tmp.path(), {});
     EXPECT_TRUE(d.problems.empty()) << d.problems[0].message;
     EXPECT_EQ(d.segments, 3u);
     EXPECT_EQ(d.frames, 240u);
     ASSERT_EQ(d.streams.size(), 2u);
     EXPECT_EQ(d.streams[1].labels_json, "{\"entity\":\"cell-1\"}");
-    expect_seed_records(d, 0, 120);
+    expect_flat_records(d, 0, 120);
     // Epochs as the frame layout scales them: the decimal recorded.
     EXPECT_EQ(d.epochs[2], 0.003);
   }
 }
 
-TEST(LoggerSeedLayout, FlatLabelsAndDamageAreHandled) {
+TEST(LoggerFlatLayout, FlatLabelsAndDamageAreHandled) {
   a2test::TempDir tmp;
-  write_seed(tmp.path(), 2, 30);
+  write_flat(tmp.path(), 2, 30);
   // A sidecar with its labels at the top level.
   spit(tmp / "streams/0.json",
        "{\"stream_id\":0,\"epoch_scale\":0.001,\"value_scale\":0.5,\"entity\":\"e\"}");
@@ -547,7 +548,7 @@ TEST(LoggerSeedLayout, FlatLabelsAndDamageAreHandled) {
   EXPECT_TRUE(has(d.problems[0].message, "cut short")) << d.problems[0].message;
   EXPECT_EQ(d.n_records(), 119u);
   // Garbage in the middle of segment 0: skipped up to the next frame.
-  write_seed(tmp.path(), 2, 30);
+  write_flat(tmp.path(), 2, 30);
   std::string first = tmp / "00000.seg.zst";
   b = slurp(first);
   b.insert(100, "garbage!");
@@ -557,16 +558,16 @@ TEST(LoggerSeedLayout, FlatLabelsAndDamageAreHandled) {
   EXPECT_EQ(d.problems[0].path, first);
   EXPECT_GE(d.n_records(), 110u);
   // A missing segment is a problem here too.
-  write_seed(tmp.path(), 3, 10);
+  write_flat(tmp.path(), 3, 10);
   fs::remove(tmp / "00001.seg.zst");
   d = decode_dir(tmp.path(), {});
   ASSERT_EQ(d.problems.size(), 1u);
   EXPECT_TRUE(has(d.problems[0].message, "00001.seg.zst is missing")) << d.problems[0].message;
 }
 
-TEST(LoggerSeedLayout, LimitsApply) {
+TEST(LoggerFlatLayout, LimitsApply) {
   a2test::TempDir tmp;
-  write_seed(tmp.path(), 2, 50);
+  write_flat(tmp.path(), 2, 50);
   DecodeOptions o;
   o.max_records = 31;
   Decoded d = decode_dir(tmp.path(), o);

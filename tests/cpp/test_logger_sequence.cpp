@@ -160,7 +160,7 @@ void sidecar_only(const std::string& dir) {
 TEST(LoggerAmplification, EmptyRecordFramesAreRefusedForTheirSize) {
   a2test::TempDir tmp;
   sidecar_only(tmp.path());
-  // The folder: eight frames of 16 777 215 empty records each
+  // A hostile folder: eight frames of 16 777 215 empty records each
   // (134 M records, 2.7 GB of columns) in a few kilobytes.
   Bytes bomb = empty_record_bomb(8, 16'777'215);
   ASSERT_LT(bomb.size(), 64u << 10);
@@ -334,8 +334,8 @@ TEST(LoggerSequence, ASegmentCutAtAFrameBoundaryIsACut) {
   const Bytes full = a2test::read_bytes(path);
   auto f = blocks_of(full);
   ASSERT_EQ(f.back().header.flags, kFlagClose);
-  // Only the closing frame gone; then the last data frame too (the issue's
-  // 35 frames -> 34).
+  // Only the closing frame gone; then the last data frame too (35 frames
+  // -> 34, say).
   for (size_t keep : {f.size() - 1, f.size() - 2}) {
     const uint64_t cut = f[keep].offset;
     a2test::write_bytes(path, full.data(), cut);

@@ -662,7 +662,7 @@ TEST(PackCorruption, EntriesSharingPayloadBytesAreRefusedAtOpen) {
   entry_at(good, 1, off1, len1, crc1);
   entry_at(good, 2, off2, len2, crc2);
   entry_at(good, 3, off3, len3, crc3);
-  ASSERT_EQ(crc0, crc1);  // the constant the issue is about
+  ASSERT_EQ(crc0, crc1);  // every v1 payload's CRC32C is the same constant
   auto refused = [&](const std::string& bytes, const std::vector<std::string>& words) {
     a2test::write_bytes(path, bytes.data(), bytes.size());
     for (bool mmap : {true, false}) {

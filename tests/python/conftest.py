@@ -7,7 +7,7 @@ REPO = pathlib.Path(__file__).resolve().parents[2]
 
 
 def fixture_path() -> pathlib.Path:
-    """The upstream fixture: $A2PACK_FIXTURE, else ../shared beside the repo."""
+    """The upstream fixture: $A2PACK_FIXTURE, else its default place beside the repository."""
     env = os.environ.get("A2PACK_FIXTURE")
     return pathlib.Path(env) if env else REPO.parent / "shared" / "fixtures" / "example.a2run2"
 

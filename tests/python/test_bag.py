@@ -233,8 +233,8 @@ def test_writer_error_in_background_batch_is_raised(tmp_path):
     assert os.listdir(tmp_path) == []
 
 
-def test_writer_options_and_seed_bytes(tmp_path):
-    p = str(tmp_path / "seed.bag")
+def test_writer_options_and_example_bytes(tmp_path):
+    p = str(tmp_path / "example.bag")
     write(p, [b"abcdef", b"123", b"catcat"])
     assert open(p, "rb").read() == b"abcdef123catcat" + struct.pack("<3Q", 6, 9, 15)
     p = str(tmp_path / "sep.bagz")
@@ -295,7 +295,7 @@ def _shards(tmp_path, sizes, ext, name):
         write(str(tmp_path / f"{name}-{s:05d}-of-{n:05d}.{ext}"), recs)
 
 
-def test_concatenated_seed_table(tmp_path):
+def test_concatenated_example_table(tmp_path):
     _shards(tmp_path, [8, 4, 0, 5], "bag", "c")
     for spec in (f"{tmp_path}/c@4.bag", f"{tmp_path}/c@*.bag",
                  [str(tmp_path / f"c-{i:05d}-of-00004.bag") for i in range(4)],
@@ -306,7 +306,7 @@ def test_concatenated_seed_table(tmp_path):
         assert r[8] == b"8" and r[12] == b"12" and r[16] == b"16"
 
 
-def test_interleaved_seed_table(tmp_path):
+def test_interleaved_example_table(tmp_path):
     # Shard s holds global indices s, s+3, s+6, ...
     sizes = [6, 6, 5]
     for s, size in enumerate(sizes):

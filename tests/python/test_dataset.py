@@ -460,7 +460,7 @@ def test_bad_folders_give_clear_errors(built):
 
 
 def test_opens_a_dataset_written_the_upstream_way(tmp_path, runs):
-    """The seed's Python builder: np.save + sqlite3, no manifest."""
+    """Upstream's Python builder: np.save + sqlite3, no manifest."""
     d = tmp_path / "up"
     d.mkdir()
     arr = expected_rows(runs)

@@ -1,6 +1,6 @@
 """Datasets that upstream's `dataset` tool appended to, with the CLI and the
-Python reader (issue: the next `a2pack dataset append` deleted upstream's
-rows, taking them for an interrupted append of its own).
+Python reader: the next `a2pack dataset append` must never delete upstream's
+rows, taking them for an interrupted append of its own.
 
 Upstream's append is reproduced from its documented behaviour, with numpy and
 sqlite3 only: steps.npy rewritten with every old row plus the new rows, whose

@@ -82,7 +82,7 @@ def test_round_trip_many_streams_and_threads(tmp_path):
     assert sidecar["value_scale"] == 0.25 and sidecar["stream_id"] == 1
 
 
-def test_decode_all_segments_yields_the_seeds_tuples(tmp_path):
+def test_decode_all_segments_yields_record_tuples(tmp_path):
     with a2pack.DataLogger(tmp_path) as log:
         sid = log.register_stream({"m": 1}, epoch_scale=0.5, value_scale=0.5)
         log.record(sid, 1.0, np.array([3, 7], np.uint32), np.array([1.5, -2.0]))
@@ -601,7 +601,7 @@ def test_forged_counts_with_good_crcs_skip_one_frame(tmp_path):
     assert r.returncode == 0 and f"offset {h}" in r.stderr and "memory" not in r.stderr
 
 
-def test_seed_layout_segments_decode(tmp_path):
+def test_single_folder_layout_segments_decode(tmp_path):
     zstd = pytest.importorskip("zstandard")
 
     def varint(v):
@@ -680,7 +680,7 @@ def _empty_record_bomb(path, frames, n):
 
 
 def test_frames_that_expand_too_far_for_their_size_are_refused(tmp_path):
-    # The folder: 8 frames of 16 777 215 empty records in ~25 KB.
+    # A hostile folder: 8 frames of 16 777 215 empty records in ~25 KB.
     blob = _empty_record_bomb(tmp_path, 8, 16_777_215)
     assert len(blob) < 64 << 10
     with pytest.warns(logger.DecodeWarning, match="max_expansion"):

@@ -1,5 +1,5 @@
-"""The data logger as the seed writes it: register_stream's positional
-signature, and stream labels as dictionary-encoded Parquet columns that
+"""The data logger called as the original logger design calls it:
+register_stream's positional signature, and stream labels as dictionary-encoded Parquet columns that
 DuckDB, pandas or pyarrow filter on."""
 
 import numpy as np

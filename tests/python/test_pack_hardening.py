@@ -81,7 +81,7 @@ def reindex(b, count):
     return bytes(b)
 
 
-# ------------------------------------------------------------------ item 8: stats block
+# ------------------------------------------------------------------ stats block
 def test_a_flipped_total_in_the_stats_block_is_refused_with_both_values(tmp_path):
     pack = pack_of(tmp_path, [make_run(i, 40 + i) for i in range(6)])
     good = pack.read_bytes()
@@ -131,7 +131,7 @@ def test_full_validate_prints_a_differing_mean_len_with_enough_digits(tmp_path):
     assert "mean_len" in p.stderr and "= 31" in p.stderr, p.stderr
 
 
-# ------------------------------------------------------------------ item 9: overlapping entries
+# ------------------------------------------------------------------ overlapping entries
 def test_an_entry_pointed_at_another_entrys_payload_is_refused_at_open(tmp_path):
     # v1 runs: each ends with its own CRC32C, so every payload's CRC32C is the
     # same constant and the index CRC stays right after the redirection.
@@ -162,7 +162,7 @@ def test_an_entry_pointed_at_another_entrys_payload_is_refused_at_open(tmp_path)
     assert "entries 1 and 2 overlap" in p.stderr and f"offset {e1[0] + 16}" in p.stderr, p.stderr
 
 
-# ------------------------------------------------------------------ item 10: FIFOs
+# ------------------------------------------------------------------ FIFOs
 @pytest.fixture
 def fifo_inputs(tmp_path):
     """A FIFO in the place of each kind of input. No writer ever opens them:
@@ -259,7 +259,7 @@ sys.exit(1)
         assert f"{named}: is a FIFO (named pipe), not a regular file" in p.stdout, (kind, p.stdout)
 
 
-# ------------------------------------------------------------------ item 11: meta.steps
+# ------------------------------------------------------------------ meta.steps
 FORGED = (4_294_967_295, 0, 1)
 
 

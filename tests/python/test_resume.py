@@ -1,5 +1,5 @@
-"""Checkpoints, elastic ranks and mixing (issue: resume exactly on any
-number of ranks): a2pack's samplers saved and restored by the peers' own
+"""Checkpoints, elastic ranks and mixing (resume exactly on any number of
+ranks): a2pack's samplers saved and restored by the peers' own
 machinery (torchdata's StatefulDataLoader, in a new process), the elastic
 property for 1-8 ranks over several epochs, exact mixing proportions, and
 refusals of foreign or damaged states."""

@@ -382,7 +382,7 @@ def main() -> int:
             runs_lo += p.runs
             runs_hi += p.runs
         elif "locked" in err:
-            # Issue 23 item 8: an append refused because readers were loading.
+            # An append refused because readers were loading (a lock timeout).
             figures["appends_refused_locked"] += 1
             if not figures["locked_sample"]:
                 figures["locked_sample"] = err.strip()[-300:]

@@ -1,4 +1,4 @@
-"""2048 boards as u64 nibbles (FORMATS.md §1)."""
+"""2048 boards as u64 nibbles (docs/formats.md, boards and moves)."""
 
 from typing import Iterable
 

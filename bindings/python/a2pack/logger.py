@@ -1,4 +1,4 @@
-"""Sparse-vector data logger (seed 004): crash-safe zstd segments, fast decode.
+"""Sparse-vector data logger: crash-safe zstd segments, fast decode (docs/logger.md).
 
 ::
 
@@ -133,9 +133,9 @@ _NDARRAY = np.ndarray
 class DataLogger:
     """Records sparse vectors into ``<segments_dir>/segments/*.seg.zst``.
 
-    Constructor arguments follow the seed: ``ring_bytes`` bounds the memory of
+    Constructor arguments as in the original logger design: ``ring_bytes`` bounds the memory of
     frames waiting for the writer, ``rotate_bytes`` the size of a segment,
-    ``zstd_level`` the compression. Beyond the seed: ``frame_bytes``
+    ``zstd_level`` the compression. Beyond that design: ``frame_bytes``
     (uncompressed bytes per zstd frame), ``flush_interval_ms`` (a partly
     filled frame reaches the file after at most this long), ``when_full``
     (``"block"``: record() waits for the writer; ``"raise"``: it raises
@@ -325,12 +325,12 @@ class DataLogger:
         return decode(self.dir, workers=workers, strict=strict, **limits)
 
     def decode_all_segments(self) -> Iterator[Record]:
-        """The seed's decoder: ``(stream_id, epoch, indices, values)`` for
+        """The original design's decoder: ``(stream_id, epoch, indices, values)`` for
         every record, in file order (arrays are read-only views)."""
         return iter(self.decode())
 
     def to_parquet(self, out_path: PathLike, **kwargs: Any) -> None:
-        """Write the seed's Parquet schema (stream_id uint32, epoch float64,
+        """Write the logger's Parquet schema (stream_id uint32, epoch float64,
         indices list<uint32>, values list<float64>); needs pyarrow."""
         self.decode().to_parquet(out_path, **kwargs)
 
@@ -404,7 +404,7 @@ class LogData:
             yield ids[r], eps[r], idx[a:b], val[a:b]
 
     def to_arrow(self, *, label_columns: bool = False) -> Any:  # a pyarrow.Table
-        """A pyarrow Table with the seed's schema (stream_id uint32, epoch
+        """A pyarrow Table with the logger's schema (stream_id uint32, epoch
         float64, indices list<uint32>, values list<float64>; large_list past
         2^31 - 1 non-zeros) and the streams' sidecars as schema metadata.
 

@@ -1,4 +1,4 @@
-"""Packfiles (A2PACK, FORMATS.md §4): many runs in one read-only file.
+"""Packfiles (A2PACK; docs/formats.md, packfiles): many runs in one read-only file.
 
     with a2pack.PackReader.open("dataset.a2pack") as r:
         len(r); r.kind(0); run = r.decode(0)
@@ -119,7 +119,7 @@ class PackStats:
         self._workers = workers
         self._hist = None
 
-    # The seed's names for the percentiles.
+    # Upstream's names for the percentiles (its PackStats.p50_len ...).
     p50_len = property(lambda self: self.p50)
     p90_len = property(lambda self: self.p90)
     p99_len = property(lambda self: self.p99)

@@ -4,7 +4,8 @@
 #
 # Environment: A2PACK_LIBRARY (the library; see A2Pack's docstring),
 # A2PACK_CLI (else `a2pack` beside the library; a missing CLI is an error),
-# A2PACK_FIXTURE (else ../shared/fixtures/example.a2run2 beside the repository).
+# A2PACK_FIXTURE (else the fixture's default place beside the repository, as
+# the Makefile's FIXTURE).
 
 using Test
 using A2Pack

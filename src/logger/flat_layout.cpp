@@ -1,4 +1,4 @@
-#include "logger/seed_layout.hpp"
+#include "logger/flat_layout.hpp"
 
 #include <sys/stat.h>
 
@@ -43,7 +43,7 @@ size_t resync(const uint8_t* data, size_t size, size_t from) {
 }
 
 // One frame's records, parsed before any of them is kept.
-struct SeedRecords {
+struct FlatRecords {
   std::vector<uint32_t> sid;
   std::vector<int64_t> delta;
   std::vector<uint64_t> end;  // end of each record's non-zeros in idx/q
@@ -61,8 +61,9 @@ uint64_t get(const uint8_t*& p, const uint8_t* end, size_t rec, const char* fiel
   return v;
 }
 
-// The seed's §3.2 records, back to back, filling [p, end) exactly.
-void parse_records(const uint8_t* p, const uint8_t* end, uint64_t max_records, SeedRecords& out) {
+// The records of docs/formats.md (payload version 1's layout), back to back,
+// filling [p, end) exactly.
+void parse_records(const uint8_t* p, const uint8_t* end, uint64_t max_records, FlatRecords& out) {
   for (size_t rec = 0; p < end; ++rec) {
     if (rec == max_records)
       fail(A2PACK_E_OUT_OF_RANGE,
@@ -134,13 +135,13 @@ size_t decompress(ZSTD_DCtx* dctx, const uint8_t* src, size_t len, uint64_t max_
 
 }  // namespace
 
-bool seed_layout_dir(const std::string& dir) {
+bool flat_layout_dir(const std::string& dir) {
   struct stat st;
   if (::stat((dir + "/segments").c_str(), &st) == 0 || errno != ENOENT) return false;
   return !list_segments(dir).empty();
 }
 
-void decode_seed_dir(const std::string& dir, const ScaleTable& scales, const DecodeOptions& opts,
+void decode_flat_dir(const std::string& dir, const ScaleTable& scales, const DecodeOptions& opts,
                      Decoded& d) {
   std::vector<std::string> others;
   auto ids = list_segments(dir, &others);
@@ -164,9 +165,9 @@ void decode_seed_dir(const std::string& dir, const ScaleTable& scales, const Dec
 
   std::unique_ptr<ZSTD_DCtx, size_t (*)(ZSTD_DCtx*)> dctx(ZSTD_createDCtx(), ZSTD_freeDCtx);
   if (!dctx) fail(A2PACK_E_NO_MEMORY, "{}: out of memory creating a zstd context", dir);
-  std::unordered_map<uint32_t, int64_t> last_tick;  // the seed's last_tick_for_stream
+  std::unordered_map<uint32_t, int64_t> last_tick;  // the reference writer's last_tick_for_stream
   std::vector<uint8_t> buf;
-  SeedRecords recs;
+  FlatRecords recs;
   std::vector<double> vals;
   constexpr const char* kShift =
       "; records of the lost frame's stream that follow decode with epochs shifted by its delta "
@@ -202,7 +203,7 @@ void decode_seed_dir(const std::string& dir, const ScaleTable& scales, const Dec
         pos += fsz;
         continue;
       }
-      recs = SeedRecords{};
+      recs = FlatRecords{};
       size_t raw_len = 0;
       try {
         raw_len = decompress(dctx.get(), data + pos, fsz, opts.max_frame_bytes,
