@@ -11,6 +11,7 @@
 #include "base/mapped_guard.hpp"
 #include "base/uninit_vector.hpp"
 #include "base/worker_pool.hpp"
+#include "pack/lz4_entry.hpp"
 #include "pack/zstd_entry.hpp"
 
 namespace a2pack::pack {
@@ -407,11 +408,15 @@ EntryBytes Reader::finish_payload(uint64_t i, const uint8_t* stored, std::vector
   run::Kind k = kind(i);
   EntryBytes out;
   try {
-    if (e.flags != kEntryStored && e.flags != kEntryZstd)
-      fail(A2PACK_E_UNSUPPORTED, "unknown entry flags {:#x} (0 = stored, 1 = zstd)", e.flags);
+    if (e.flags != kEntryStored && !entry_compressed(e.flags))
+      fail(A2PACK_E_UNSUPPORTED, "unknown entry flags {:#x} (0 = stored, 1 = zstd, 2 = lz4)",
+           e.flags);
     if (verify) check_crc(e, stored);
-    if (e.flags == kEntryZstd) {
-      zstd_decompress(stored, e.length, e.reserved, out.storage);
+    if (entry_compressed(e.flags)) {
+      if (e.flags == kEntryZstd)
+        zstd_decompress(stored, e.length, e.reserved, out.storage);
+      else
+        lz4_decompress(stored, e.length, e.reserved, out.storage);
       out.data = out.storage.data();
       out.size = out.storage.size();
       crc = crc32c::compute(out.data, out.size);
@@ -433,8 +438,8 @@ EntryBytes Reader::finish_payload(uint64_t i, const uint8_t* stored, std::vector
     fail_entry(i, err);
   } catch (const std::bad_alloc&) {
     fail(A2PACK_E_NO_MEMORY, "{}: entry {}: out of memory allocating {} bytes for its {}", path(), i,
-         e.flags == kEntryZstd ? e.reserved : e.length,
-         e.flags == kEntryZstd ? "decompressed run" : "stored bytes");
+         entry_compressed(e.flags) ? e.reserved : e.length,
+         entry_compressed(e.flags) ? "decompressed run" : "stored bytes");
   }
   return out;
 }
