@@ -67,11 +67,13 @@ std::string lz4_compress(const uint8_t* data, size_t len, int level) {
   return out;
 }
 
-void lz4_decompress(const uint8_t* data, size_t len, uint32_t expected, std::vector<uint8_t>& out) {
+namespace {
+// The checks that need no output: the claimed size and the frame header,
+// parsed into `d` (reset first). Returns the header's length.
+size_t begin_frame(LZ4F_dctx* d, const uint8_t* data, size_t len, uint32_t expected) {
   if (expected > kMaxDecompressed)
     fail(A2PACK_E_CORRUPT, "lz4 entry claims {} decompressed bytes, more than the {} allowed",
          expected, kMaxDecompressed);
-  LZ4F_dctx* d = thread_dctx();
   LZ4F_resetDecompressionContext(d);  // a frame that failed earlier on this thread leaves state
   LZ4F_frameInfo_t info;
   size_t consumed = len;
@@ -82,14 +84,19 @@ void lz4_decompress(const uint8_t* data, size_t len, uint32_t expected, std::vec
   if (info.contentSize != 0 && info.contentSize != expected)
     fail(A2PACK_E_CORRUPT, "LZ4 frame declares {} bytes but the index says {}", info.contentSize,
          expected);
-  out.resize(expected);
+  return consumed;
+}
+
+// The frame's blocks after its header into out[0, expected).
+void finish_frame(LZ4F_dctx* d, const uint8_t* data, size_t len, size_t consumed, uint32_t expected,
+                  uint8_t* out) {
   const uint8_t* src = data + consumed;
   size_t left = len - consumed;
   size_t produced = 0;
   for (;;) {
-    size_t dst_size = out.size() - produced;
+    size_t dst_size = expected - produced;
     size_t src_size = left;
-    r = LZ4F_decompress(d, out.data() + produced, &dst_size, src, &src_size, nullptr);
+    size_t r = LZ4F_decompress(d, out + produced, &dst_size, src, &src_size, nullptr);
     if (LZ4F_isError(r)) {
       LZ4F_resetDecompressionContext(d);
       fail(A2PACK_E_CORRUPT, "LZ4 frame is damaged at stored byte {}: {}", len - left, LZ4F_getErrorName(r));
@@ -113,6 +120,19 @@ void lz4_decompress(const uint8_t* data, size_t len, uint32_t expected, std::vec
     fail(A2PACK_E_CORRUPT, "lz4 entry decompressed to {} bytes, the index says {}", produced, expected);
   if (left != 0)
     fail(A2PACK_E_CORRUPT, "{} stored bytes follow the LZ4 frame's end at byte {}", left, len - left);
+}
+}  // namespace
+
+void lz4_decompress(const uint8_t* data, size_t len, uint32_t expected, std::vector<uint8_t>& out) {
+  LZ4F_dctx* d = thread_dctx();
+  size_t consumed = begin_frame(d, data, len, expected);  // before the output is allocated
+  out.resize(expected);
+  finish_frame(d, data, len, consumed, expected, out.data());
+}
+
+void lz4_decompress_into(const uint8_t* data, size_t len, uint32_t expected, uint8_t* out) {
+  LZ4F_dctx* d = thread_dctx();
+  finish_frame(d, data, len, begin_frame(d, data, len, expected), expected, out);
 }
 
 }  // namespace a2pack::pack

@@ -25,5 +25,7 @@ std::string lz4_compress(const uint8_t* data, size_t len, int level);
 // size, decompresses to another size, fails its content checksum, is
 // followed by other bytes, or `expected` exceeds kMaxDecompressed.
 void lz4_decompress(const uint8_t* data, size_t len, uint32_t expected, std::vector<uint8_t>& out);
+// The same into `out`, which holds `expected` bytes (checked first).
+void lz4_decompress_into(const uint8_t* data, size_t len, uint32_t expected, uint8_t* out);
 
 }  // namespace a2pack::pack

@@ -174,6 +174,12 @@ class Reader {
   // (`buf` owns them).
   EntryBytes finish_payload(uint64_t i, const uint8_t* stored, std::vector<uint8_t>&& buf,
                             bool verify, uint32_t& crc) const;
+  // decode_batch of a local pack that is not all stored entries in a
+  // mapping: every entry's run-file bytes decompressed (or read) into one
+  // buffer, nothing zero-filled (base/uninit_vector.hpp), then decoded.
+  // False when the entries claim too much to lay out at once.
+  bool decode_batch_local(const uint64_t* idx, size_t n, uint32_t workers, bool verify,
+                          run::Batch& out) const;
 
   PackSource src_;
   ReaderOptions opts_;

@@ -343,6 +343,46 @@ TEST(PackLz4, DamagedFramesFailTheirEntryNamingIt) {
   }
 }
 
+// Entries whose index claims the most a run may decompress to (1 GiB) for a
+// small frame: refused from the frame header, in batches that lay the runs
+// out in one buffer (up to 4 GiB of claims) and in those past that, which
+// go entry by entry; zstd entries alike.
+TEST(PackLz4, ClaimsOfAGibibytePerEntryAreRefusedFromTheFrameHeader) {
+  a2test::TempDir dir;
+  const std::string run = compressible_v2(300, 1);
+  const std::string zframe = [&] {
+    WriterOptions o;
+    o.compression = Compression::zstd;
+    return prepare(u8(run), run.size(), o).compressed;
+  }();
+  {
+    WriterOptions o;
+    o.entry_crc = false;
+    Writer w(dir / "h.a2pack", o);
+    w.append(frame_entry(run, lz4_frame(run, true), static_cast<uint32_t>(run.size())));
+    for (int k = 0; k < 6; ++k) {
+      Prepared p = frame_entry(run, k % 2 ? zframe : lz4_frame(run, true), kMaxDecompressed);
+      if (k % 2) p.flags = kEntryZstd;
+      w.append(p);
+    }
+    w.finish();
+  }
+  for (bool mmap : {true, false}) {
+    ReaderOptions ro;
+    ro.use_mmap = mmap;
+    Reader r(dir / "h.a2pack", ro);
+    for (std::vector<uint64_t> idx : {std::vector<uint64_t>{0, 1}, std::vector<uint64_t>{0, 2},
+                                      std::vector<uint64_t>{0, 1, 2, 3, 4, 5, 6}}) {
+      Error e = error_of([&] { r.decode_batch(idx.data(), idx.size(), 2, true); });
+      EXPECT_EQ(e.status(), A2PACK_E_CORRUPT) << e.what();
+      EXPECT_TRUE(has(e, "declares")) << e.what();
+      EXPECT_TRUE(has(e, "but the index says 1073741824")) << e.what();
+    }
+    for (uint64_t i = 1; i < 7; ++i) EXPECT_TRUE(has(error_of([&] { r.payload(i, true); }), "declares"));
+    EXPECT_EQ(str(r.payload(0, true)), run);
+  }
+}
+
 // With entry CRCs the CRC catches a damaged frame first (CHECKSUM); reading
 // without the CRC check, the frame's own content checksum still refuses it.
 TEST(PackLz4, EntryCrcAndTheFrameChecksumBothGuard) {
