@@ -99,7 +99,8 @@ void finish_frame(LZ4F_dctx* d, const uint8_t* data, size_t len, size_t consumed
     size_t r = LZ4F_decompress(d, out + produced, &dst_size, src, &src_size, nullptr);
     if (LZ4F_isError(r)) {
       LZ4F_resetDecompressionContext(d);
-      fail(A2PACK_E_CORRUPT, "LZ4 frame is damaged at stored byte {}: {}", len - left, LZ4F_getErrorName(r));
+      fail(A2PACK_E_CORRUPT, "LZ4 frame is damaged (decoding from stored byte {}): {}", len - left,
+           LZ4F_getErrorName(r));
     }
     produced += dst_size;
     src += src_size;
