@@ -65,14 +65,17 @@ def test_upstream_flag_aliases(runs, tmp_path):
 
 
 @pytest.mark.parametrize("codec", ["zstd", "lz4"])
-def test_compressed_packs_are_version_2_stored_packs_version_1(runs, tmp_path, codec):
+def test_compressed_packs_are_version_2_stored_packs_version_1(runs, tmp_path, codec, fixture_file):
+    # Upstream's example run among them: lz4 does not shrink the random runs.
+    shutil.copy(fixture_file, runs / "zz-fixture.a2run2")
     s, z = tmp_path / "s.a2pack", tmp_path / f"{codec}.a2pack"
     run("pack", "--input", runs, "--output", s)
     run("pack", "--input", runs, "--output", z, "--compress", codec)
     assert header_version(s) == 1 and header_version(z) == 2
     rs, rz = a2pack.PackReader(s), a2pack.PackReader(z)
     assert [rz.read(i) for i in range(len(rz))] == [rs.read(i) for i in range(len(rs))]
-    assert {rz.entry(i).compression for i in range(len(rz))} == {codec}
+    assert rz.entry(len(rz) - 1).compression == codec
+    assert {rz.entry(i).compression for i in range(len(rz))} <= {codec, "none"}
     run("validate", "--packfile", z, "--full")
 
 
