@@ -26,7 +26,7 @@ export CCACHE_NOHASHDIR := 1
 export CMAKE_CXX_COMPILER_LAUNCHER := ccache
 export CMAKE_C_COMPILER_LAUNCHER := ccache
 
-APT_PACKAGES := cmake ninja-build g++ pkg-config ccache libzstd-dev libsqlite3-dev libfmt-dev \
+APT_PACKAGES := cmake ninja-build g++ pkg-config ccache libzstd-dev liblz4-dev lz4 libsqlite3-dev libfmt-dev \
   nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev python3-venv python3-dev liburing-dev
 # What building and using the package needs, and pyarrow for the demo's
 # Parquet export (the demo uses nothing else).

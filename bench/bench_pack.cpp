@@ -4,10 +4,14 @@
 //    16 sampled entries);
 //  - decode_batch of 256 random runs at 1 and 2 workers, against the
 //    baseline run::decode_batch of the same payloads already in memory;
-//  - full JSONL export in both modes at 1 and 2 workers.
+//  - full JSONL export in both modes at 1 and 2 workers;
+//  - the same runs stored, zstd- and lz4-compressed: decode speed (MB/s of
+//    run-file bytes decoded) and size, each codec alone and all interleaved
+//    in one benchmark that reports them as ratios.
 // Runs are copies of the upstream fixture (a real v2 run with branches)
 // when it is present, synthetic runs of the same shape otherwise.
 #include <benchmark/benchmark.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -234,6 +238,160 @@ void BM_JsonSerializeOneCore(benchmark::State& state) {
   state.SetLabel(mode == pack::JsonlMode::runs ? "runs" : "steps");
 }
 BENCHMARK(BM_JsonSerializeOneCore)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
+
+// ---------------------------------------------------------------- codecs
+// The 1024 runs of Data packed four ways: stored, zstd (level 3, the
+// default), lz4 (level 0, the default: LZ4's fast mode) and lz4 HC (level 9).
+// Each entry is compressed on its own, so copies of one run compress alike.
+struct Codec {
+  const char* name;
+  pack::Compression compression;
+  int level;
+  std::string path;
+  uint64_t stored_bytes = 0;  // payload bytes in the pack
+  uint64_t file_bytes = 0;
+};
+
+struct CodecData {
+  std::vector<Codec> codecs = {{"stored", pack::Compression::none, 0, {}},
+                               {"zstd", pack::Compression::zstd, 3, {}},
+                               {"lz4", pack::Compression::lz4, 0, {}},
+                               {"lz4hc9", pack::Compression::lz4, 9, {}}};
+  CodecData() {
+    Data& d = data();
+    for (Codec& c : codecs) {
+      c.path = d.dir + "/runs-" + c.name + ".a2pack";
+      pack::WriterOptions o;
+      o.expected_count = d.payloads.size();
+      o.compression = c.compression;
+      o.zstd_level = c.level;
+      o.lz4_level = c.level;
+      pack::Writer w(c.path, o);
+      for (auto& p : d.payloads) w.add(reinterpret_cast<const uint8_t*>(p.data()), p.size());
+      pack::BuildSummary s = w.finish();
+      c.stored_bytes = s.stored_bytes;
+      c.file_bytes = s.file_bytes;
+    }
+  }
+};
+
+CodecData& codec_data() {
+  static CodecData d;
+  return d;
+}
+
+// Run-file bytes of entries idx (what decoding them yields).
+uint64_t run_bytes(const pack::Reader& r, const std::vector<uint64_t>& idx) {
+  uint64_t n = 0;
+  for (uint64_t i : idx) n += r.entry(i).flags == pack::kEntryStored ? r.entry(i).length : r.entry(i).reserved;
+  return n;
+}
+
+void set_size_counters(benchmark::State& state, const Codec& c) {
+  const Codec& stored = codec_data().codecs[0];
+  state.counters["stored_MB"] = static_cast<double>(c.stored_bytes) / 1e6;
+  state.counters["size_vs_stored"] = static_cast<double>(c.stored_bytes) / static_cast<double>(stored.stored_bytes);
+  state.SetLabel(c.name);
+}
+
+// decode_batch of 256 random entries on one worker, entry CRCs checked:
+// run_MB/s is run-file bytes decoded (after decompression) per second.
+void BM_PackCodecDecodeBatch256(benchmark::State& state) {
+  const Codec& c = codec_data().codecs[static_cast<size_t>(state.range(0))];
+  pack::Reader r(c.path);
+  uint64_t seed = 1, bytes = 0;
+  for (auto _ : state) {
+    auto idx = random_indices(256, r.size(), seed++);
+    run::Batch b = r.decode_batch(idx.data(), idx.size(), 1, true);
+    bytes += run_bytes(r, idx);
+    benchmark::DoNotOptimize(b.boards.data());
+  }
+  state.counters["run_MB/s"] = benchmark::Counter(static_cast<double>(bytes) / 1e6, benchmark::Counter::kIsRate);
+  set_size_counters(state, c);
+}
+BENCHMARK(BM_PackCodecDecodeBatch256)
+    ->ArgName("codec")
+    ->DenseRange(0, 3)
+    ->Unit(benchmark::kMillisecond)
+    ->MeasureProcessCPUTime()
+    ->UseRealTime();
+
+// Every entry's run-file bytes out (CRC checked, decompressed), what
+// `a2pack extract` does per entry: the codec's cost without the run decoder.
+void BM_PackCodecReadAll(benchmark::State& state) {
+  const Codec& c = codec_data().codecs[static_cast<size_t>(state.range(0))];
+  pack::Reader r(c.path);
+  uint64_t bytes = 0;
+  for (auto _ : state) {
+    for (uint64_t i = 0; i < r.size(); ++i) {
+      pack::EntryBytes b = r.payload(i, true);
+      bytes += b.size;
+      benchmark::DoNotOptimize(b.data);
+    }
+  }
+  state.counters["run_MB/s"] = benchmark::Counter(static_cast<double>(bytes) / 1e6, benchmark::Counter::kIsRate);
+  set_size_counters(state, c);
+}
+BENCHMARK(BM_PackCodecReadAll)
+    ->ArgName("codec")
+    ->DenseRange(0, 3)
+    ->Unit(benchmark::kMillisecond)
+    ->MeasureProcessCPUTime()
+    ->UseRealTime();
+
+double thread_cpu_seconds() {
+  timespec t;
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+}
+
+// The codecs side by side in one run: each iteration takes the same 256
+// random entries from every pack in turn - decoded to columns (decode_batch,
+// mode 0) or read out as run-file bytes (payload(), as extract, mode 1) - on
+// one worker, this thread, CRCs checked, each timed by this thread's CPU
+// clock, so a busy machine slows all of them alike. Counters: each codec's
+// run MB per CPU second, and the ratios - lz4 against zstd and stored for
+// speed, every codec's stored bytes against the stored pack's for size.
+void BM_PackCodecCompare(benchmark::State& state) {
+  CodecData& cd = codec_data();
+  const bool decode = state.range(0) == 0;
+  const size_t k = cd.codecs.size();
+  std::vector<std::unique_ptr<pack::Reader>> readers;
+  for (const Codec& c : cd.codecs) readers.push_back(std::make_unique<pack::Reader>(c.path));
+  std::vector<double> cpu(k, 0.0);
+  uint64_t seed = 1, bytes = 0;
+  for (auto _ : state) {
+    auto idx = random_indices(256, readers[0]->size(), seed++);
+    bytes += run_bytes(*readers[0], idx);
+    for (size_t j = 0; j < k; ++j) {
+      double t0 = thread_cpu_seconds();
+      if (decode) {
+        run::Batch b = readers[j]->decode_batch(idx.data(), idx.size(), 1, true);
+        benchmark::DoNotOptimize(b.boards.data());
+      } else {
+        for (uint64_t i : idx) {
+          pack::EntryBytes b = readers[j]->payload(i, true);
+          benchmark::DoNotOptimize(b.data);
+        }
+      }
+      cpu[j] += thread_cpu_seconds() - t0;
+    }
+  }
+  std::vector<double> rate(k);
+  for (size_t j = 0; j < k; ++j) {
+    rate[j] = static_cast<double>(bytes) / 1e6 / cpu[j];
+    state.counters[std::string(cd.codecs[j].name) + "_MB/s"] = rate[j];
+    state.counters[std::string(cd.codecs[j].name) + "_size"] =
+        static_cast<double>(cd.codecs[j].stored_bytes) / static_cast<double>(cd.codecs[0].stored_bytes);
+  }
+  state.counters["lz4_vs_zstd_speed"] = rate[2] / rate[1];
+  state.counters["lz4_vs_stored_speed"] = rate[2] / rate[0];
+  state.counters["zstd_vs_stored_speed"] = rate[1] / rate[0];
+  state.counters["lz4_vs_zstd_size"] =
+      static_cast<double>(cd.codecs[2].stored_bytes) / static_cast<double>(cd.codecs[1].stored_bytes);
+  state.SetLabel(decode ? "decode_batch" : "read");
+}
+BENCHMARK(BM_PackCodecCompare)->ArgName("mode")->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->MinTime(3.0);
 
 }  // namespace
 

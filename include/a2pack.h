@@ -116,6 +116,11 @@ A2PACK_API uint32_t a2pack_abi_version(void);
  * system libzstd; speed, not format, depends on it). Static storage. */
 A2PACK_API const char *a2pack_zstd_version(void);
 
+/* The LZ4 release the library compresses and decompresses packfile entries
+ * with, as "MAJOR.MINOR.PATCH" (a bundled 1.10.0 unless the build fell back
+ * to the system liblz4). Static storage. */
+A2PACK_API const char *a2pack_lz4_version(void);
+
 /* Release memory the library handed out as "owned". Accepts NULL. */
 A2PACK_API void a2pack_free(void *ptr);
 
@@ -476,7 +481,8 @@ enum a2pack_pack_read_flags {
 /* Index entry `flags`: how the payload is stored. */
 enum a2pack_pack_entry_flags {
   A2PACK_PACK_ENTRY_STORED = 0, /* the run file's bytes verbatim */
-  A2PACK_PACK_ENTRY_ZSTD = 1    /* one zstd frame of the run file's bytes */
+  A2PACK_PACK_ENTRY_ZSTD = 1,   /* one zstd frame of the run file's bytes */
+  A2PACK_PACK_ENTRY_LZ4 = 2     /* one LZ4 frame (lz4frame format) of the run file's bytes */
 };
 
 typedef struct a2pack_pack_entry {
@@ -638,7 +644,9 @@ typedef struct a2pack_pack_writer a2pack_pack_writer;
 
 typedef enum a2pack_pack_compression {
   A2PACK_PACK_COMPRESS_NONE = 0,
-  A2PACK_PACK_COMPRESS_ZSTD = 1  /* per entry; an entry zstd does not shrink is stored */
+  A2PACK_PACK_COMPRESS_ZSTD = 1, /* per entry; an entry zstd does not shrink is stored */
+  A2PACK_PACK_COMPRESS_LZ4 = 2   /* per entry, one LZ4 frame; an entry lz4 does not shrink is
+                                    stored. Faster to decode than zstd, larger. */
 } a2pack_pack_compression;
 
 /* Told about each bad input that skip_bad skips: its path, the error status
@@ -661,6 +669,10 @@ typedef struct a2pack_pack_writer_options {
                                    (counted, reported to on_bad_input) instead of failing */
   a2pack_pack_bad_input_fn on_bad_input; /* may be NULL */
   void *on_bad_input_user;
+  int32_t lz4_level;            /* added later. For A2PACK_PACK_COMPRESS_LZ4: 0 (default) =
+                                   LZ4's fast mode, negative = faster (down to -65536),
+                                   3..12 = LZ4 HC (smaller, slower to write, as fast to
+                                   read) */
 } a2pack_pack_writer_options;
 
 A2PACK_API void a2pack_pack_writer_options_init(a2pack_pack_writer_options *opts);
@@ -671,7 +683,7 @@ typedef struct a2pack_pack_build_summary {
   uint64_t skipped;             /* bad inputs skipped */
   uint64_t input_bytes;         /* run-file bytes of the entries */
   uint64_t stored_bytes;        /* payload bytes stored (after compression) */
-  uint64_t compressed_entries;  /* entries stored as zstd */
+  uint64_t compressed_entries;  /* entries stored compressed (zstd or lz4) */
   uint64_t file_bytes;          /* size of the pack file */
 } a2pack_pack_build_summary;
 
@@ -710,7 +722,7 @@ A2PACK_API void a2pack_pack_writer_close(a2pack_pack_writer *w);
 
 /* Pack every *.a2run2 file under `input_dir` (recursively, in path order)
  * into `output`. A2PACK_E_NOT_FOUND when there are none. Uses options'
- * align, entry_crc, compression, zstd_level, workers, skip_bad and
+ * align, entry_crc, compression, zstd_level, lz4_level, workers, skip_bad and
  * on_bad_input (expected_count is the number of files). `progress` counts
  * files; `out` may be NULL. */
 A2PACK_API a2pack_status a2pack_pack_dir(const char *input_dir, const char *output,
@@ -2527,6 +2539,8 @@ typedef struct a2pack_api_table {
   a2pack_status (*expectimax_state_value)(a2pack_expectimax *, uint64_t, double *);
   void (*expectimax_stats)(const a2pack_expectimax *, uint64_t *, uint64_t *);
   void (*expectimax_reset_stats)(a2pack_expectimax *);
+  /* added later: core */
+  const char *(*lz4_version)(void);
 } a2pack_api_table;
 
 /* The table of every function, for `abi_version` == A2PACK_ABI_VERSION; NULL

@@ -76,6 +76,7 @@ const a2pack_api_table kTable = {
     a2pack_expectimax_state_value,
     a2pack_expectimax_stats,
     a2pack_expectimax_reset_stats,
+    a2pack_lz4_version,
 };
 
 }  // namespace

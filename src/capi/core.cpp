@@ -1,4 +1,5 @@
 // Core of the C ABI: errors, versions, memory.
+#include <lz4.h>
 #include <zstd.h>
 
 #include <cstdlib>
@@ -63,4 +64,5 @@ A2PACK_EXPORT void a2pack_clear_error(void) { capi::clear_error(); }
 A2PACK_EXPORT const char* a2pack_version(void) { return A2PACK_VERSION_STRING; }
 A2PACK_EXPORT uint32_t a2pack_abi_version(void) { return A2PACK_ABI_NUMBER; }
 A2PACK_EXPORT const char* a2pack_zstd_version(void) { return ZSTD_versionString(); }
+A2PACK_EXPORT const char* a2pack_lz4_version(void) { return LZ4_versionString(); }
 A2PACK_EXPORT void a2pack_free(void* p) { std::free(p); }

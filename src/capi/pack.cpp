@@ -93,13 +93,16 @@ struct WriterConfig {
 WriterConfig writer_config(const a2pack_pack_writer_options* user) {
   a2pack_pack_writer_options o = capi::read_options(user, a2pack_pack_writer_options_init);
   const long long compression = capi::enum_int(o.compression);
-  if (compression != A2PACK_PACK_COMPRESS_NONE && compression != A2PACK_PACK_COMPRESS_ZSTD)
-    fail(A2PACK_E_INVALID_ARGUMENT, "unknown compression {}", compression);
+  if (compression != A2PACK_PACK_COMPRESS_NONE && compression != A2PACK_PACK_COMPRESS_ZSTD &&
+      compression != A2PACK_PACK_COMPRESS_LZ4)
+    fail(A2PACK_E_INVALID_ARGUMENT, "unknown compression {} (0 = none, 1 = zstd, 2 = lz4)",
+         compression);
   WriterConfig c;
   c.opts.align = o.align;
   c.opts.entry_crc = o.entry_crc != 0;
   c.opts.compression = static_cast<pack::Compression>(compression);
   c.opts.zstd_level = o.zstd_level;
+  c.opts.lz4_level = o.lz4_level;
   c.opts.expected_count = o.expected_count;
   c.workers = o.workers;
   c.skip_bad = o.skip_bad != 0;
@@ -170,7 +173,7 @@ A2PACK_EXPORT a2pack_status a2pack_pack_entry_info(const a2pack_pack* p, uint64_
     full.kind = e.kind;
     full.flags = e.flags;
     full.crc32c = e.crc;
-    full.raw_length = e.flags == pack::kEntryZstd ? e.reserved : e.length;
+    full.raw_length = pack::entry_compressed(e.flags) ? e.reserved : e.length;
     capi::write_out(out, full);
   });
 }
@@ -403,6 +406,7 @@ A2PACK_EXPORT void a2pack_pack_writer_options_init(a2pack_pack_writer_options* o
   o->compression = static_cast<a2pack_pack_compression>(d.compression);
   o->zstd_level = d.zstd_level;
   o->expected_count = d.expected_count;
+  o->lz4_level = d.lz4_level;
 }
 
 A2PACK_EXPORT a2pack_status a2pack_pack_writer_open(const char* path,

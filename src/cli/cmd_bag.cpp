@@ -435,6 +435,7 @@ struct ConvertArgs {
   std::string in, out;
   BagFlags in_flags, out_flags;
   bool pack_zstd = false;
+  bool pack_lz4 = false;
   bool json = false;
 };
 
@@ -502,7 +503,9 @@ void run_convert(const ConvertArgs& a) {
   } else if (ends_with(a.out, ".a2pack")) {
     a2pack_pack_writer_options o;
     a2pack_pack_writer_options_init(&o);
-    o.compression = a.pack_zstd ? A2PACK_PACK_COMPRESS_ZSTD : A2PACK_PACK_COMPRESS_NONE;
+    o.compression = a.pack_zstd  ? A2PACK_PACK_COMPRESS_ZSTD
+                    : a.pack_lz4 ? A2PACK_PACK_COMPRESS_LZ4
+                                 : A2PACK_PACK_COMPRESS_NONE;
     o.workers = a.out_flags.jobs;
     a2pack_pack_writer* pw = nullptr;
     check(a2pack_pack_writer_open(a.out.c_str(), &o, &pw));
@@ -599,7 +602,10 @@ Registrar reg("bag", [](CLI::App& app) {
   conv->add_option("--compression", va->out_flags.compression, "Output bag: auto, none or zstd")
       ->check(CLI::IsMember({"auto", "none", "zstd"}));
   conv->add_option("--level", va->out_flags.level, "Output bag zstd level (0 = default 3)");
-  conv->add_flag("--pack-zstd", va->pack_zstd, "Output packfile entries compressed with zstd");
+  auto* pack_zstd =
+      conv->add_flag("--pack-zstd", va->pack_zstd, "Output packfile entries compressed with zstd");
+  conv->add_flag("--pack-lz4", va->pack_lz4, "Output packfile entries compressed with lz4")
+      ->excludes(pack_zstd);
   conv->add_option("--workers,-j", va->out_flags.jobs, "Threads (0 = all cores)");
   conv->add_flag("--json", va->json, "Print the summary as JSON (docs/cli.md)");
   conv->callback([va, conv] {

@@ -53,7 +53,9 @@ void inspect_entry(const InspectArgs& a) {
   check(api->decode(p.get(), i, 0, &raw));
   RunPtr run(raw, a2pack_run_close);
   check_steps(run.get(), fmt::format("{}: entry {}", a.packfile, i), a.strict);
-  const char* storage = e.flags == A2PACK_PACK_ENTRY_ZSTD ? "zstd" : "stored";
+  const char* storage = e.flags == A2PACK_PACK_ENTRY_ZSTD  ? "zstd"
+                        : e.flags == A2PACK_PACK_ENTRY_LZ4 ? "lz4"
+                                                           : "stored";
   if (a.json) {
     nlohmann::json j = run_summary_json(run.get());
     j["packfile"] = a.packfile;

@@ -13,6 +13,7 @@ struct PackArgs {
   uint32_t align = 4096;
   std::string compress = "none";
   int32_t zstd_level = 3;
+  int32_t lz4_level = 0;
   bool no_crc = false;
   bool entry_crc = true;  // upstream's --entry-crc (its default); --entry-crc=false = --no-crc
   uint32_t workers = 0;
@@ -25,16 +26,15 @@ void report_bad(void* /*user*/, const char* path, a2pack_status status, const ch
 }
 
 void run_pack(const PackArgs& a) {
-  if (a.compress == "lz4")
-    throw UsageError(
-        "pack: --compress lz4 is not supported: entries can be stored (--compress none, "
-        "upstream's only layout) or compressed with zstd (--compress zstd)");
   a2pack_pack_writer_options o;
   a2pack_pack_writer_options_init(&o);
   o.align = a.align;
   o.entry_crc = !a.no_crc && a.entry_crc;
-  o.compression = a.compress == "zstd" ? A2PACK_PACK_COMPRESS_ZSTD : A2PACK_PACK_COMPRESS_NONE;
+  o.compression = a.compress == "zstd"  ? A2PACK_PACK_COMPRESS_ZSTD
+                  : a.compress == "lz4" ? A2PACK_PACK_COMPRESS_LZ4
+                                        : A2PACK_PACK_COMPRESS_NONE;
   o.zstd_level = a.zstd_level;
+  o.lz4_level = a.lz4_level;
   o.workers = a.workers;
   o.skip_bad = a.skip_bad;
   o.on_bad_input = &report_bad;
@@ -63,7 +63,7 @@ void run_pack(const PackArgs& a) {
              human_bytes(static_cast<double>(s.file_bytes)), dt,
              human_bytes(dt > 0 ? static_cast<double>(s.input_bytes) / dt : 0.0));
   if (s.compressed_entries)
-    status("zstd: {} of {} entries compressed, {} stored\n", s.compressed_entries, s.entries,
+    status("{}: {} of {} entries compressed, {} stored\n", a.compress, s.compressed_entries, s.entries,
                human_bytes(static_cast<double>(s.stored_bytes)));
   if (s.skipped) status("skipped {} bad input(s)\n", s.skipped);
 }
@@ -74,9 +74,12 @@ Registrar reg("pack", [](CLI::App& app) {
   c->add_option("--input,-i", a->input, "Folder to walk recursively for *.a2run2")->required();
   c->add_option("--output,-o", a->output, "Packfile to write (atomically)")->required();
   c->add_option("--align", a->align, "Payload alignment in bytes (power of two)");
-  c->add_option("--compress", a->compress, "Per-entry compression: none or zstd")
-      ->check(CLI::IsMember({"none", "zstd", "lz4"}));  // lz4: refused with a message
+  c->add_option("--compress", a->compress,
+                "Per-entry compression: none, zstd (smaller) or lz4 (faster to read)")
+      ->check(CLI::IsMember({"none", "zstd", "lz4"}));
   c->add_option("--zstd-level", a->zstd_level, "zstd level for --compress zstd");
+  c->add_option("--lz4-level", a->lz4_level,
+                "lz4 level for --compress lz4: 0 = fast (default), negative = faster, 3..12 = LZ4 HC");
   c->add_flag("--no-crc", a->no_crc, "Do not store per-entry CRC32C");
   c->add_flag("--entry-crc", a->entry_crc,
               "Store per-entry CRC32C (the default; upstream's flag, --entry-crc=false = --no-crc)");

@@ -16,12 +16,13 @@ namespace a2pack::pack {
 inline constexpr uint8_t kMagic[8] = {'A', '2', 'P', 'A', 'C', 'K', 0, 0};
 inline constexpr uint32_t kVersion = 1;
 // Header version 2: the same layout as version 1, written when at least one
-// entry is compressed. Upstream's reader (ai-2048) checks only the header
-// version at open and ignores entry flags, so it would hand a zstd payload to
-// its run decoder; version 2 makes it refuse the pack at open ("unsupported
-// version") instead. Packs of stored entries stay version 1, byte-identical
-// to upstream's. Readers here accept both, and zstd entries under version 1
-// (what a2pack wrote before version 2 existed).
+// entry is compressed (zstd or lz4). Upstream's reader (ai-2048) checks only
+// the header version at open and ignores entry flags, so it would hand a
+// compressed payload to its run decoder; version 2 makes it refuse the pack
+// at open ("unsupported version") instead. Packs of stored entries stay
+// version 1, byte-identical to upstream's. Readers here accept both, and
+// compressed entries under version 1 (zstd entries are what a2pack wrote
+// before version 2 existed).
 inline constexpr uint32_t kVersionCompressed = 2;
 inline constexpr size_t kHeaderSize = 28;
 inline constexpr size_t kEntrySize = 32;
@@ -31,14 +32,19 @@ inline constexpr size_t kFooterSize = 32;
 inline constexpr uint16_t kKindV1 = 1;
 inline constexpr uint16_t kKindV2 = 2;
 
-// Index entry `flags`: 0 = stored verbatim, 1 = one zstd frame. For a zstd
-// entry the `reserved` field holds the decompressed length (an a2pack
-// extension: upstream writes 0 there and never compresses).
+// Index entry `flags`: 0 = stored verbatim, 1 = one zstd frame, 2 = one LZ4
+// frame (lz4frame format, content size and content checksum recorded). For a
+// compressed entry the `reserved` field holds the decompressed length (an
+// a2pack extension: upstream writes 0 there and never compresses).
 inline constexpr uint16_t kEntryStored = 0;
 inline constexpr uint16_t kEntryZstd = 1;
+inline constexpr uint16_t kEntryLz4 = 2;
 
-// Largest run a zstd entry may decompress to; the reader refuses to allocate
-// more for one entry whatever the file claims.
+// Whether entry flags name a compressed payload this build reads.
+inline bool entry_compressed(uint16_t flags) { return flags == kEntryZstd || flags == kEntryLz4; }
+
+// Largest run a compressed entry may decompress to; the reader refuses to
+// allocate more for one entry whatever the file claims.
 inline constexpr uint32_t kMaxDecompressed = 1u << 30;
 
 struct Header {
@@ -53,7 +59,7 @@ struct Entry {
   uint16_t kind = 0;
   uint16_t flags = 0;
   uint32_t crc = 0;       // CRC32C of the stored bytes, 0 = none
-  uint32_t reserved = 0;  // zstd entries: decompressed length
+  uint32_t reserved = 0;  // compressed entries: decompressed length
   uint64_t end() const { return offset + length; }
 };
 

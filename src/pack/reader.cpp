@@ -11,6 +11,7 @@
 #include "base/mapped_guard.hpp"
 #include "base/uninit_vector.hpp"
 #include "base/worker_pool.hpp"
+#include "pack/lz4_entry.hpp"
 #include "pack/zstd_entry.hpp"
 
 namespace a2pack::pack {
@@ -407,11 +408,15 @@ EntryBytes Reader::finish_payload(uint64_t i, const uint8_t* stored, std::vector
   run::Kind k = kind(i);
   EntryBytes out;
   try {
-    if (e.flags != kEntryStored && e.flags != kEntryZstd)
-      fail(A2PACK_E_UNSUPPORTED, "unknown entry flags {:#x} (0 = stored, 1 = zstd)", e.flags);
+    if (e.flags != kEntryStored && !entry_compressed(e.flags))
+      fail(A2PACK_E_UNSUPPORTED, "unknown entry flags {:#x} (0 = stored, 1 = zstd, 2 = lz4)",
+           e.flags);
     if (verify) check_crc(e, stored);
-    if (e.flags == kEntryZstd) {
-      zstd_decompress(stored, e.length, e.reserved, out.storage);
+    if (entry_compressed(e.flags)) {
+      if (e.flags == kEntryZstd)
+        zstd_decompress(stored, e.length, e.reserved, out.storage);
+      else
+        lz4_decompress(stored, e.length, e.reserved, out.storage);
       out.data = out.storage.data();
       out.size = out.storage.size();
       crc = crc32c::compute(out.data, out.size);
@@ -433,8 +438,8 @@ EntryBytes Reader::finish_payload(uint64_t i, const uint8_t* stored, std::vector
     fail_entry(i, err);
   } catch (const std::bad_alloc&) {
     fail(A2PACK_E_NO_MEMORY, "{}: entry {}: out of memory allocating {} bytes for its {}", path(), i,
-         e.flags == kEntryZstd ? e.reserved : e.length,
-         e.flags == kEntryZstd ? "decompressed run" : "stored bytes");
+         entry_compressed(e.flags) ? e.reserved : e.length,
+         entry_compressed(e.flags) ? "decompressed run" : "stored bytes");
   }
   return out;
 }
@@ -504,6 +509,8 @@ run::Batch Reader::decode_batch(const uint64_t* idx, size_t n, uint32_t workers,
       p[k] = {stored, e.length, verify ? e.crc : 0u};
     }
   } else {
+    run::Batch b;
+    if (!src_.remote() && decode_batch_local(idx, n, workers, verify, b)) return b;
     bytes.resize(n);
     if (src_.remote()) {
       // Remote: the batch's ranges in one read_many (merged, parallel,
@@ -523,6 +530,69 @@ run::Batch Reader::decode_batch(const uint64_t* idx, size_t n, uint32_t workers,
   } catch (const Error& err) {
     rethrow_with_context(err, path());
   }
+}
+
+bool Reader::decode_batch_local(const uint64_t* idx, size_t n, uint32_t workers, bool verify,
+                                run::Batch& out) const {
+  // Bytes each entry decodes from: a compressed entry's claim is checked
+  // when it is decompressed, one claiming more than may be counted 0 here.
+  auto run_size = [&](const Entry& e) -> uint64_t {
+    if (e.flags == kEntryStored) return e.length;
+    return entry_compressed(e.flags) && e.reserved <= kMaxDecompressed ? e.reserved : 0;
+  };
+  std::vector<uint64_t> at(n + 1, 0);
+  for (size_t k = 0; k < n; ++k) at[k + 1] = at[k] + run_size(entry(idx[k]));
+  // A hostile index may claim up to 1 GiB for every entry: past this the
+  // entries go one buffer each, as payload() reads them.
+  constexpr uint64_t kMaxLaidOut = uint64_t{4} << 30;
+  if (at[n] > kMaxLaidOut) return false;
+  uninit_vector<uint8_t> runs;
+  try {
+    runs.resize(static_cast<size_t>(at[n]));
+  } catch (const std::bad_alloc&) {
+    return false;
+  }
+  std::vector<run::Payload> p(n);
+  parallel_for(n, workers, [&](size_t k) {
+    const uint64_t i = idx[k];
+    const Entry& e = entry(i);
+    const run::Kind want = kind(i);  // names the entry itself
+    uint8_t* dst = runs.data() + at[k];
+    try {
+      if (e.flags == kEntryStored) {
+        src_.read(dst, e.length, e.offset);
+        if (verify) check_crc(e, dst);
+      } else {
+        if (!entry_compressed(e.flags))
+          fail(A2PACK_E_UNSUPPORTED, "unknown entry flags {:#x} (0 = stored, 1 = zstd, 2 = lz4)",
+               e.flags);
+        uninit_vector<uint8_t> stored(e.length);
+        src_.read(stored.data(), e.length, e.offset);
+        if (verify) check_crc(e, stored.data());
+        if (e.flags == kEntryZstd)
+          zstd_decompress_into(stored.data(), e.length, e.reserved, dst);
+        else
+          lz4_decompress_into(stored.data(), e.length, e.reserved, dst);
+      }
+      const size_t size = static_cast<size_t>(at[k + 1] - at[k]);
+      run::Kind actual = run::detect_kind(dst, size);
+      if (actual != want)
+        fail(A2PACK_E_CORRUPT, "the index says a v{} run but the payload is a v{} run",
+             static_cast<int>(want), static_cast<int>(actual));
+      p[k] = {dst, size};
+    } catch (const Error& err) {
+      fail_entry(i, err);
+    } catch (const std::bad_alloc&) {
+      fail(A2PACK_E_NO_MEMORY, "{}: entry {}: out of memory allocating {} bytes for its stored bytes",
+           path(), i, e.length);
+    }
+  }, 4);
+  try {
+    out = run::decode_batch(p.data(), n, workers, "entry", idx);
+  } catch (const Error& err) {
+    rethrow_with_context(err, path());
+  }
+  return true;
 }
 
 // ------------------------------------------------------------------ stats

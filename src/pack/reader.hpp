@@ -3,9 +3,9 @@
 //
 // Opening checks the header, footer and index CRCs and every entry's bounds
 // in O(count) and touches no payload. Entry access checks the entry's CRC
-// (when one is stored and verification is on), undoes zstd compression, and
-// checks that the payload's format matches the index's `kind`. A bad entry
-// fails alone; every other entry still reads.
+// (when one is stored and verification is on), undoes zstd or lz4
+// compression, and checks that the payload's format matches the index's
+// `kind`. A bad entry fails alone; every other entry still reads.
 //
 // A Reader is immutable after construction except for its statistics cache,
 // which a mutex guards: every method may be called from several threads.
@@ -106,7 +106,7 @@ class Reader {
   // Run format by the index; Error(UNSUPPORTED) for a kind other than 1 or 2.
   run::Kind kind(uint64_t i) const;
 
-  // Zero-copy view of the stored bytes (compressed for zstd entries), the
+  // Zero-copy view of the stored bytes (the frame for compressed entries), the
   // entry CRC checked when `verify`. Mapped readers only (UNSUPPORTED else).
   const uint8_t* stored_view(uint64_t i, bool verify) const;
   // The run-file bytes (decompressed), checked as described at the top.
@@ -174,6 +174,12 @@ class Reader {
   // (`buf` owns them).
   EntryBytes finish_payload(uint64_t i, const uint8_t* stored, std::vector<uint8_t>&& buf,
                             bool verify, uint32_t& crc) const;
+  // decode_batch of a local pack that is not all stored entries in a
+  // mapping: every entry's run-file bytes decompressed (or read) into one
+  // buffer, nothing zero-filled (base/uninit_vector.hpp), then decoded.
+  // False when the entries claim too much to lay out at once.
+  bool decode_batch_local(const uint64_t* idx, size_t n, uint32_t workers, bool verify,
+                          run::Batch& out) const;
 
   PackSource src_;
   ReaderOptions opts_;

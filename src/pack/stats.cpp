@@ -37,7 +37,7 @@ uint64_t pct_index(double q, uint64_t n) {
 void StepCapacity::add(const Entry& e) {
   uint64_t len;
   if (e.flags == kEntryStored) len = e.length;
-  else if (e.flags == kEntryZstd) len = e.reserved;
+  else if (entry_compressed(e.flags)) len = e.reserved;
   else return void(known = false);
   uint64_t steps;
   if (e.kind == kKindV1) steps = len >= 46 ? (len - 46) / 9 : 0;

@@ -12,6 +12,7 @@
 #include "base/file_io.hpp"
 #include "base/stale_temps.hpp"
 #include "base/worker_pool.hpp"
+#include "pack/lz4_entry.hpp"
 #include "pack/zstd_entry.hpp"
 #include "run/codec.hpp"
 #include "storage/head_first.hpp"
@@ -93,8 +94,15 @@ void check_options(const WriterOptions& o) {
   if (o.align == 0 || o.align > (1u << 20) || (o.align & (o.align - 1)))
     fail(A2PACK_E_INVALID_ARGUMENT, "align must be a power of two from 1 to 1048576, got {}",
          o.align);
-  if (o.compression != Compression::none && o.compression != Compression::zstd)
-    fail(A2PACK_E_INVALID_ARGUMENT, "unknown compression {}", static_cast<uint32_t>(o.compression));
+  if (o.compression != Compression::none && o.compression != Compression::zstd &&
+      o.compression != Compression::lz4)
+    fail(A2PACK_E_INVALID_ARGUMENT, "unknown compression {} (0 = none, 1 = zstd, 2 = lz4)",
+         static_cast<uint32_t>(o.compression));
+  if (o.compression == Compression::lz4 && (o.lz4_level < kLz4MinLevel || o.lz4_level > kLz4MaxLevel))
+    fail(A2PACK_E_INVALID_ARGUMENT,
+         "lz4 level must be from {} to {} (0 = LZ4's fast default, negative = faster, 3 and up = "
+         "LZ4 HC), got {}",
+         kLz4MinLevel, kLz4MaxLevel, o.lz4_level);
   if (o.expected_count > (uint64_t{1} << 32))
     fail(A2PACK_E_INVALID_ARGUMENT, "expected_count {} is impossibly large", o.expected_count);
 }
@@ -113,11 +121,12 @@ Prepared prepare(const uint8_t* data, size_t len, const WriterOptions& opts) {
   p.kind = r.source == run::Kind::v1 ? kKindV1 : kKindV2;
   p.raw_len = static_cast<uint32_t>(len);
   p.meta_steps = r.meta.steps;
-  if (opts.compression == Compression::zstd && len <= kMaxDecompressed) {
-    std::string z = zstd_compress(data, len, opts.zstd_level);
+  if (opts.compression != Compression::none && len <= kMaxDecompressed) {
+    const bool zstd = opts.compression == Compression::zstd;
+    std::string z = zstd ? zstd_compress(data, len, opts.zstd_level) : lz4_compress(data, len, opts.lz4_level);
     if (z.size() < len) {  // stored verbatim when compression does not pay
       p.compressed = std::move(z);
-      p.flags = kEntryZstd;
+      p.flags = zstd ? kEntryZstd : kEntryLz4;
     }
   }
   if (opts.entry_crc) p.crc = crc32c::compute(p.stored(), p.stored_size());
@@ -207,14 +216,14 @@ void Writer::append(const Prepared& p) {
   e.kind = p.kind;
   e.flags = p.flags;
   e.crc = p.crc;
-  e.reserved = p.flags == kEntryZstd ? p.raw_len : 0;
+  e.reserved = p.flags != kEntryStored ? p.raw_len : 0;
   write_data(p.stored(), p.stored_size());
   entries_.push_back(e);
   lengths_.push_back(p.meta_steps);
   summary_.entries++;
   summary_.input_bytes += p.raw_len;
   summary_.stored_bytes += e.length;
-  summary_.compressed_entries += p.flags == kEntryZstd;
+  summary_.compressed_entries += p.flags != kEntryStored;
   broken_ = false;
 }
 

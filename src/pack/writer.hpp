@@ -29,13 +29,14 @@
 
 namespace a2pack::pack {
 
-enum class Compression : uint32_t { none = 0, zstd = 1 };
+enum class Compression : uint32_t { none = 0, zstd = 1, lz4 = 2 };
 
 struct WriterOptions {
   uint32_t align = 4096;       // payload alignment: a power of two, 1 .. 1 MiB
   bool entry_crc = true;       // store each payload's CRC32C in the index
   Compression compression = Compression::none;
   int zstd_level = 3;
+  int lz4_level = 0;            // LZ4F's level: 0 fast, < 0 faster, 3..12 LZ4 HC
   uint64_t expected_count = 0;  // 0 = unknown (payloads are staged, see above)
 };
 
@@ -43,7 +44,7 @@ struct WriterOptions {
 // thread-safe; appending is not.
 struct Prepared {
   std::vector<uint8_t> owned;     // the input bytes when the Prepared owns them
-  std::string compressed;         // the zstd frame when compression paid off
+  std::string compressed;         // the zstd or LZ4 frame when compression paid off
   const uint8_t* view = nullptr;  // the input bytes when it does not
   uint16_t kind = 0;
   uint16_t flags = kEntryStored;
@@ -53,10 +54,10 @@ struct Prepared {
 
   // The bytes to store (computed, so moving a Prepared keeps them valid).
   const uint8_t* stored() const {
-    if (flags == kEntryZstd) return reinterpret_cast<const uint8_t*>(compressed.data());
+    if (flags != kEntryStored) return reinterpret_cast<const uint8_t*>(compressed.data());
     return view ? view : owned.data();
   }
-  size_t stored_size() const { return flags == kEntryZstd ? compressed.size() : raw_len; }
+  size_t stored_size() const { return flags != kEntryStored ? compressed.size() : raw_len; }
 };
 
 // `data` must outlive the Prepared unless it was compressed. Throws Error
@@ -71,7 +72,7 @@ struct BuildSummary {
   uint64_t skipped = 0;             // bad inputs skipped (skip_bad)
   uint64_t input_bytes = 0;         // run-file bytes of the entries
   uint64_t stored_bytes = 0;        // payload bytes stored (after compression)
-  uint64_t compressed_entries = 0;  // entries stored as zstd
+  uint64_t compressed_entries = 0;  // entries stored compressed (zstd or lz4)
   uint64_t file_bytes = 0;          // size of the finished pack
 };
 

@@ -40,7 +40,9 @@ std::string zstd_compress(const uint8_t* data, size_t len, int level) {
   return out;
 }
 
-void zstd_decompress(const uint8_t* data, size_t len, uint32_t expected, std::vector<uint8_t>& out) {
+namespace {
+// The checks that need no output: the claimed size and the frame header.
+void check_frame(const uint8_t* data, size_t len, uint32_t expected) {
   if (expected > kMaxDecompressed)
     fail(A2PACK_E_CORRUPT, "zstd entry claims {} decompressed bytes, more than the {} allowed",
          expected, kMaxDecompressed);
@@ -50,11 +52,25 @@ void zstd_decompress(const uint8_t* data, size_t len, uint32_t expected, std::ve
   if (declared != ZSTD_CONTENTSIZE_UNKNOWN && declared != expected)
     fail(A2PACK_E_CORRUPT, "zstd frame declares {} bytes but the index says {}", declared,
          expected);
-  out.resize(expected);
-  size_t n = ZSTD_decompressDCtx(thread_dctx(), out.data(), out.size(), data, len);
+}
+
+void decompress_checked(const uint8_t* data, size_t len, uint32_t expected, uint8_t* out) {
+  size_t n = ZSTD_decompressDCtx(thread_dctx(), out, expected, data, len);
   if (ZSTD_isError(n)) fail(A2PACK_E_CORRUPT, "zstd decompression failed: {}", ZSTD_getErrorName(n));
   if (n != expected)
     fail(A2PACK_E_CORRUPT, "zstd entry decompressed to {} bytes, the index says {}", n, expected);
+}
+}  // namespace
+
+void zstd_decompress(const uint8_t* data, size_t len, uint32_t expected, std::vector<uint8_t>& out) {
+  check_frame(data, len, expected);  // before the output is allocated
+  out.resize(expected);
+  decompress_checked(data, len, expected, out.data());
+}
+
+void zstd_decompress_into(const uint8_t* data, size_t len, uint32_t expected, uint8_t* out) {
+  check_frame(data, len, expected);
+  decompress_checked(data, len, expected, out);
 }
 
 }  // namespace a2pack::pack

@@ -17,5 +17,7 @@ std::string zstd_compress(const uint8_t* data, size_t len, int level);
 // Error(CORRUPT) when the frame is malformed, declares another size, or
 // `expected` exceeds kMaxDecompressed.
 void zstd_decompress(const uint8_t* data, size_t len, uint32_t expected, std::vector<uint8_t>& out);
+// The same into `out`, which holds `expected` bytes (checked first).
+void zstd_decompress_into(const uint8_t* data, size_t len, uint32_t expected, uint8_t* out);
 
 }  // namespace a2pack::pack

@@ -36,6 +36,9 @@ TEST(CapiCore, VersionsAndStatusNames) {
   std::string z = a2pack_zstd_version();
   EXPECT_EQ(std::count(z.begin(), z.end(), '.'), 2) << z;
   EXPECT_EQ(a2pack_api(A2PACK_ABI_VERSION)->zstd_version, &a2pack_zstd_version);
+  std::string l = a2pack_lz4_version();
+  EXPECT_EQ(std::count(l.begin(), l.end(), '.'), 2) << l;
+  EXPECT_EQ(a2pack_api(A2PACK_ABI_VERSION)->lz4_version, &a2pack_lz4_version);
 }
 
 TEST(CapiCore, ApiTableCoversTheFunctions) {

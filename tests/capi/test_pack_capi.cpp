@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -194,6 +195,72 @@ TEST(CapiPack, DecodeRunsAndBatch) {
     a2pack_run_close(runs[k]);
   }
   a2pack_run_batch_close(b);
+}
+
+// lz4 entries through the C API: written by pack_dir with
+// A2PACK_PACK_COMPRESS_LZ4, flagged A2PACK_PACK_ENTRY_LZ4 with the run's
+// length as raw_length, read back byte for byte in both open modes.
+TEST(CapiPack, Lz4EntriesRoundTrip) {
+  Fixture f(A2PACK_PACK_COMPRESS_LZ4);
+  for (int mmap : {1, 0}) {
+    Pack p = open(f.pack, mmap);
+    size_t lz4 = 0;
+    for (uint64_t i = 0; i < f.runs.size(); ++i) {
+      a2pack_pack_entry e{};
+      e.size = sizeof e;
+      ASSERT_EQ(a2pack_pack_entry_info(p.get(), i, &e), A2PACK_OK);
+      EXPECT_TRUE(e.flags == A2PACK_PACK_ENTRY_LZ4 || e.flags == A2PACK_PACK_ENTRY_STORED);
+      lz4 += e.flags == A2PACK_PACK_ENTRY_LZ4;
+      EXPECT_EQ(e.raw_length, f.runs[i].size());
+      if (e.flags == A2PACK_PACK_ENTRY_LZ4) EXPECT_LT(e.length, e.raw_length);
+      uint8_t* data = nullptr;
+      size_t len = 0;
+      ASSERT_EQ(a2pack_pack_read(p.get(), i, 0, &data, &len), A2PACK_OK) << a2pack_last_error();
+      EXPECT_EQ(std::vector<uint8_t>(data, data + len), f.runs[i]);
+      a2pack_free(data);
+    }
+    EXPECT_GT(lz4, f.runs.size() / 2);
+    EXPECT_EQ(a2pack_pack_validate(p.get(), 1, 2, nullptr, nullptr), A2PACK_OK) << a2pack_last_error();
+  }
+}
+
+// lz4_level: HC levels pack smaller than the default; an options struct of
+// a caller compiled before lz4_level existed (its size ends before the field)
+// gets the default level; levels out of range and unknown compression values
+// are INVALID_ARGUMENT naming the value.
+TEST(CapiPack, Lz4LevelsAndOlderOptionStructs) {
+  Fixture f(A2PACK_PACK_COMPRESS_NONE, 12);
+  auto build = [&](a2pack_pack_writer_options o, const char* name, uint64_t* stored) {
+    a2pack_pack_build_summary s{};
+    s.size = sizeof s;
+    a2pack_status st = a2pack_pack_dir((f.dir / "runs").c_str(), (f.dir / name).c_str(), &o,
+                                       nullptr, nullptr, &s);
+    if (stored) *stored = s.stored_bytes;
+    return st;
+  };
+  a2pack_pack_writer_options o;
+  a2pack_pack_writer_options_init(&o);
+  EXPECT_EQ(o.lz4_level, 0);
+  o.compression = A2PACK_PACK_COMPRESS_LZ4;
+  uint64_t fast = 0, hc = 0, old = 0;
+  ASSERT_EQ(build(o, "fast.a2pack", &fast), A2PACK_OK) << a2pack_last_error();
+  o.lz4_level = 12;
+  ASSERT_EQ(build(o, "hc.a2pack", &hc), A2PACK_OK) << a2pack_last_error();
+  EXPECT_LT(hc, fast);
+  a2pack_pack_writer_options older = o;  // lz4_level 12, but past the caller's size
+  older.size = offsetof(a2pack_pack_writer_options, lz4_level);
+  ASSERT_EQ(build(older, "old.a2pack", &old), A2PACK_OK) << a2pack_last_error();
+  EXPECT_EQ(old, fast);
+  EXPECT_EQ(slurp(f.dir / "old.a2pack"), slurp(f.dir / "fast.a2pack"));
+  o.lz4_level = 13;
+  EXPECT_EQ(build(o, "bad.a2pack", nullptr), A2PACK_E_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(a2pack_last_error()).find("lz4 level"), std::string::npos) << a2pack_last_error();
+  o.lz4_level = 0;
+  o.compression = static_cast<a2pack_pack_compression>(3);
+  EXPECT_EQ(build(o, "bad.a2pack", nullptr), A2PACK_E_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(a2pack_last_error()).find("unknown compression 3"), std::string::npos)
+      << a2pack_last_error();
+  EXPECT_FALSE(std::ifstream(f.dir / "bad.a2pack").good());
 }
 
 TEST(CapiPack, BadCallsAreErrorsNotCrashes) {

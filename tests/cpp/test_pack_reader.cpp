@@ -114,14 +114,16 @@ TEST(PackReader, UpstreamPackWithoutStatsOpens) {
   r.validate(true, 2, {});
 }
 
-class PackRoundTrip : public ::testing::TestWithParam<std::tuple<bool, bool, bool>> {};
+class PackRoundTrip : public ::testing::TestWithParam<std::tuple<Compression, bool, bool>> {};
 
 TEST_P(PackRoundTrip, MixedRunsDecodeAsTheOriginals) {
-  auto [zstd, mmap, staged] = GetParam();
+  auto [compression, mmap, staged] = GetParam();
+  const bool compress = compression != Compression::none;
+  const uint16_t flag = compression == Compression::zstd ? kEntryZstd : kEntryLz4;
   a2test::TempDir dir;
   auto payloads = mixed_payloads(23, 200);
   WriterOptions o;
-  o.compression = zstd ? Compression::zstd : Compression::none;
+  o.compression = compression;
   o.expected_count = staged ? 0 : payloads.size();
   o.align = 512;
   write_pack(dir / "p.a2pack", payloads, o);
@@ -139,13 +141,14 @@ TEST_P(PackRoundTrip, MixedRunsDecodeAsTheOriginals) {
     idx.push_back(i);
     const Entry& e = r.entry(i);
     EXPECT_EQ(e.offset % 512, 0u);
-    compressed += e.flags == kEntryZstd;
+    EXPECT_TRUE(e.flags == kEntryStored || (compress && e.flags == flag)) << e.flags;
+    compressed += e.flags != kEntryStored;
     EXPECT_EQ(r.kind(i), run::detect_kind(d, payloads[i].size()));
     EntryBytes b = r.payload(i, true);
     ASSERT_EQ(std::string(reinterpret_cast<const char*>(b.data), b.size), payloads[i]);
     EXPECT_EQ(r.decode(i, true), run::decode(d, payloads[i].size()));
   }
-  EXPECT_EQ(compressed > 0, zstd);
+  EXPECT_EQ(compressed > 0, compress);
   // Batch decode of a shuffled subset equals the run layer's batch decode.
   std::vector<uint64_t> pick = {22, 0, 5, 5, 13, 1};
   std::vector<run::Payload> sub;
@@ -161,7 +164,7 @@ TEST_P(PackRoundTrip, MixedRunsDecodeAsTheOriginals) {
     auto many = r.decode_many(pick.data(), pick.size(), w, false);
     for (size_t k = 0; k < pick.size(); ++k) EXPECT_EQ(many[k], r.decode(pick[k], true));
   }
-  if (mmap && !zstd) {
+  if (mmap && !compress) {
     const uint8_t* v = r.stored_view(3, true);
     EXPECT_EQ(std::string(reinterpret_cast<const char*>(v), r.entry(3).length), payloads[3]);
   }
@@ -171,7 +174,9 @@ TEST_P(PackRoundTrip, MixedRunsDecodeAsTheOriginals) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, PackRoundTrip,
-                         ::testing::Combine(::testing::Bool(), ::testing::Bool(), ::testing::Bool()));
+                         ::testing::Combine(::testing::Values(Compression::none, Compression::zstd,
+                                                              Compression::lz4),
+                                            ::testing::Bool(), ::testing::Bool()));
 
 TEST(PackReader, OutOfRangeIndicesAreErrors) {
   a2test::TempDir dir;

@@ -18,6 +18,8 @@ for d in v2 v1 ex; do for f in "$w/$d"/*.a2run2; do cp "$f" "$out/run/$d-$(basen
 
 "$cli" -q pack --input "$w/v2" --output "$out/pack/stored.a2pack" --align 8
 "$cli" -q pack --input "$w/v1" --output "$out/pack/zstd.a2pack" --compress zstd --no-crc
+# (the fixture among them: small runs are not worth compressing and stay stored)
+"$cli" -q pack --input "$out/run" --output "$out/pack/lz4.a2pack" --compress lz4 --no-crc --align 16
 
 # fuzz_bag: one mode byte (bit 0 zstd, bit 1 pread, bit 2 separate limits;
 # then a 2-byte big-endian split) before the file bytes.

@@ -94,12 +94,13 @@ sys.exit(1 if bad else 0)
 PY
 }
 check wheel_needs_only_glibc_or_bundled in_wheel
-check wheel_has_no_system_fmt_sqlite_stdcxx bash -c "! grep -E ' (libfmt|libsqlite3|libstdc\\+\\+|libzstd)\\.so' '$work/needed.txt'"
+check wheel_has_no_system_fmt_sqlite_stdcxx bash -c "! grep -E ' (libfmt|libsqlite3|libstdc\\+\\+|libzstd|liblz4)\\.so' '$work/needed.txt'"
 check wheel_ships_licenses "$python" -c "
 import re, sys, zipfile
 names = zipfile.ZipFile('$repaired').namelist()
 assert any(n.endswith('_licenses/LICENSE.a2pack') for n in names), 'no a2pack license'
 assert any(n.endswith('_licenses/LICENSE.zstd') for n in names), 'no zstd license'
+assert any(n.endswith('_licenses/LICENSE.lz4') for n in names), 'no lz4 license'
 for lib in ('fmt', 'nlohmann-json', 'CLI11'):
     assert any(n.endswith('_licenses/LICENSE.' + lib) for n in names), 'no license of ' + lib
 assert any(re.search(r'dist-info/.*LICENSE', n) for n in names), 'no license in dist-info'

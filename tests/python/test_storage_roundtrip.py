@@ -203,10 +203,11 @@ def test_missing_object_is_not_found(store):
 
 # ---------------------------------------------------------------- packs
 
-def test_pack_read_validate_export(store, tmp_path):
+@pytest.mark.parametrize("compress", ["none", "lz4"])
+def test_pack_read_validate_export(store, tmp_path, compress):
     ss.make_runs(tmp_path / "runs", first=5, growth=3)
     local = tmp_path / "p.a2pack"
-    a2pack.pack_dir(tmp_path / "runs", local, workers=2)
+    a2pack.pack_dir(tmp_path / "runs", local, workers=2, compress=compress)
     store.put("packs/p.a2pack", local.read_bytes())
     remote = store.url("packs/p.a2pack")
     with a2pack.PackReader.open(local) as lr, a2pack.PackReader.open(remote) as rr:

@@ -5,7 +5,7 @@ C++ library; this package converts arguments, raises exceptions and hands out
 numpy arrays.
 """
 
-from ._native import __version__, abi_version, library_path, zstd_version
+from ._native import __version__, abi_version, library_path, lz4_version, zstd_version
 from .errors import (
     Error,
     IoError,

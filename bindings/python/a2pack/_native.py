@@ -79,6 +79,9 @@ if lib.a2pack_abi_version() != lib.A2PACK_ABI_VERSION:
 __version__ = ffi.string(lib.a2pack_version()).decode()
 abi_version = int(lib.a2pack_abi_version())
 zstd_version = ffi.string(lib.a2pack_zstd_version()).decode()
+#: The LZ4 release packfile entries are compressed with (a bundled 1.10.0
+#: unless the library was built against the system liblz4).
+lz4_version = ffi.string(lib.a2pack_lz4_version()).decode()
 
 
 def last_error() -> str:

@@ -8,7 +8,7 @@
         r.to_jsonl("runs.jsonl")
         print(r.stats.count, r.stats.max_len, r.stats.highest_tile_hist)
 
-    a2pack.pack_dir("runs/", "dataset.a2pack", compress="zstd")
+    a2pack.pack_dir("runs/", "dataset.a2pack", compress="zstd")   # or "lz4": faster to read
 
 Every heavy call crosses the C boundary once (per batch) with the GIL
 released (cffi releases it around each C call); decoding and export run on
@@ -37,7 +37,10 @@ Indices = Union[Sequence[int], npt.NDArray[np.integer[Any]]]
 _Histograms = Tuple[List[Tuple[int, int]], List[Tuple[Optional[str], int]]]
 
 _COMPRESSION: Dict[Optional[str], int] = {None: lib.A2PACK_PACK_COMPRESS_NONE, "none": lib.A2PACK_PACK_COMPRESS_NONE,
-                "zstd": lib.A2PACK_PACK_COMPRESS_ZSTD}
+                "zstd": lib.A2PACK_PACK_COMPRESS_ZSTD, "lz4": lib.A2PACK_PACK_COMPRESS_LZ4}
+# Index entry flags -> PackEntry.compression.
+_ENTRY_COMPRESSION: Dict[int, str] = {lib.A2PACK_PACK_ENTRY_STORED: "none", lib.A2PACK_PACK_ENTRY_ZSTD: "zstd",
+                                      lib.A2PACK_PACK_ENTRY_LZ4: "lz4"}
 _JSONL_MODES: Dict[str, int] = {"runs": lib.A2PACK_PACK_JSONL_RUNS, "steps": lib.A2PACK_PACK_JSONL_STEPS}
 
 
@@ -91,7 +94,7 @@ class PackEntry(NamedTuple):
     offset: int
     length: int        # stored bytes
     kind: str          # "v1" | "v2"
-    compression: str   # "none" | "zstd"
+    compression: str   # "none" | "zstd" | "lz4" (another flags value: its number)
     crc32c: int        # 0 = none
     raw_length: int    # bytes of the run file
 
@@ -216,12 +219,12 @@ class PackReader:
         e.size = ffi.sizeof("a2pack_pack_entry")
         check(lib.a2pack_pack_entry_info(self._handle, self._index(i), e))
         return PackEntry(int(e.offset), int(e.length), KIND_NAMES.get(e.kind, str(e.kind)),
-                         "zstd" if e.flags == lib.A2PACK_PACK_ENTRY_ZSTD else "none",
+                         _ENTRY_COMPRESSION.get(int(e.flags), str(int(e.flags))),
                          int(e.crc32c), int(e.raw_length))
 
     def get_slice(self, i: int, verify: Optional[bool] = None) -> npt.NDArray[np.uint8]:
         """Zero-copy read-only uint8 view of entry i's stored bytes (the zstd
-        frame for compressed entries). Needs a memory-mapped reader. The view
+        or LZ4 frame for compressed entries). Needs a memory-mapped reader. The view
         is of the mapping: if another process cuts the file short, reading
         the view past the new end ends the process (SIGBUS), as for any
         mapped file; :meth:`read` returns a copy."""
@@ -415,16 +418,18 @@ class PackBuildSummary:
     skipped_paths: List[str] = dataclasses.field(default_factory=list)
 
 
-def _writer_options(align: int, compress: Optional[str], zstd_level: int, entry_crc: bool,
-                    expected_count: Optional[int], workers: int, skip_bad: bool) -> Any:
+def _writer_options(align: int, compress: Optional[str], zstd_level: int, lz4_level: int,
+                    entry_crc: bool, expected_count: Optional[int], workers: int,
+                    skip_bad: bool) -> Any:
     if compress not in _COMPRESSION:
-        raise ValueError(f"compress must be 'none' or 'zstd', not {compress!r}")
+        raise ValueError(f"compress must be 'none', 'zstd' or 'lz4', not {compress!r}")
     o = ffi.new("a2pack_pack_writer_options *")
     lib.a2pack_pack_writer_options_init(o)
     o.align = align
     o.entry_crc = 1 if entry_crc else 0
     o.compression = _COMPRESSION[compress]
     o.zstd_level = zstd_level
+    o.lz4_level = lz4_level
     o.expected_count = expected_count or 0
     o.workers = workers or 0
     o.skip_bad = 1 if skip_bad else 0
@@ -444,6 +449,9 @@ class PackWriter:
 
     Pass `expected_count` when the number of runs is known to write payloads
     in place; otherwise they are staged in a temporary file and copied once.
+    `compress`: "none", "zstd" (smaller; `zstd_level`) or "lz4" (faster to
+    read; `lz4_level`: 0 = LZ4's fast mode, negative = faster, 3..12 = LZ4
+    HC); an entry that does not shrink is stored.
     An `s3://` or `gs://` path is one streamed upload that appears only at
     finish() (docs/storage.md).
     """
@@ -451,11 +459,11 @@ class PackWriter:
     def __init__(self, path: PathLike, *, align: int = 4096, compress: Optional[str] = "none",
                  zstd_level: int = 3, entry_crc: bool = True,
                  expected_count: Optional[int] = None, workers: int = 0,
-                 skip_bad: bool = False) -> None:
+                 skip_bad: bool = False, lz4_level: int = 0) -> None:
         self._skipped: List[str] = []
         self._cb = _Callbacks(on_bad=lambda p, _s, _m: self._skipped.append(p))
-        o = _writer_options(align, compress, zstd_level, entry_crc, expected_count, workers,
-                            skip_bad)
+        o = _writer_options(align, compress, zstd_level, lz4_level, entry_crc, expected_count,
+                            workers, skip_bad)
         o.on_bad_input = self._cb.on_bad
         out = ffi.new("a2pack_pack_writer **")
         check(lib.a2pack_pack_writer_open(fspath(path), o, out))
@@ -522,12 +530,13 @@ class PackWriter:
 def pack_dir(input_dir: PathLike, output: PathLike, *, align: int = 4096,
              compress: Optional[str] = "none", zstd_level: int = 3, entry_crc: bool = True,
              workers: int = 0, skip_bad: bool = False,
-             progress: Progress = None) -> PackBuildSummary:
+             progress: Progress = None, lz4_level: int = 0) -> PackBuildSummary:
     """Pack every *.a2run2 file under `input_dir` (recursively, in path
-    order) into `output`, as `a2pack pack` does."""
+    order) into `output`, as `a2pack pack` does. `compress` and the levels
+    as for :class:`PackWriter`."""
     skipped: List[str] = []
     cb = _Callbacks(progress, on_bad=lambda p, _s, _m: skipped.append(p))
-    o = _writer_options(align, compress, zstd_level, entry_crc, 0, workers, skip_bad)
+    o = _writer_options(align, compress, zstd_level, lz4_level, entry_crc, 0, workers, skip_bad)
     o.on_bad_input = cb.on_bad
     c = ffi.new("a2pack_pack_build_summary *")
     c.size = ffi.sizeof("a2pack_pack_build_summary")

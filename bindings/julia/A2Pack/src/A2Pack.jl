@@ -54,6 +54,8 @@ library_path() = L.library_path()
 version() = unsafe_string(L.a2pack_version())
 "zstd release the library compresses with."
 zstd_version() = unsafe_string(L.a2pack_zstd_version())
+"LZ4 release the library compresses packfile entries with."
+lz4_version() = unsafe_string(L.a2pack_lz4_version())
 abi_version() = Int(L.a2pack_abi_version())
 
 # ---------------------------------------------------------------- errors
@@ -517,13 +519,20 @@ function Base.getindex(p::Pack, idx::AbstractVector{<:Integer})
 end
 Base.show(io::IO, p::Pack) = print(io, "A2Pack.Pack(", isopen(p) ? "$(length(p)) runs" : "closed", ")")
 
-"Index entry `i` (1-based) as stored: offset, length, kind, flags, crc32c, raw_length."
+"""
+Index entry `i` (1-based) as stored: offset, length, kind, compressed,
+compression (`:none`, `:zstd`, `:lz4`, or the flags value), crc32c, raw_length.
+"""
 function entry(p::Pack, i::Integer)
     out = _out(L.a2pack_pack_entry)
     check(L.a2pack_pack_entry_info(p, _index0(length(p), i), out))
     e = out[]
+    compression = e.flags == L.A2PACK_PACK_ENTRY_STORED ? :none :
+                  e.flags == L.A2PACK_PACK_ENTRY_ZSTD ? :zstd :
+                  e.flags == L.A2PACK_PACK_ENTRY_LZ4 ? :lz4 : Int(e.flags)
     (offset=e.offset, length=e.length, kind=Int(e.kind),
-     compressed=e.flags == L.A2PACK_PACK_ENTRY_ZSTD, crc32c=e.crc32c, raw_length=e.raw_length)
+     compressed=e.flags != L.A2PACK_PACK_ENTRY_STORED, compression=compression, crc32c=e.crc32c,
+     raw_length=e.raw_length)
 end
 
 "Entry `i`'s run-file bytes exactly as packed (a fresh Vector)."
@@ -614,9 +623,11 @@ function Base.iterate(pb::PackBatches, state)
 end
 
 """
-    pack_dir(input_dir, output; compression=:none, zstd_level=3, workers=0, skip_bad=false)
+    pack_dir(input_dir, output; compression=:none, zstd_level=3, lz4_level=0, workers=0, skip_bad=false)
 
 Pack every *.a2run2 under `input_dir` into `output`; returns a summary.
+`compression`: `:none`, `:zstd` (smaller) or `:lz4` (faster to read;
+`lz4_level` 0 = fast, negative = faster, 3..12 = LZ4 HC).
 """
 function pack_dir(input_dir::AbstractString, output::AbstractString; kw...)
     opts = _writer_options(; kw...)
@@ -625,12 +636,15 @@ function pack_dir(input_dir::AbstractString, output::AbstractString; kw...)
     _summary(out[])
 end
 
-function _writer_options(; compression::Symbol=:none, zstd_level::Integer=3, workers::Integer=0,
-                         skip_bad::Bool=false, align::Integer=4096, entry_crc::Bool=true)
-    c = compression === :none ? L.A2PACK_PACK_COMPRESS_NONE : compression === :zstd ?
-        L.A2PACK_PACK_COMPRESS_ZSTD : throw(ArgumentError("compression must be :none or :zstd"))
+function _writer_options(; compression::Symbol=:none, zstd_level::Integer=3, lz4_level::Integer=0,
+                         workers::Integer=0, skip_bad::Bool=false, align::Integer=4096,
+                         entry_crc::Bool=true)
+    c = compression === :none ? L.A2PACK_PACK_COMPRESS_NONE :
+        compression === :zstd ? L.A2PACK_PACK_COMPRESS_ZSTD :
+        compression === :lz4 ? L.A2PACK_PACK_COMPRESS_LZ4 :
+        throw(ArgumentError("compression must be :none, :zstd or :lz4"))
     _options(L.a2pack_pack_writer_options, L.a2pack_pack_writer_options_init,
-             :compression => c, :zstd_level => zstd_level, :workers => workers,
+             :compression => c, :zstd_level => zstd_level, :lz4_level => lz4_level, :workers => workers,
              :skip_bad => Int32(skip_bad), :align => align, :entry_crc => Int32(entry_crc))
 end
 _summary(s::L.a2pack_pack_build_summary) =

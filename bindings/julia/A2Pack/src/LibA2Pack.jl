@@ -151,6 +151,7 @@ const A2PACK_PACK_DURABLE = a2pack_pack_read_flags(2)
 const a2pack_pack_entry_flags = Cuint
 const A2PACK_PACK_ENTRY_STORED = a2pack_pack_entry_flags(0)
 const A2PACK_PACK_ENTRY_ZSTD = a2pack_pack_entry_flags(1)
+const A2PACK_PACK_ENTRY_LZ4 = a2pack_pack_entry_flags(2)
 
 # a2pack_pack_entry
 struct a2pack_pack_entry
@@ -215,6 +216,7 @@ mutable struct a2pack_pack_writer end
 const a2pack_pack_compression = Cuint
 const A2PACK_PACK_COMPRESS_NONE = a2pack_pack_compression(0)
 const A2PACK_PACK_COMPRESS_ZSTD = a2pack_pack_compression(1)
+const A2PACK_PACK_COMPRESS_LZ4 = a2pack_pack_compression(2)
 
 # void (*a2pack_pack_bad_input_fn)(void *user, const char *path, a2pack_status status, const char *message)
 const a2pack_pack_bad_input_fn = Ptr{Cvoid}
@@ -231,6 +233,7 @@ struct a2pack_pack_writer_options
     skip_bad::Int32  # int32_t skip_bad
     on_bad_input::a2pack_pack_bad_input_fn  # a2pack_pack_bad_input_fn on_bad_input
     on_bad_input_user::Ptr{Cvoid}  # void *on_bad_input_user
+    lz4_level::Int32  # int32_t lz4_level
 end
 
 # a2pack_pack_build_summary
@@ -943,6 +946,7 @@ struct a2pack_api_table
     expectimax_state_value::Ptr{Cvoid}  # a2pack_status (*expectimax_state_value)(a2pack_expectimax *arg1, uint64_t arg2, double *arg3)
     expectimax_stats::Ptr{Cvoid}  # void (*expectimax_stats)(const a2pack_expectimax *arg1, uint64_t *arg2, uint64_t *arg3)
     expectimax_reset_stats::Ptr{Cvoid}  # void (*expectimax_reset_stats)(a2pack_expectimax *arg1)
+    lz4_version::Ptr{Cvoid}  # const char *(*lz4_version)(void)
 end
 
 # a2pack_shard_stream (opaque: used through Ptr{a2pack_shard_stream} only)
@@ -999,6 +1003,7 @@ const _fp_a2pack_clear_error = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_version = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_abi_version = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_zstd_version = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_a2pack_lz4_version = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_free = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_clean_temps = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_board_score = Ref{Ptr{Cvoid}}(C_NULL)
@@ -1204,6 +1209,7 @@ const SYMBOLS = (
     (:a2pack_version, _fp_a2pack_version),
     (:a2pack_abi_version, _fp_a2pack_abi_version),
     (:a2pack_zstd_version, _fp_a2pack_zstd_version),
+    (:a2pack_lz4_version, _fp_a2pack_lz4_version),
     (:a2pack_free, _fp_a2pack_free),
     (:a2pack_clean_temps, _fp_a2pack_clean_temps),
     (:a2pack_board_score, _fp_a2pack_board_score),
@@ -1460,6 +1466,11 @@ end
 # const char *a2pack_zstd_version(void)
 function a2pack_zstd_version()
     @ccall $(_fp_a2pack_zstd_version[])()::Ptr{Cchar}
+end
+
+# const char *a2pack_lz4_version(void)
+function a2pack_lz4_version()
+    @ccall $(_fp_a2pack_lz4_version[])()::Ptr{Cchar}
 end
 
 # void a2pack_free(void *ptr)

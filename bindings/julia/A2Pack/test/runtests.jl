@@ -55,6 +55,7 @@ end
 @testset "core" begin
     @test occursin(r"^\d+\.\d+\.\d+$", A2Pack.version())
     @test occursin(r"^\d+\.\d+\.\d+$", A2Pack.zstd_version())
+    @test occursin(r"^\d+\.\d+\.\d+$", A2Pack.lz4_version())
     @test isabspath(A2Pack.library_path())
     @test A2Pack.abi_version() == LibA2Pack.A2PACK_ABI_VERSION
     @test unsafe_string(LibA2Pack.a2pack_status_name(LibA2Pack.A2PACK_E_CORRUPT)) == "A2PACK_E_CORRUPT"
@@ -233,6 +234,15 @@ end
         s = pack_dir(joinpath(d, "runs"), zpath; compression=:zstd)
         @test s.entries == length(files)
         cli("validate", "--packfile", zpath, "--full")
+        # lz4 entries read back as the same bytes.
+        lpath = joinpath(d, "l.a2pack")
+        s = pack_dir(joinpath(d, "runs"), lpath; compression=:lz4, lz4_level=9)
+        @test s.entries == length(files)
+        cli("validate", "--packfile", lpath, "--full")
+        open(Pack, lpath) do lp
+            @test entry(lp, 1).compression === :lz4 && entry(lp, 1).compressed
+            @test all(read_bytes(lp, i) == read(f) for (i, f) in enumerate(files))
+        end
         wpath = joinpath(d, "w.a2pack")
         open(PackWriter, wpath) do w
             add!(w, files[1])

@@ -77,6 +77,12 @@ pub fn zstd_version() -> &'static str {
     unsafe { CStr::from_ptr(sys::a2pack_zstd_version()) }.to_str().unwrap_or("")
 }
 
+/// The LZ4 release the library compresses packfile entries with.
+pub fn lz4_version() -> &'static str {
+    // SAFETY: static NUL-terminated string.
+    unsafe { CStr::from_ptr(sys::a2pack_lz4_version()) }.to_str().unwrap_or("")
+}
+
 /// The ABI version of the loaded library.
 pub fn abi_version() -> u32 {
     // SAFETY: pure function.

@@ -89,7 +89,7 @@ impl ReadFlags {
 /// # let path = dir.path().join("runs.a2pack");
 /// # a2pack::pack_dir(&runs, &path, a2pack::PackWriterOptions::new(), None)?;
 /// let e = a2pack::Pack::open(&path)?.entry(0)?;
-/// assert_eq!((e.kind, e.zstd, e.length, e.offset % 4096), (2, false, e.raw_length, 0));
+/// assert_eq!((e.kind, e.zstd, e.lz4, e.length, e.offset % 4096), (2, false, false, e.raw_length, 0));
 /// # Ok::<(), a2pack::Error>(())
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -102,6 +102,8 @@ pub struct PackEntry {
     pub kind: u16,
     /// Whether the payload is one zstd frame.
     pub zstd: bool,
+    /// Whether the payload is one LZ4 frame.
+    pub lz4: bool,
     /// CRC32C of the stored bytes (0 = none).
     pub crc32c: u32,
     /// Bytes of the run file after decompression.
@@ -277,6 +279,7 @@ impl Pack {
             length: e.length,
             kind: e.kind,
             zstd: u32::from(e.flags) == sys::A2PACK_PACK_ENTRY_ZSTD,
+            lz4: u32::from(e.flags) == sys::A2PACK_PACK_ENTRY_LZ4,
             crc32c: e.crc32c,
             raw_length: e.raw_length,
         })
@@ -644,6 +647,9 @@ impl Iterator for PackIter {
 /// let s = a2pack::pack_dir(&runs, &zpath, a2pack::PackWriterOptions::new().compression(a2pack::PackCompression::Zstd).zstd_level(9), None)?;
 /// assert_eq!(a2pack::Pack::open(&zpath)?.read(2)?, a2pack::Pack::open(&path)?.read(2)?);
 /// assert!(s.stored_bytes <= s.input_bytes);
+/// let lpath = dir.path().join("l.a2pack");
+/// a2pack::pack_dir(&runs, &lpath, a2pack::PackWriterOptions::new().compression(a2pack::PackCompression::Lz4).lz4_level(9), None)?;
+/// assert_eq!(a2pack::Pack::open(&lpath)?.read(2)?, a2pack::Pack::open(&path)?.read(2)?);
 /// # Ok::<(), a2pack::Error>(())
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -652,6 +658,9 @@ pub enum PackCompression {
     None,
     /// One zstd frame per entry (stored when zstd does not shrink it).
     Zstd,
+    /// One LZ4 frame per entry (stored when lz4 does not shrink it): larger
+    /// than zstd, faster to decode.
+    Lz4,
 }
 
 /// What a finished pack build did.
@@ -676,7 +685,7 @@ pub struct BuildSummary {
     pub input_bytes: u64,
     /// Payload bytes stored (after compression).
     pub stored_bytes: u64,
-    /// Entries stored as zstd.
+    /// Entries stored compressed (zstd or lz4).
     pub compressed_entries: u64,
     /// Size of the pack file.
     pub file_bytes: u64,
@@ -755,6 +764,7 @@ impl PackWriterOptions {
             r.compression = match c {
                 PackCompression::None => sys::A2PACK_PACK_COMPRESS_NONE,
                 PackCompression::Zstd => sys::A2PACK_PACK_COMPRESS_ZSTD,
+                PackCompression::Lz4 => sys::A2PACK_PACK_COMPRESS_LZ4,
             }
         })
     }
@@ -762,6 +772,12 @@ impl PackWriterOptions {
     /// zstd level (default 3).
     pub fn zstd_level(self, level: i32) -> Self {
         self.set(|r| r.zstd_level = level)
+    }
+
+    /// lz4 level (default 0, LZ4's fast mode; negative = faster, 3..=12 =
+    /// LZ4 HC).
+    pub fn lz4_level(self, level: i32) -> Self {
+        self.set(|r| r.lz4_level = level)
     }
 
     /// Entries to come (writes payloads in place; more fails).

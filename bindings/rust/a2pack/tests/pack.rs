@@ -1,4 +1,4 @@
-//! Packs: a pack the CLI built reads identically from Rust; the Rust builder,
+//! Packs: a pack the CLI built (stored, zstd or lz4 entries) reads identically from Rust; the Rust builder,
 //! iteration, statistics, export, bad input and callbacks.
 
 mod common;
@@ -23,7 +23,7 @@ fn pack_built_by_the_cli_reads_identically() {
     );
     std::fs::copy(common::fixture(), runs.join("zz-fixture.a2run2")).unwrap();
     let files = common::run_files(&runs);
-    for (compress, name) in [("none", "plain.a2pack"), ("zstd", "zstd.a2pack")] {
+    for (compress, name) in [("none", "plain.a2pack"), ("zstd", "zstd.a2pack"), ("lz4", "lz4.a2pack")] {
         let out = dir.path().join(name);
         common::run(
             Command::new(&cli)
@@ -40,9 +40,10 @@ fn pack_built_by_the_cli_reads_identically() {
             if compress == "none" {
                 assert_eq!(pack.get_slice(i as u64).unwrap(), &bytes[..]);
             } else {
-                assert!(
-                    pack.entry(i as u64).unwrap().zstd || pack.entry(i as u64).unwrap().length as usize == bytes.len()
-                );
+                let e = pack.entry(i as u64).unwrap();
+                let compressed = if compress == "zstd" { e.zstd && !e.lz4 } else { e.lz4 && !e.zstd };
+                assert!(compressed || e.length as usize == bytes.len(), "{name} entry {i}: {e:?}");
+                assert_eq!(e.raw_length as usize, bytes.len());
             }
             assert_eq!(pack.decode(i as u64).unwrap(), Run::load(f).unwrap());
         }
@@ -227,4 +228,38 @@ fn a_pack_is_shared_between_threads() {
     // Handles move between threads.
     let moved = std::thread::spawn(move || pack.len()).join().unwrap();
     assert_eq!(moved, 6);
+}
+
+#[test]
+fn lz4_packs_written_from_rust_read_back_and_levels_are_checked() {
+    let dir = tempfile::tempdir().unwrap();
+    let runs = dir.path().join("runs");
+    common::gen_runs(&runs, 6, 3);
+    let plain = dir.path().join("plain.a2pack");
+    pack_dir(&runs, &plain, PackWriterOptions::new(), None).unwrap();
+    let fast = dir.path().join("fast.a2pack");
+    let hc = dir.path().join("hc.a2pack");
+    let s_fast = pack_dir(&runs, &fast, PackWriterOptions::new().compression(PackCompression::Lz4), None).unwrap();
+    let s_hc =
+        pack_dir(&runs, &hc, PackWriterOptions::new().compression(PackCompression::Lz4).lz4_level(12), None).unwrap();
+    assert!(s_hc.stored_bytes <= s_fast.stored_bytes && s_fast.stored_bytes < s_fast.input_bytes);
+    let (p, f, h) = (Pack::open(&plain).unwrap(), Pack::open(&fast).unwrap(), Pack::open(&hc).unwrap());
+    for i in 0..p.len() {
+        assert_eq!(f.read(i).unwrap(), p.read(i).unwrap());
+        assert_eq!(h.decode(i).unwrap(), p.decode(i).unwrap());
+        if f.entry(i).unwrap().lz4 {
+            assert!(f.entry(i).unwrap().length < f.entry(i).unwrap().raw_length);
+        }
+    }
+    f.validate(true, 2, None).unwrap();
+    let err = pack_dir(
+        &runs,
+        dir.path().join("bad.a2pack"),
+        PackWriterOptions::new().compression(PackCompression::Lz4).lz4_level(13),
+        None,
+    )
+    .unwrap_err();
+    assert_eq!(err.status(), Status::InvalidArgument);
+    assert!(err.to_string().contains("lz4 level"), "{err}");
+    assert!(a2pack::lz4_version().split('.').count() == 3, "{}", a2pack::lz4_version());
 }
