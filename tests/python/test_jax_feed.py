@@ -31,29 +31,31 @@ TRAIN = textwrap.dedent("""
     feed = a2pack.Feed(ds, batch_size=256, depth=depth, seed=depth, epochs=1,
                        moves_dtype="int32", columns=("exponents", "moves", "legal"))
 
+    def loss(p, exps, moves, legal):
+        x = jax.nn.one_hot(exps, 16).reshape(exps.shape[0], -1)
+        logits = jnp.where(legal, x @ p["w"] + p["b"], -1e9)
+        return -jnp.mean(jax.nn.log_softmax(logits)[jnp.arange(moves.shape[0]), moves])
+
     @jax.jit
     def step(p, exps, moves, legal):
-        def loss(p):
-            x = jax.nn.one_hot(exps, 16).reshape(exps.shape[0], -1)
-            logits = jnp.where(legal, x @ p["w"] + p["b"], -1e9)
-            return -jnp.mean(jax.nn.log_softmax(logits)[jnp.arange(moves.shape[0]), moves])
-        l, g = jax.value_and_grad(loss)(p)
+        l, g = jax.value_and_grad(loss)(p, exps, moves, legal)
         return jax.tree_util.tree_map(lambda a, d: a - 0.5 * d, p, g), l
 
-    p = {"w": jnp.zeros((256, 4)), "b": jnp.zeros(4)}
-    first = None
+    p0 = p = {"w": jnp.zeros((256, 4)), "b": jnp.zeros(4)}
     rows = 0
+    held_out = None
     for b in feed:
+        if held_out is None:  # copies, to measure the loss on after training
+            held_out = [jnp.array(np.array(b[c])) for c in ("exponents", "moves", "legal")]
         p, l = step(p, jnp.from_dlpack(b["exponents"]), jnp.from_dlpack(b["moves"]),
                     jnp.from_dlpack(b["legal"]))
         if mode == "hold":
             b.hold_until((p, l))   # a pytree: what the step returned
-        first = float(l) if first is None else first
         rows += b.rows
-    last = float(l)
+    before, after = float(loss(p0, *held_out)), float(loss(p, *held_out))
     assert rows == len(ds), (rows, len(ds))
-    assert last < first, (first, last)
-    print("ok", rows, first, last)
+    assert after < before, (before, after)
+    print("ok", rows, before, after)
     # exits with the loop's JAX arrays (over the ring) still alive
 """)
 
