@@ -85,8 +85,12 @@ $(STAMPS)/pip-test: Makefile pyproject.toml | $(STAMPS)/pip
 test-deps: $(STAMPS)/pip-test
 
 # ---------------------------------------------------------------- build
-$(BUILD)/build.ninja: CMakeLists.txt | setup
-	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release
+# build/ is configured with the wheel's library options (pyproject.toml), so
+# the wheel `make python` builds compiles nothing build/ has not (ccache),
+# and the C++ suites test the library the Python suites load.
+WHEEL_DEFINES = $(shell $(BASE_PYTHON) scripts/wheel_cmake_defines.py pyproject.toml)
+$(BUILD)/build.ninja: CMakeLists.txt pyproject.toml | setup
+	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release $(WHEEL_DEFINES)
 
 build: setup $(BUILD)/build.ninja
 	cmake --build $(BUILD) -j $(JOBS)
@@ -107,7 +111,7 @@ test: build python test-deps
 	$(if $(strip $(TEST_EXTRA)),$(MAKE) --no-print-directory $(TEST_EXTRA))
 
 test-python: python test-deps
-	cd tests/python && A2PACK_CLI=$(CURDIR)/$(BUILD)/a2pack $(PYTHON) -m pytest -q -p no:cacheprovider .
+	cd tests/python && A2PACK_CLI=$(CURDIR)/$(BUILD)/a2pack $(PYTHON) -m pytest -q -p no:cacheprovider --durations=15 .
 
 # ---------------------------------------------------------------- sanitizers
 # The C++ and C API suites, then the Python suite (through the same library

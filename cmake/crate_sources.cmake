@@ -56,7 +56,7 @@ endfunction()
 
 # a2pack_fetch_crate(<out_var> <crate> <version> <sha256> <pattern>...)
 # Extracts the members matching the patterns (relative to the crate's root,
-# e.g. "zstd/lib/*") under the build tree and sets <out_var> to the crate's
+# e.g. "zstd/lib/*") under $A2PACK_DEPS_CACHE/src and sets <out_var> to the crate's
 # extracted root, or to "" (with a warning) when it can be neither found in
 # the cache nor downloaded.
 function(a2pack_fetch_crate out_var crate version sha256)
@@ -69,20 +69,32 @@ function(a2pack_fetch_crate out_var crate version sha256)
     set(${out_var} "" PARENT_SCOPE)
     return()
   endif()
-  set(deps "${CMAKE_CURRENT_BINARY_DIR}/_deps")
+  # Extracted beside the archive, not into the build tree: every build tree
+  # of the checkout (build/, the wheel's, the C-host test's /usr build) then
+  # compiles the same source paths with the same -isystem, so ccache serves
+  # the second and third build of a configuration from the first.
   set(patterns "")
   foreach(p IN LISTS ARGN)
     list(APPEND patterns "${stem}/${p}")
   endforeach()
-  # The marker names what was extracted, so asking for more members later
-  # extracts again.
+  # The folder's name says what was extracted, so asking for more members
+  # later extracts again.
   string(SHA1 wanted "${patterns}")
   string(SUBSTRING "${wanted}" 0 12 wanted)
-  set(marker "${deps}/${stem}.${wanted}.extracted")
-  if(NOT EXISTS "${marker}")
-    file(REMOVE_RECURSE "${deps}/${stem}")
-    file(ARCHIVE_EXTRACT INPUT "${archive}" DESTINATION "${deps}" PATTERNS ${patterns})
-    file(TOUCH "${marker}")
+  set(dest "${A2PACK_DEPS_CACHE}/src/${stem}.${wanted}")
+  if(NOT EXISTS "${dest}/.extracted")
+    # Into a folder of this configure's own, renamed into place when whole:
+    # a configure running beside this one never sees a half-extracted tree.
+    string(RANDOM LENGTH 8 tag)
+    set(tmp "${A2PACK_DEPS_CACHE}/src/.tmp-${stem}-${tag}")
+    file(REMOVE_RECURSE "${tmp}")
+    file(ARCHIVE_EXTRACT INPUT "${archive}" DESTINATION "${tmp}" PATTERNS ${patterns})
+    file(TOUCH "${tmp}/${stem}/.extracted")
+    file(RENAME "${tmp}/${stem}" "${dest}" RESULT moved)
+    file(REMOVE_RECURSE "${tmp}")
+    if(NOT EXISTS "${dest}/.extracted")
+      message(FATAL_ERROR "a2pack: could not put ${stem}'s sources at ${dest}: ${moved}")
+    endif()
   endif()
-  set(${out_var} "${deps}/${stem}" PARENT_SCOPE)
+  set(${out_var} "${dest}" PARENT_SCOPE)
 endfunction()

@@ -2168,10 +2168,12 @@ typedef struct a2pack_arrow_api {
  *    thread, any time, also after close). The feed handle itself (next,
  *    stats, state, load_state, close) is used from one thread at a time.
  *  - Besides the ring, a feed holds a copy of the selection (8 bytes a row;
- *    none over all rows) and, when it shuffles, the permutations of at most
+ *    none over all rows) and nothing else that grows with the rows: the
+ *    default index shuffle is computed batch by batch. With
+ *    A2PACK_FEED_SHUFFLE_STORED it also holds the permutations of at most
  *    three epochs (4 bytes a row each: the previous one while its last
- *    batches are filled, the current one, the next one made ahead). That is
- *    all: memory does not grow with the batches served.
+ *    batches are filled, the current one, the next one made ahead). Memory
+ *    does not grow with the batches served.
  *  - Slot memory is page-locked (pinned) when a CUDA runtime is found at run
  *    time (see a2pack_feed_pin), so a host-to-device copy of a column can run
  *    asynchronously; never a link-time dependency.
@@ -2231,6 +2233,20 @@ typedef enum a2pack_feed_pin {
   A2PACK_FEED_PIN_ON = 2   /* as AUTO, else load libcudart by name; or fail naming why */
 } a2pack_feed_pin;
 
+/* The order a feed's epochs walk (its options' `shuffle`). */
+typedef enum a2pack_feed_shuffle {
+  A2PACK_FEED_SHUFFLE_NONE = 0,   /* the rows in the order given, every epoch */
+  /* A keyed bijection of the positions, computed batch by batch from
+   * (seed, epoch): nothing stored beside the ring and nothing made before
+   * the first batch, at any row count. The default. */
+  A2PACK_FEED_SHUFFLE_INDEX = 1,
+  /* A Fisher-Yates permutation of (seed, epoch), made for each epoch and
+   * kept while its batches are filled (4 bytes a row, up to three at once):
+   * the order of a2pack_dataset_sampler and of feeds from before the index
+   * shuffle. */
+  A2PACK_FEED_SHUFFLE_STORED = 2
+} a2pack_feed_shuffle;
+
 typedef struct a2pack_feed_options {
   size_t size;            /* sizeof(a2pack_feed_options) */
   uint64_t batch_size;    /* rows of a global batch (all ranks together), default 4096 */
@@ -2242,8 +2258,9 @@ typedef struct a2pack_feed_options {
   a2pack_feed_dtype moves_dtype; /* U8 (default), I32 or I64: the moves column is written
                                     in this type directly */
   uint64_t seed;          /* the sampler's seed, default 0 */
-  int32_t shuffle;        /* 1 (default): the sampler's permutation of (seed, epoch);
-                             0: the indices in the order given, every epoch */
+  int32_t shuffle;        /* an a2pack_feed_shuffle: A2PACK_FEED_SHUFFLE_INDEX (default),
+                             _STORED or _NONE. A loaded state keeps the permutation
+                             it was taken with. */
   int32_t drop_last;      /* 1: leave out an epoch's short last batch; default 0 */
   uint32_t rank;          /* this consumer's rank, default 0 */
   uint32_t world;         /* ranks sharing each global batch, default 1 */

