@@ -799,6 +799,12 @@ const A2PACK_FEED_PIN_AUTO = a2pack_feed_pin(0)
 const A2PACK_FEED_PIN_OFF = a2pack_feed_pin(1)
 const A2PACK_FEED_PIN_ON = a2pack_feed_pin(2)
 
+# a2pack_feed_shuffle
+const a2pack_feed_shuffle = Cuint
+const A2PACK_FEED_SHUFFLE_NONE = a2pack_feed_shuffle(0)
+const A2PACK_FEED_SHUFFLE_INDEX = a2pack_feed_shuffle(1)
+const A2PACK_FEED_SHUFFLE_STORED = a2pack_feed_shuffle(2)
+
 # a2pack_feed_options
 struct a2pack_feed_options
     size::Csize_t  # size_t size
