@@ -189,6 +189,10 @@ std::string with_command(const std::string& cmd, const std::string& msg) {
 // place for.
 std::string leftovers_message(const CLI::App* app, const std::vector<std::string>& left) {
   std::vector<std::string> parts;
+  // `pack runs/ out.a2pack`: the stray word is likely the output of a
+  // command that names it only with -o.
+  const CLI::Option* output = find_option(app, "--output");
+  bool output_hint = output && output->count() == 0 && output->get_excludes().empty();
   for (const auto& tok : left) {
     if (tok.size() > 1 && tok[0] == '-' && !std::isdigit(static_cast<unsigned char>(tok[1]))) {
       std::string name = tok.substr(0, tok.find('='));
@@ -198,6 +202,10 @@ std::string leftovers_message(const CLI::App* app, const std::vector<std::string
         if (!near.empty()) part += fmt::format("; did you mean {}?", quoted_or(near));
       }
       parts.push_back(part);
+    } else if (output_hint) {
+      parts.push_back(fmt::format("unexpected argument '{}' (an output is named with -o/--output)",
+                                  tok));
+      output_hint = false;
     } else {
       parts.push_back(fmt::format("unexpected argument '{}'", tok));
     }

@@ -1,7 +1,10 @@
 """The surface of the `a2pack` command as docs/cli.md describes it: every
 command's --json output parses and has the keys the page documents, the old
-and upstream option spellings work, exit statuses are the documented ones,
-and the completion scripts load and complete.
+and upstream option spellings work, every command takes its input as the
+argument or by any of its names, usage errors are one line naming the
+command and what was wrong (with the nearest valid spelling) and a hint,
+exit statuses are the documented ones, and the completion scripts load and
+complete commands, options and the values of options with a fixed set.
 
 The CLI is $A2PACK_CLI, else the `a2pack` binary beside the library in use;
 a missing CLI is an error, not a skip.
@@ -329,6 +332,8 @@ def test_usage_errors_name_the_command_and_what_was_wrong(world, tmp_path):
                  "a2pack dataset stats")
     _usage_error(["stats", pack, "extra"], "stats: unexpected argument 'extra'", "a2pack stats")
     _usage_error(["pack", "-i", runs], "pack: -o/--output is required", "a2pack pack")
+    _usage_error(["pack", runs, tmp_path / "x.a2pack"], f"pack: unexpected argument "
+                 f"'{tmp_path / 'x.a2pack'}' (an output is named with -o/--output)", "a2pack pack")
     _usage_error(["gen", "-n", "many", "-o", tmp_path / "x"],
                  "gen: -n/--runs: 'many' is not a whole number, 0 or more", "a2pack gen")
     _usage_error(["gen", "-n"], "gen: -n/--runs needs a value", "a2pack gen")
@@ -620,7 +625,7 @@ def test_completion_offers_the_values_of_every_option_with_a_fixed_set(tmp_path)
 
 
 @pytest.mark.skipif(shutil.which("bash") is None, reason="bash is not installed")
-def test_bash_completes_option_values(tmp_path):
+def test_bash_completion_of_option_values(tmp_path):
     script = tmp_path / "a2pack.bash"
     script.write_text(run("completion", "bash").stdout)
     assert _bash_complete(script, "a2pack", "gen", "--policy", "''") == \
@@ -640,7 +645,7 @@ def test_bash_completes_option_values(tmp_path):
 
 
 @pytest.mark.skipif(shutil.which("zsh") is None, reason="zsh is not installed")
-def test_zsh_completes_option_values(tmp_path):
+def test_zsh_completion_of_option_values(tmp_path):
     """The zsh function run outside the completion system: compadd, compset
     and _files stand-ins print what the function offers."""
     script = tmp_path / "_a2pack"
