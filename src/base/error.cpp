@@ -14,7 +14,13 @@ void fail_errno(const std::string& what, const std::string& path, int err) {
 }
 
 void rethrow_with_context(const Error& e, const std::string& context) {
-  throw Error(e.status(), fmt::format("{}: {}", context, e.what()));
+  // A message that begins with the context already says it (a pack entry's
+  // error names "file: entry N" itself): once is enough.
+  const std::string what = e.what();
+  if (what.size() > context.size() + 1 && what.compare(0, context.size(), context) == 0 &&
+      what.compare(context.size(), 2, ": ") == 0)
+    throw Error(e.status(), what);
+  throw Error(e.status(), fmt::format("{}: {}", context, what));
 }
 
 }  // namespace a2pack

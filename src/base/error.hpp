@@ -32,7 +32,8 @@ template <typename... Args>
 [[noreturn]] void fail_errno(const std::string& what, const std::string& path, int err);
 
 // Prefix an error's message with context ("file.a2pack: entry 12: ...") and
-// rethrow it with the same status.
+// rethrow it with the same status; a message that already begins with the
+// context is rethrown as it is.
 [[noreturn]] void rethrow_with_context(const Error& e, const std::string& context);
 
 }  // namespace a2pack

@@ -58,15 +58,14 @@ struct BagFlags {
 
 void add_bag_flags(CLI::App* c, BagFlags& f, bool writer) {
   c->add_flag("--separate", f.separate, "Limits in a separate limits.<name> file");
-  c->add_option("--compression", f.compression, "auto (by extension), none or zstd")
-      ->check(CLI::IsMember({"auto", "none", "zstd"}));
+  choices(c->add_option("--compression", f.compression, "auto (by extension), none or zstd"),
+          {"auto", "none", "zstd"});
   c->add_option("--workers,-j", f.jobs, "Threads (0 = all cores)");
   if (writer) {
     c->add_option("--level", f.level, "zstd level (0 = default 3)");
   } else {
     c->add_flag("--interleaved", f.interleaved, "Interleaved sharding layout");
-    c->add_option("--cache", f.cache, "Cache policy")
-        ->check(CLI::IsMember({"system", "drop", "direct"}));
+    choices(c->add_option("--cache", f.cache, "Cache policy"), {"system", "drop", "direct"});
     c->add_flag("--strict", f.strict,
                 "Fail on bytes no limit covers (separate limits) instead of warning");
     c->add_option("--max-record-bytes", f.max_record_bytes,
@@ -555,14 +554,15 @@ Registrar reg("bag", [](CLI::App& app) {
 
   auto ia = std::make_shared<InfoArgs>();
   auto* info = bag->add_subcommand("info", "Shards, records and sizes of a bag spec");
-  info->add_option("spec", ia->spec, "File, name@N.bagz, name@*.bagz or a comma list")->required();
+  add_input(info, ia->spec, "spec", "bag spec", "File, name@N.bagz, name@*.bagz or a comma list");
   add_bag_flags(info, ia->flags, false);
   info->add_flag("--json", ia->json, "Print the summary as JSON (docs/cli.md)");
   info->callback([ia] { run_info(*ia); });
 
   auto ca = std::make_shared<CatArgs>();
   auto* cat = bag->add_subcommand("cat", "Print records (raw bytes, hex or lengths)");
-  cat->add_option("spec", ca->spec, "Bag spec")->required();
+  // -i is --index here, as it always was: the spec is the argument or --input.
+  add_input(cat, ca->spec, "spec", "bag spec", "Bag spec", "", /*short_i=*/false);
   cat->add_option("--index,-i", ca->indices, "Record indices (negative from the end)")
       ->delimiter(',');
   cat->add_option("--start", ca->start, "First record of a range");
@@ -594,13 +594,15 @@ Registrar reg("bag", [](CLI::App& app) {
   auto va = std::make_shared<ConvertArgs>();
   auto* conv = bag->add_subcommand(
       "convert", "Copy run payloads byte for byte between a folder of runs, a bag and a packfile");
-  conv->add_option("input", va->in, "Folder of runs, packfile, or bag spec")->required();
-  add_output(conv, va->out, "output", "Output .bag/.bagz, .a2pack, or folder of runs");
+  InputGroup& in = add_input(conv, va->in, "input", "input (folder of runs, packfile or bag spec)",
+                             "Folder of runs, packfile, or bag spec");
+  add_output(conv, va->out, "output", "Output .bag/.bagz, .a2pack, or folder of runs", &in);
   conv->add_flag("--in-separate", va->in_flags.separate, "Input bag has separate limits");
   conv->add_flag("--in-interleaved", va->in_flags.interleaved, "Input shards are interleaved");
   conv->add_flag("--separate", va->out_flags.separate, "Output bag with separate limits");
-  conv->add_option("--compression", va->out_flags.compression, "Output bag: auto, none or zstd")
-      ->check(CLI::IsMember({"auto", "none", "zstd"}));
+  choices(conv->add_option("--compression", va->out_flags.compression,
+                           "Output bag: auto, none or zstd"),
+          {"auto", "none", "zstd"});
   conv->add_option("--level", va->out_flags.level, "Output bag zstd level (0 = default 3)");
   auto* pack_zstd =
       conv->add_flag("--pack-zstd", va->pack_zstd, "Output packfile entries compressed with zstd");

@@ -12,7 +12,7 @@ namespace {
 Registrar reg("completion", [](CLI::App& app) {
   auto shell = std::make_shared<std::string>();
   auto* c = app.add_subcommand("completion", "Print a shell completion script (bash or zsh)");
-  c->add_option("shell", *shell, "Shell")->required()->check(CLI::IsMember({"bash", "zsh"}));
+  choices(c->add_option("shell", *shell, "Shell")->required(), {"bash", "zsh"});
   CLI::App* root = &app;
   c->callback([root, shell] { fmt::print("{}", completion_script(*root, *shell)); });
 });

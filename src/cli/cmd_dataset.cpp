@@ -34,10 +34,22 @@ struct DatasetArgs {
   bool copy_steps = false;
   uint64_t shard_rows = 0;
   bool progress = false;  // upstream's `dataset build --progress`: the bar is on by default here
+  bool allow_extra_files = false;
 };
 
+// The library's refusal of a file a dataset does not hold names its option
+// (`allow_extra_files`, as the C and Python interfaces spell it); here it
+// names what this tool has instead: `instead`.
+constexpr const char kExtraFileAdvice[] = ", or open with allow_extra_files";
+
+std::string cli_advice(std::string message, const std::string& instead) {
+  for (size_t at; (at = message.find(kExtraFileAdvice)) != std::string::npos;)
+    message.replace(at, sizeof kExtraFileAdvice - 1, instead);
+  return message;
+}
+
 void report_bad(void* /*user*/, const char* label, a2pack_status status, const char* message) {
-  fmt::print(stderr, "a2pack: skipped {} ({}): {}\n", label, a2pack_status_name(status), message);
+  print_skipped(label, status, message);
 }
 
 void print_warning(void* /*user*/, const char* message) {
@@ -138,9 +150,12 @@ void run_stats(const DatasetArgs& a) {
   a2pack_dataset_open_options o;
   a2pack_dataset_open_options_init(&o);
   o.workers = a.workers;
+  o.allow_extra_files = a.allow_extra_files;
   a2pack_dataset* ds = nullptr;
   double t0 = now_seconds();
-  check(a2pack_dataset_open(a.dataset.c_str(), &o, &ds));
+  if (a2pack_status st = a2pack_dataset_open(a.dataset.c_str(), &o, &ds); st != A2PACK_OK)
+    throw CliError(cli_advice(a2pack_last_error(), ", or pass --allow-extra-files"),
+                   exit_code_for(st));
   double load_s = now_seconds() - t0;
   std::unique_ptr<a2pack_dataset, decltype(&a2pack_dataset_close)> guard(ds, a2pack_dataset_close);
   OwnedString js;
@@ -203,6 +218,12 @@ void run_verify(const DatasetArgs& a) {
   double secs = now_seconds() - t0;
   if (!js.p) check(st);  // failed before a report existed (bad arguments)
   auto j = nlohmann::json::parse(js.p);
+  // verify reads every file of the folder: an extra one fails it, whatever
+  // `dataset stats --allow-extra-files` reads past.
+  if (j.contains("errors"))
+    for (auto& e : j["errors"])
+      e = cli_advice(e.get<std::string>(),
+                     " (`a2pack dataset stats --allow-extra-files` reads the dataset despite it)");
   if (a.json) {
     fmt::print("{}\n", j.dump(2));
   } else {
@@ -246,7 +267,8 @@ Registrar reg("dataset", [](CLI::App& app) {
 
   auto b = std::make_shared<DatasetArgs>();
   auto* c = g->add_subcommand("build", "Build a dataset from run files");
-  c->add_option("--input,-i", b->input, "Folder of .a2run2 files, or a .a2pack packfile")->required();
+  add_input(c, b->input, "input", "folder of runs or packfile",
+            "Folder of .a2run2 files, or a .a2pack packfile");
   c->add_option("--output,-o", b->out, "Dataset folder to create")->required();
   c->add_option("--workers,-j", b->workers, "Decode threads (0 = all cores)");
   c->add_flag("--allow-missing-branches", b->allow_missing_branches,
@@ -264,7 +286,8 @@ Registrar reg("dataset", [](CLI::App& app) {
                         "header and the new runs of metadata.db: the cost grows with the new runs, "
                         "not the dataset");
   c->add_option("--dataset,-d", p->dataset, "Dataset folder")->required();
-  c->add_option("--input,-i", p->input, "Folder of .a2run2 files, or a .a2pack packfile")->required();
+  add_input(c, p->input, "input", "folder of runs or packfile",
+            "Folder of .a2run2 files, or a .a2pack packfile, to add");
   c->add_option("--workers,-j", p->workers, "Decode threads (0 = all cores)");
   c->add_flag("--allow-missing-branches", p->allow_missing_branches,
               "Accept runs without branch values: only the chosen move is legal, at 1.0");
@@ -280,14 +303,17 @@ Registrar reg("dataset", [](CLI::App& app) {
 
   auto s = std::make_shared<DatasetArgs>();
   c = g->add_subcommand("stats", "Load a dataset and print its statistics");
-  c->add_option("--dataset,-d", s->dataset, "Dataset folder")->required();
+  add_input(c, s->dataset, "dataset", "dataset folder", "Dataset folder", "-d,--dataset");
   c->add_option("--workers,-j", s->workers, "Threads (0 = all cores)");
+  c->add_flag("--allow-extra-files", s->allow_extra_files,
+              "Read the dataset although its folder holds files a dataset does not (notes, "
+              "other tools' output) instead of refusing it");
   c->add_flag("--json", s->json, "Print the summary as JSON (docs/cli.md)");
   c->callback([s] { run_stats(*s); });
 
   auto v = std::make_shared<DatasetArgs>();
   c = g->add_subcommand("verify", "Check a dataset completely (CRC, counts, every row)");
-  c->add_option("--dataset,-d", v->dataset, "Dataset folder")->required();
+  add_input(c, v->dataset, "dataset", "dataset folder", "Dataset folder", "-d,--dataset");
   c->add_option("--workers,-j", v->workers, "Threads (0 = all cores)");
   c->add_flag("--repair", v->repair,
               "First undo what an interrupted append of a2pack left (as its journal records) and "

@@ -199,7 +199,7 @@ Registrar reg("decode", [](CLI::App& app) {
   auto a = std::make_shared<DecodeArgs>();
   auto* c = app.add_subcommand("decode",
                                "Decode every .a2run2 under a folder and print a summary with throughput");
-  c->add_option("--input,-i", a->input, "Folder of .a2run2 files (searched recursively)")->required();
+  add_input(c, a->input, "folder", "folder of runs", "Folder of .a2run2 files (searched recursively)");
   c->add_option("--workers,-j", a->workers, "Decode threads (0 = all cores)");
   c->add_flag("--json", a->json, "Print the summary as JSON (docs/cli.md)");
   c->add_flag("--skip-bad", a->skip_bad,

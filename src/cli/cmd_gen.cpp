@@ -51,10 +51,11 @@ Registrar reg("gen", [](CLI::App& app) {
   c->add_option("--runs,-n", a->runs, "Number of games")->required();
   c->add_option("--output,-o", a->out, "Output folder (created if missing)")->required();
   c->add_option("--seed,-s", a->seed, "Master seed; same arguments give the same bytes");
-  c->add_option("--format", a->format, "Run file format")->check(CLI::IsMember({"v1", "v2"}));
-  c->add_option("--policy", a->policy, "Move policy")
-      ->check(CLI::IsMember({"expectimax", "greedy", "random"}));
-  c->add_option("--depth", a->depth, "Expectimax search depth in moves")->check(CLI::Range(1, 6));
+  choices(c->add_option("--format", a->format, "Run file format"), {"v1", "v2"});
+  choices(c->add_option("--policy", a->policy, "Move policy"), {"expectimax", "greedy", "random"});
+  complete_values(
+      c->add_option("--depth", a->depth, "Expectimax search depth in moves")->check(CLI::Range(1, 6)),
+      {"1", "2", "3", "4", "5", "6"});
   c->add_option("--workers,-j", a->jobs, "Worker threads (0 = all cores)");
   c->add_option("--max-steps", a->max_steps, "Stop each game after this many moves (0 = never)");
   c->add_flag("--json", a->json, "Print the summary as JSON (docs/cli.md)");

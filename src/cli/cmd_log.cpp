@@ -80,10 +80,9 @@ struct CommonArgs {
 };
 
 void add_common(CLI::App* c, CommonArgs& a) {
-  c->add_option("dir", a.dir,
-                "Logger folder: segments/ and streams/, or the single-folder layout (NNNNN.seg.zst "
-                "beside streams/)")
-      ->required();
+  add_input(c, a.dir, "dir", "logger folder",
+            "Logger folder: segments/ and streams/, or the single-folder layout (NNNNN.seg.zst "
+            "beside streams/)");
   c->add_flag("--strict", a.strict,
               "Fail on the first problem (damaged frame, missing segment, sidecar checksum) or "
               "note instead of skipping it");
@@ -246,8 +245,8 @@ Registrar reg("log", [](CLI::App& app) {
   auto pa = std::make_shared<ParquetArgs>();
   auto* pq = log->add_subcommand(
       "to-parquet", "Write stream_id, epoch, indices, values as Parquet (runs the Python package)");
-  pq->add_option("dir", pa->dir, "Logger folder")->required();
-  add_output(pq, pa->out, "out", "Output .parquet file");
+  InputGroup& in = add_input(pq, pa->dir, "dir", "logger folder", "Logger folder");
+  add_output(pq, pa->out, "out", "Output .parquet file", &in);
   pq->add_option("--python", pa->python, "Python interpreter with a2pack and pyarrow");
   pq->add_flag("--strict", pa->strict, "Fail on the first damaged frame");
   pq->add_flag("--json", pa->json, "Print the summary as JSON (docs/cli.md)");
@@ -255,6 +254,7 @@ Registrar reg("log", [](CLI::App& app) {
                "Add a dictionary-encoded label_<key> column per stream label key");
   pq->callback([pa, pq] {
     require_output(pa->out, pq);
+    require_input_exists(pa->dir);
     run_to_parquet(*pa);
   });
 });

@@ -22,7 +22,7 @@ struct PackArgs {
 };
 
 void report_bad(void* /*user*/, const char* path, a2pack_status status, const char* message) {
-  fmt::print(stderr, "a2pack: skipped {} ({}): {}\n", path, a2pack_status_name(status), message);
+  print_skipped(path, status, message);
 }
 
 void run_pack(const PackArgs& a) {
@@ -71,12 +71,12 @@ void run_pack(const PackArgs& a) {
 Registrar reg("pack", [](CLI::App& app) {
   auto a = std::make_shared<PackArgs>();
   auto* c = app.add_subcommand("pack", "Pack every .a2run2 file under a folder into a packfile");
-  c->add_option("--input,-i", a->input, "Folder to walk recursively for *.a2run2")->required();
+  add_input(c, a->input, "folder", "folder of runs", "Folder to walk recursively for *.a2run2");
   c->add_option("--output,-o", a->output, "Packfile to write (atomically)")->required();
   c->add_option("--align", a->align, "Payload alignment in bytes (power of two)");
-  c->add_option("--compress", a->compress,
-                "Per-entry compression: none, zstd (smaller) or lz4 (faster to read)")
-      ->check(CLI::IsMember({"none", "zstd", "lz4"}));
+  choices(c->add_option("--compress", a->compress,
+                        "Per-entry compression: none, zstd (smaller) or lz4 (faster to read)"),
+          {"none", "zstd", "lz4"});
   c->add_option("--zstd-level", a->zstd_level, "zstd level for --compress zstd");
   c->add_option("--lz4-level", a->lz4_level,
                 "lz4 level for --compress lz4: 0 = fast (default), negative = faster, 3..12 = LZ4 HC");

@@ -53,7 +53,7 @@ void run_extract(const ExtractArgs& a) {
 Registrar reg("extract", [](CLI::App& app) {
   auto a = std::make_shared<ExtractArgs>();
   auto* c = app.add_subcommand("extract", "Write entries back as their original .a2run2 files");
-  c->add_option("--packfile", a->packfile, "Packfile")->required();
+  add_input(c, a->packfile, "packfile", "packfile", "Packfile", "--packfile");
   c->add_option("--indices", a->indices, "Entries, e.g. 0,5,42 or 10-19")->required();
   c->add_option("--output,-o", a->output, "Folder for run-NNNNNN.a2run2 files")->required();
   c->add_flag("--json", a->json, "Print the summary as JSON (docs/cli.md)");

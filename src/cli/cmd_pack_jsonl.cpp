@@ -52,7 +52,7 @@ void run_jsonl(const JsonlArgs& a) {
 Registrar reg("to-jsonl", [](CLI::App& app) {
   auto a = std::make_shared<JsonlArgs>();
   auto* c = app.add_subcommand("to-jsonl", "Export a packfile as JSONL (upstream's schema)");
-  c->add_option("--packfile", a->packfile, "Packfile")->required();
+  add_input(c, a->packfile, "packfile", "packfile", "Packfile", "--packfile");
   c->add_option("--output,-o", a->output, "JSONL file to write (atomically)")->required();
   c->add_flag("--steps,--by-step", a->steps, "One line per step (--by-step: upstream's name)");
   c->add_flag("--runs", a->runs, "One line per run (the default)");

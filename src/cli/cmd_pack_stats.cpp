@@ -71,7 +71,7 @@ void run_stats(const StatsArgs& a) {
 Registrar reg("stats", [](CLI::App& app) {
   auto a = std::make_shared<StatsArgs>();
   auto* c = app.add_subcommand("stats", "Print a packfile's statistics");
-  c->add_option("--packfile", a->packfile, "Packfile")->required();
+  add_input(c, a->packfile, "packfile", "packfile", "Packfile", "--packfile");
   c->add_flag("--json", a->json, "Print the summary as JSON (docs/cli.md)");
   c->add_option("--workers,-j", a->workers, "Threads for the histograms (0 = all cores)");
   c->callback([a] { run_stats(*a); });

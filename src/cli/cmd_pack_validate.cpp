@@ -87,7 +87,7 @@ void run_validate(const ValidateArgs& a) {
 Registrar reg("validate", [](CLI::App& app) {
   auto a = std::make_shared<ValidateArgs>();
   auto* c = app.add_subcommand("validate", "Check a packfile (header, index, footer, CRCs)");
-  c->add_option("--packfile", a->packfile, "Packfile")->required();
+  add_input(c, a->packfile, "packfile", "packfile", "Packfile", "--packfile");
   c->add_flag("--full", a->full, "Check every entry's CRC and decode it, and all padding");
   c->add_option("--workers,-j", a->workers, "Threads (0 = all cores)");
   c->add_flag("-q,--quiet,--no-progress", globals().quiet, "Print only data and errors (no progress, status lines or warnings)");

@@ -18,7 +18,8 @@ Registrar reg("report", [](CLI::App& app) {
   auto a = std::make_shared<Args>();
   auto* c = app.add_subcommand(
       "report", "Write an HTML report (plots, board replay) of a pack, dataset or log folder");
-  c->add_option("input", a->in, "Packfile, dataset folder or logger folder")->required();
+  add_input(c, a->in, "input", "packfile, dataset or logger folder",
+            "Packfile, dataset folder or logger folder");
   c->add_option("-o,--output", a->out, "Output .html file")->required();
   c->add_option("--replay", a->replay,
                 "Comma-separated runs to replay (pack entries or dataset run ids); default the "
@@ -26,6 +27,7 @@ Registrar reg("report", [](CLI::App& app) {
   c->add_option("--python", a->python, "Python interpreter with a2pack and matplotlib");
   c->add_flag("--json", a->json, "Print the summary as JSON (docs/cli.md)");
   c->callback([a] {
+    require_input_exists(a->in);
     std::vector<std::string> args = {a->in, "-o", a->out};
     if (!a->replay.empty()) args.insert(args.end(), {"--replay", a->replay});
     if (a->json) args.push_back("--json");  // the Python side prints the summary

@@ -21,10 +21,10 @@ Registrar reg("to-parquet", [](CLI::App& app) {
   auto a = std::make_shared<Args>();
   auto* c = app.add_subcommand(
       "to-parquet", "Write a packfile or dataset as Parquet (DuckDB/Polars-readable; runs Python)");
-  c->add_option("input", a->in, "Packfile or dataset folder")->required();
-  add_output(c, a->out, "out", "Output .parquet file");
-  c->add_option("--layout", a->layout, "steps (one row per step) or runs (one row per run)")
-      ->check(CLI::IsMember({"steps", "runs"}));
+  InputGroup& in = add_input(c, a->in, "input", "packfile or dataset folder", "Packfile or dataset folder");
+  add_output(c, a->out, "out", "Output .parquet file", &in);
+  choices(c->add_option("--layout", a->layout, "steps (one row per step) or runs (one row per run)"),
+          {"steps", "runs"});
   c->add_option("--row-group-size", a->row_group_size, "Rows per Parquet row group")
       ->check(CLI::PositiveNumber);
   c->add_option("--run-ids", a->run_ids, "Only these runs (dataset run ids or pack entries)")
@@ -36,6 +36,7 @@ Registrar reg("to-parquet", [](CLI::App& app) {
   c->add_flag("--json", a->json, "Print the summary as JSON (docs/cli.md)");
   c->callback([a, c] {
     require_output(a->out, c);
+    require_input_exists(a->in);
     std::vector<std::string> args = {a->in, a->out, "--layout", a->layout, "--row-group-size",
                                      std::to_string(a->row_group_size)};
     if (!a->run_ids.empty()) {

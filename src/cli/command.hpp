@@ -60,6 +60,11 @@ void status(fmt::format_string<T...> f, T&&... args) {
   fmt::print(stderr, f, std::forward<T>(args)...);
 }
 
+// "a2pack: skipped LABEL (STATUS): WHY" on stderr for an input --skip-bad
+// skipped; the library's message, which begins with the label itself, names
+// it once.
+void print_skipped(const std::string& label, a2pack_status status, const std::string& message);
+
 // CLI11's help with usage lines that name the whole command path.
 class UsageFormatter : public CLI::Formatter {
  public:
@@ -98,11 +103,61 @@ class Progress {
 
 // The output of a command that writes one file: `-o/--output PATH`, or the
 // positional argument named `positional` after the inputs (input before
-// output, as in `cp`). Call require_output() in the callback.
+// output, as in `cp`). Call require_output() in the callback. `in`: the
+// command's input, when it may be named by an option (`-i IN OUT`).
+struct InputGroup;
 void add_output(CLI::App* c, std::string& out, const std::string& positional,
-                const std::string& what);
+                const std::string& what, InputGroup* in = nullptr);
 // UsageError naming the command when no output was given either way.
 void require_output(const std::string& out, const CLI::App* c);
+
+// The one thing a command reads: the positional argument `name` (`a2pack
+// stats P.a2pack`), or -i/--input (without -i where the command uses it for
+// something else: `short_i` false), or the command's older spellings
+// (`older`, e.g. "--packfile" or "-d,--dataset"); all bound to `value`. Once:
+// check_inputs() (run by main after parsing, before any command) refuses it
+// given twice, and, when `required`, not given. `what` names it in those
+// errors ("packfile", "dataset folder") and `help` in --help.
+struct InputGroup {
+  CLI::App* app = nullptr;
+  std::string* value = nullptr;
+  std::string what;
+  CLI::Option* positional = nullptr;
+  std::vector<CLI::Option*> named;  // -i/--input and the older spellings; more may be added
+  bool required = true;
+  // A command whose output may be positional too (`bag convert -i IN OUT`):
+  // the output positional and -o/--output. With the input named and OUT
+  // given, OUT lands in the input's positional; check_inputs moves it.
+  std::string* output = nullptr;
+  std::vector<CLI::Option*> output_options;
+};
+InputGroup& add_input(CLI::App* c, std::string& value, const std::string& name,
+                      const std::string& what, const std::string& help,
+                      const std::string& older = "", bool short_i = true, bool required = true);
+// Before parsing `args` (in order): the argument is required of the chosen
+// command unless an option names the input. CLI11 then keeps a word for it
+// from a list option before it (`bag cat -i 1 2 B.bagz`), as it does for
+// any required argument, and reports it missing (input_missing below).
+void prepare_inputs(CLI::App& root, const std::vector<std::string>& args);
+// UsageError for an input given twice or a required one missing, in the
+// commands that were chosen (`root` is the tool's top-level app).
+void check_inputs(const CLI::App& root);
+// "no packfile given: name it as the argument (a2pack stats PACKFILE) or
+// with -i/--input/--packfile" when `positional` is a command's input
+// argument; empty otherwise.
+std::string input_missing(const CLI::Option* positional);
+
+// An option (or positional) that takes one of `values`: checked (the error
+// names the values) and completed by the shell scripts. `refused` values are
+// accepted by the parser but not completed: the command refuses them with a
+// message of its own.
+CLI::Option* choices(CLI::Option* opt, std::vector<std::string> values,
+                     std::vector<std::string> refused = {});
+// Values the completion scripts offer for an option checked otherwise (a
+// small range: `--depth`).
+CLI::Option* complete_values(CLI::Option* opt, std::vector<std::string> values);
+// What completion offers for opt's value: empty for anything (file names).
+const std::vector<std::string>& completion_values(const CLI::Option* opt);
 
 // The Python interpreter that Python-backed commands (Parquet export,
 // reports) run: $A2PACK_PYTHON (the wheel's console script sets it to its

@@ -29,6 +29,14 @@ void check(a2pack_status st) {
   if (st != A2PACK_OK) throw CliError(a2pack_last_error(), exit_code_for(st));
 }
 
+void print_skipped(const std::string& label, a2pack_status status, const std::string& message) {
+  std::string why = message;
+  if (why.size() > label.size() + 2 && why.compare(0, label.size(), label) == 0 &&
+      why.compare(label.size(), 2, ": ") == 0)
+    why.erase(0, label.size() + 2);
+  fmt::print(stderr, "a2pack: skipped {} ({}): {}\n", label, a2pack_status_name(status), why);
+}
+
 Globals& globals() {
   static Globals g;
   return g;
@@ -58,10 +66,14 @@ std::string UsageFormatter::make_usage(const CLI::App* app, std::string) const {
 }
 
 void add_output(CLI::App* c, std::string& out, const std::string& positional,
-                const std::string& what) {
+                const std::string& what, InputGroup* in) {
   auto* pos = c->add_option(positional, out, what + " (or -o/--output)");
   auto* opt = c->add_option("-o,--output", out, what);
   pos->excludes(opt);
+  if (in) {
+    in->output = &out;
+    in->output_options = {pos, opt};
+  }
 }
 
 void require_output(const std::string& out, const CLI::App* c) {

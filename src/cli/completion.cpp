@@ -1,6 +1,8 @@
 // Shell completion generated from the command tree, so it never drifts from
-// the commands: every subcommand and every visible option, and file names
-// wherever a value or a positional argument is expected.
+// the commands: every subcommand and every visible option, the values of an
+// option (or argument) that takes one of a fixed set (completion_values:
+// `--policy`, `--compress`, `completion SHELL`), and file names wherever
+// another value or a positional argument is expected.
 #include <fmt/format.h>
 
 #include <map>
@@ -16,6 +18,9 @@ struct Node {
   std::vector<std::string> subcommands;
   std::vector<std::string> options;        // every visible spelling, with dashes
   std::vector<std::string> value_options;  // those that take a value
+  // Spelling -> the values it takes, for options with a fixed set.
+  std::vector<std::pair<std::string, std::vector<std::string>>> choices;
+  std::vector<std::string> positional_values;  // the fixed values of a positional argument
 };
 
 // Path ("" for the root, "bag cat" for a nested command) -> its words.
@@ -23,12 +28,18 @@ void collect(CLI::App* app, const std::string& path, std::map<std::string, Node>
   Node& node = out[path];
   for (const CLI::Option* opt : app->get_options()) {
     if (opt->get_group().empty()) continue;  // hidden
+    const std::vector<std::string>& values = completion_values(opt);
+    if (opt->get_lnames().empty() && opt->get_snames().empty()) {  // positional
+      node.positional_values.insert(node.positional_values.end(), values.begin(), values.end());
+      continue;
+    }
     std::vector<std::string> names;
     for (const auto& l : opt->get_lnames()) names.push_back("--" + l);
     for (const auto& s : opt->get_snames()) names.push_back("-" + s);
     for (const auto& n : names) {
       node.options.push_back(n);
-      if (opt->get_type_size() != 0) node.value_options.push_back(n);
+      if (opt->get_items_expected_min() > 0) node.value_options.push_back(n);
+      if (!values.empty()) node.choices.emplace_back(n, values);
     }
   }
   for (CLI::App* sub : app->get_subcommands([](CLI::App*) { return true; })) {
@@ -44,12 +55,34 @@ std::string join(const std::vector<std::string>& words) {
   return s;
 }
 
+// The case arms, on "path|option", that set `var` to the option's values.
+std::string choice_arms(const std::map<std::string, Node>& tree, const std::string& indent,
+                        const std::string& set) {
+  std::string s;
+  for (const auto& [path, node] : tree)
+    for (const auto& [option, values] : node.choices)
+      s += fmt::format("{}\"{}|{}\") {} ;;\n", indent, path, option,
+                       fmt::format(fmt::runtime(set), join(values)));
+  return s;
+}
+
+// What a command completes to with nothing typed yet: its subcommands, its
+// options and its argument's fixed values.
+std::vector<std::string> words_of(const Node& node) {
+  std::vector<std::string> all = node.subcommands;
+  all.insert(all.end(), node.positional_values.begin(), node.positional_values.end());
+  all.insert(all.end(), node.options.begin(), node.options.end());
+  return all;
+}
+
 // The case arms that move from a command's path to a subcommand's.
-std::string transitions(const std::map<std::string, Node>& tree, const std::string& indent) {
+std::string transitions(const std::map<std::string, Node>& tree, const std::string& indent,
+                        const std::string& var) {
   std::string s;
   for (const auto& [path, node] : tree) {
     for (const auto& sub : node.subcommands)
-      s += fmt::format("{}\"{}|{}\") path=\"${{path:+$path }}{}\" ;;\n", indent, path, sub, sub);
+      s += fmt::format("{}\"{}|{}\") {}=\"${{{}:+${} }}{}\" ;;\n", indent, path, sub, var, var,
+                       var, sub);
   }
   return s;
 }
@@ -57,9 +90,7 @@ std::string transitions(const std::map<std::string, Node>& tree, const std::stri
 std::string bash_script(const std::map<std::string, Node>& tree) {
   std::string words_arms, value_arms;
   for (const auto& [path, node] : tree) {
-    std::vector<std::string> all = node.subcommands;
-    all.insert(all.end(), node.options.begin(), node.options.end());
-    words_arms += fmt::format("    \"{}\") words=\"{}\" ;;\n", path, join(all));
+    words_arms += fmt::format("    \"{}\") words=\"{}\" ;;\n", path, join(words_of(node)));
     if (!node.value_options.empty())
       value_arms += fmt::format("    \"{}\") values=\"{}\" ;;\n", path, join(node.value_options));
   }
@@ -67,7 +98,7 @@ std::string bash_script(const std::map<std::string, Node>& tree) {
 # Install: copy to /usr/share/bash-completion/completions/a2pack, or
 # `source <(a2pack completion bash)` in ~/.bashrc.
 _a2pack() {{
-  local cur prev path="" word i words="" values=""
+  local cur prev path="" word i words="" values="" opt choices=""
   cur="${{COMP_WORDS[COMP_CWORD]}}"
   prev="${{COMP_WORDS[COMP_CWORD-1]}}"
   for ((i = 1; i < COMP_CWORD; i++)); do
@@ -75,6 +106,21 @@ _a2pack() {{
     case "$path|$word" in
 {}    esac
   done
+  # The option whose value is being typed: `--policy gr`, or `--policy=gr`
+  # (which bash splits into --policy, = and gr).
+  opt="$prev"
+  if [[ "$cur" == "=" ]]; then
+    cur=""
+  elif [[ "$prev" == "=" && COMP_CWORD -ge 2 ]]; then
+    opt="${{COMP_WORDS[COMP_CWORD-2]}}"
+  fi
+  case "$path|$opt" in
+{}  esac
+  if [[ -n "$choices" ]]; then
+    compopt +o default 2>/dev/null  # one of these values, not a file name
+    COMPREPLY=($(compgen -W "$choices" -- "$cur"))
+    return 0
+  fi
   case "$path" in
 {}  esac
   case " $values " in
@@ -88,15 +134,15 @@ _a2pack() {{
 }}
 complete -o default -F _a2pack a2pack
 )",
-                     transitions(tree, "      "), value_arms, words_arms);
+                     transitions(tree, "      ", "path"),
+                     choice_arms(tree, "    ", "choices=\"{}\""), value_arms, words_arms);
 }
 
+// zsh: the command path is `cmdpath`, not `path`, which zsh ties to $PATH.
 std::string zsh_script(const std::map<std::string, Node>& tree) {
   std::string words_arms, value_arms;
   for (const auto& [path, node] : tree) {
-    std::vector<std::string> all = node.subcommands;
-    all.insert(all.end(), node.options.begin(), node.options.end());
-    words_arms += fmt::format("    \"{}\") cands=({}) ;;\n", path, join(all));
+    words_arms += fmt::format("    \"{}\") cands=({}) ;;\n", path, join(words_of(node)));
     if (!node.value_options.empty())
       value_arms += fmt::format("    \"{}\") values=({}) ;;\n", path, join(node.value_options));
   }
@@ -104,27 +150,40 @@ std::string zsh_script(const std::map<std::string, Node>& tree) {
 # zsh completion for a2pack, generated by `a2pack completion zsh`.
 # Install: save as _a2pack in a folder of $fpath (e.g. /usr/share/zsh/site-functions).
 _a2pack() {{
-  local path="" word i
-  local -a cands values
+  local cmdpath="" word i opt
+  local -a cands values choices
   for ((i = 2; i < CURRENT; i++)); do
     word="${{words[i]}}"
-    case "$path|$word" in
+    case "$cmdpath|$word" in
 {}    esac
   done
-  case "$path" in
+  # The option whose value is being typed: `--policy gr` or `--policy=gr`.
+  opt="${{words[CURRENT-1]}}"
+  if [[ "${{words[CURRENT]}}" == -*=* ]]; then
+    opt="${{words[CURRENT]%%=*}}"
+    compset -P '*='
+  fi
+  case "$cmdpath|$opt" in
+{}  esac
+  if (( ${{#choices}} )); then
+    compadd -- "${{choices[@]}}"
+    return
+  fi
+  case "$cmdpath" in
 {}  esac
   if (( ${{values[(Ie)${{words[CURRENT-1]}}]}} )); then
     _files
     return
   fi
-  case "$path" in
+  case "$cmdpath" in
 {}  esac
   compadd -- "${{cands[@]}}"
   [[ "${{words[CURRENT]}}" == -* ]] || _files
 }}
 if [[ "$funcstack[1]" == _a2pack ]]; then _a2pack "$@"; else compdef _a2pack a2pack; fi
 )",
-                     transitions(tree, "      "), value_arms, words_arms);
+                     transitions(tree, "      ", "cmdpath"),
+                     choice_arms(tree, "    ", "choices=({})"), value_arms, words_arms);
 }
 
 }  // namespace

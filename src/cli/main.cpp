@@ -51,21 +51,37 @@ int main(int argc, char** argv) {
     for (auto& reg : a2cli::registry()) reg.setup(app);
   app.footer(
       "Exit status: 0 success; 1 a data problem (damaged input, or a check found problems);\n"
-      "2 usage error (unknown flag, missing or invalid value);\n"
-      "3 system error (a named file that does not exist, I/O, out of memory, network);\n"
+      "2 usage error (unknown command or option, missing or invalid value);\n"
+      "3 system error (a named file that does not exist, I/O, out of memory, network,\n"
+      "  a missing component such as the Python package or pyarrow);\n"
       "4 internal error (a bug in a2pack, please report it).");
+  // After the whole command line parsed, before any command runs: each
+  // command's input given once (positionally or by an option).
+  app.parse_complete_callback([&app] { a2cli::check_inputs(app); });
+  // A usage error is one line, then where to read more.
+  auto hint = [](const std::string& command) {
+    fmt::print(stderr, "Try '{} --help' for more information.\n", command);
+  };
+  std::vector<std::string> args(argv + 1, argv + argc);
   try {
-    std::vector<std::string> args(argv + 1, argv + argc);
     a2cli::normalize_option_aliases(app, args);
-    std::reverse(args.begin(), args.end());  // CLI11 takes the vector reversed
-    app.parse(args);
+    a2cli::prepare_inputs(app, args);
+    std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 takes it reversed
+    app.parse(reversed);
   } catch (const CLI::ParseError& e) {
     // --help and --version are "errors" with status 0 in CLI11; every other
     // parse error is a usage error, whatever CLI11's own number for it.
-    int code = app.exit(e);
-    return code == 0 ? a2cli::finish_stdout() : a2cli::kExitUsage;
+    if (e.get_exit_code() == 0) {
+      app.exit(e);
+      return a2cli::finish_stdout();
+    }
+    std::string command;
+    fmt::print(stderr, "a2pack: error: {}\n", a2cli::usage_message(app, args, e, &command));
+    hint(command);
+    return a2cli::kExitUsage;
   } catch (const a2cli::CliError& e) {
     fmt::print(stderr, "a2pack: error: {}\n", e.what());
+    if (e.exit_code == a2cli::kExitUsage) hint(a2cli::chosen_command(app));
     return e.exit_code;
   } catch (const std::bad_alloc&) {
     fmt::print(stderr, "a2pack: error: out of memory\n");

@@ -15,7 +15,9 @@ namespace a2cli {
 namespace {
 
 // alias -> canonical, tried when the command does not define the alias.
-constexpr std::array<std::pair<std::string_view, std::string_view>, 13> kAliases = {{
+// (A command's input is no alias: add_input gives every command the
+// positional argument, -i/--input and its older spelling as one option.)
+constexpr std::array<std::pair<std::string_view, std::string_view>, 9> kAliases = {{
     {"--out", "--output"},
     {"--jobs", "--workers"},
     {"--threads", "--workers"},
@@ -25,12 +27,6 @@ constexpr std::array<std::pair<std::string_view, std::string_view>, 13> kAliases
     {"--silent", "--quiet"},
     {"--format-json", "--json"},
     {"--json-output", "--json"},
-    // What a packfile or dataset command reads is its --packfile / --dataset:
-    // -i/--input name it there too.
-    {"--input", "--packfile"},
-    {"-i", "--packfile"},
-    {"--input", "--dataset"},
-    {"-i", "--dataset"},
 }};
 
 bool defines(CLI::App* app, const std::string& name) {

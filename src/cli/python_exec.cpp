@@ -1,6 +1,7 @@
 #include "python_exec.hpp"
 
 #include <dlfcn.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -13,6 +14,13 @@
 #include "command.hpp"
 
 namespace a2cli {
+
+void require_input_exists(const std::string& path) {
+  if (path.find("://") != std::string::npos) return;  // an object in storage: Python opens it
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0 && (errno == ENOENT || errno == ENOTDIR))
+    throw CliError(fmt::format("{}: open: {}", path, std::strerror(errno)), kExitSystem);
+}
 
 std::string python_interpreter(const std::string& given) {
   return given.empty() ? default_python() : given;

@@ -9,6 +9,11 @@
 
 namespace a2cli {
 
+// A local input that does not exist is a system error (exit status 3), as in
+// every command; said here, before Python runs, whose errors are status 1.
+// Objects in storage (s3://...) are left to Python.
+void require_input_exists(const std::string& path);
+
 // The interpreter to run: --python when given, else $A2PACK_PYTHON, else
 // "python3" (looked up on PATH).
 std::string python_interpreter(const std::string& given);

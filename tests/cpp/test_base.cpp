@@ -71,6 +71,29 @@ TEST(Crc32c, CombineMatchesSequential) {
   }
 }
 
+TEST(Error, ContextIsAddedOnceWhenTheMessageAlreadyBeginsWithIt) {
+  auto rethrown = [](const std::string& what, const std::string& context) {
+    try {
+      rethrow_with_context(Error(A2PACK_E_CHECKSUM, what), context);
+    } catch (const Error& e) {
+      EXPECT_EQ(e.status(), A2PACK_E_CHECKSUM);
+      return std::string(e.what());
+    }
+    ADD_FAILURE() << "nothing thrown";
+    return std::string();
+  };
+  // A pack entry's own error names it; a caller that adds the same context
+  // (a dataset build labelling the entry it read) leaves it as it is.
+  EXPECT_EQ(rethrown("p.a2pack: entry 2: offset 4096: payload CRC32C mismatch", "p.a2pack: entry 2"),
+            "p.a2pack: entry 2: offset 4096: payload CRC32C mismatch");
+  EXPECT_EQ(rethrown("offset 4096: bad", "p.a2pack: entry 2"), "p.a2pack: entry 2: offset 4096: bad");
+  // Only a whole leading context counts: entry 2 is not entry 20.
+  EXPECT_EQ(rethrown("p.a2pack: entry 20: bad", "p.a2pack: entry 2"),
+            "p.a2pack: entry 2: p.a2pack: entry 20: bad");
+  EXPECT_EQ(rethrown("p.a2pack: entry 2", "p.a2pack: entry 2"),
+            "p.a2pack: entry 2: p.a2pack: entry 2");
+}
+
 TEST(Varint, RoundTripAndSizes) {
   for (uint64_t v : {0ull, 1ull, 127ull, 128ull, 300ull, 16383ull, 16384ull, 0xFFFFFFFFull,
                      0x0010000000000001ull, ~0ull}) {

@@ -343,11 +343,23 @@ def test_cli_to_parquet(pack_path, ds_path, tmp_path):
     ds = a2pack.Dataset(ds_path)
     assert t.num_rows == int(np.isin(ds.steps["run_id"], [2, 4]).sum())
     assert pq.ParquetFile(out2).metadata.num_row_groups == -(-t.num_rows // 50)
-    # A bad input is one clear line and status 1; nothing is left behind.
+    # A missing input is one clear line and status 3, as in every command (a
+    # damaged one is status 1); nothing is left behind.
     r = subprocess.run([str(cli), "to-parquet", str(tmp_path / "missing.a2pack"),
                         str(tmp_path / "x.parquet"), "--python", sys.executable],
                        env=_child_env(), capture_output=True, text=True)
-    assert r.returncode == 1 and "missing.a2pack" in r.stderr
+    assert r.returncode == 3 and "missing.a2pack" in r.stderr
+    assert len(r.stderr.splitlines()) == 1
+    assert not (tmp_path / "x.parquet").exists()
+    damaged = tmp_path / "damaged.a2pack"
+    data = bytearray(pathlib.Path(pack_path).read_bytes())
+    e = a2pack.PackReader(pack_path).entry(1)
+    data[e.offset + e.length // 2] ^= 0xFF  # inside entry 1's payload
+    damaged.write_bytes(bytes(data))
+    r = subprocess.run([str(cli), "to-parquet", str(damaged), str(tmp_path / "x.parquet"),
+                        "--python", sys.executable], env=_child_env(), capture_output=True,
+                       text=True)
+    assert r.returncode == 1 and "damaged.a2pack" in r.stderr, r.stderr
     assert not (tmp_path / "x.parquet").exists()
     r = subprocess.run([str(cli), "to-parquet", str(pack_path), str(tmp_path / "y.parquet"),
                         "--python", str(tmp_path / "no-such-python")], env=_child_env(),

@@ -1,7 +1,10 @@
 """The surface of the `a2pack` command as docs/cli.md describes it: every
 command's --json output parses and has the keys the page documents, the old
-and upstream option spellings work, exit statuses are the documented ones,
-and the completion scripts load and complete.
+and upstream option spellings work, every command takes its input as the
+argument or by any of its names, usage errors are one line naming the
+command and what was wrong (with the nearest valid spelling) and a hint,
+exit statuses are the documented ones, and the completion scripts load and
+complete commands, options and the values of options with a fixed set.
 
 The CLI is $A2PACK_CLI, else the `a2pack` binary beside the library in use;
 a missing CLI is an error, not a skip.
@@ -297,6 +300,199 @@ def test_usage_errors_exit_2(world, tmp_path):
     assert run("--help").returncode == 0 and "Exit status:" in run("--help").stdout
 
 
+COMMANDS_LISTED = ("bag, clean, completion, dataset, decode, extract, gen, inspect, log, pack, "
+                   "report, stats, to-jsonl, to-parquet, validate")
+
+
+def _usage_error(args, first_line, command="a2pack"):
+    """A usage error: status 2, nothing on stdout, and on stderr exactly the
+    one error line and the hint naming the command's --help."""
+    p = run(*args, ok=False)
+    assert p.returncode == 2, p.stderr
+    assert p.stdout == ""
+    lines = p.stderr.splitlines()
+    assert lines == [f"a2pack: error: {first_line}",
+                     f"Try '{command} --help' for more information."], p.stderr
+    return p
+
+
+def test_usage_errors_name_the_command_and_what_was_wrong(world, tmp_path):
+    pack, runs = world["d"] / "p.a2pack", world["d"] / "runs"
+    _usage_error([], f"no command given; the commands are: {COMMANDS_LISTED}")
+    _usage_error(["-q"], f"no command given; the commands are: {COMMANDS_LISTED}")
+    _usage_error(["dataset"], "no command given after 'dataset'; the dataset commands are: "
+                 "append, build, stats, verify", "a2pack dataset")
+    _usage_error(["--bogus"], "unknown option '--bogus'")
+    _usage_error(["stats", pack, "--bogus"], "stats: unknown option '--bogus'", "a2pack stats")
+    # A mistyped option is reported, not the required option it left unset.
+    _usage_error(["stats", "--packfle", pack],
+                 "stats: unknown option '--packfle'; did you mean '--packfile'?", "a2pack stats")
+    _usage_error(["dataset", "stats", world["d"] / "ds", "--jsno"],
+                 "dataset stats: unknown option '--jsno'; did you mean '--json'?",
+                 "a2pack dataset stats")
+    _usage_error(["stats", pack, "extra"], "stats: unexpected argument 'extra'", "a2pack stats")
+    _usage_error(["pack", "-i", runs], "pack: -o/--output is required", "a2pack pack")
+    _usage_error(["pack", runs, tmp_path / "x.a2pack"], f"pack: unexpected argument "
+                 f"'{tmp_path / 'x.a2pack'}' (an output is named with -o/--output)", "a2pack pack")
+    _usage_error(["gen", "-n", "many", "-o", tmp_path / "x"],
+                 "gen: -n/--runs: 'many' is not a whole number, 0 or more", "a2pack gen")
+    _usage_error(["gen", "-n"], "gen: -n/--runs needs a value", "a2pack gen")
+    _usage_error(["gen", "-n", 1, "-o", tmp_path / "x", "--policy", "best"],
+                 "gen: --policy: 'best' is not one of expectimax, greedy, random", "a2pack gen")
+    _usage_error(["completion", "fish"], "completion: SHELL: 'fish' is not one of bash, zsh",
+                 "a2pack completion")
+    _usage_error(["completion"], "completion: missing argument SHELL", "a2pack completion")
+    _usage_error(["bag", "write"], "bag write: missing argument INPUTS", "a2pack bag write")
+    _usage_error(["stats", "-i", pack, "--packfile", pack],
+                 "stats: -i/--input/--packfile given more than once: give it once", "a2pack stats")
+    _usage_error(["bag", "convert", world["d"] / "b.bagz", tmp_path / "o.bagz", "-o",
+                  tmp_path / "p.bagz"], "bag convert: give -o/--output or OUTPUT, not both",
+                 "a2pack bag convert")
+    # Usage errors a command finds after parsing look the same.
+    _usage_error(["to-jsonl", pack, "-o", tmp_path / "x.jsonl", "--steps", "--runs"],
+                 "to-jsonl: give --steps or --runs, not both", "a2pack to-jsonl")
+    assert not (tmp_path / "x").exists()
+
+
+def test_unknown_commands_name_the_nearest_or_list_them():
+    _usage_error(["frobnicate"], f"unknown command 'frobnicate'; the commands are: {COMMANDS_LISTED}")
+    _usage_error(["inpsect", "x.a2run2"], "unknown command 'inpsect'; did you mean 'inspect'?")
+    _usage_error(["-q", "dcode"], "unknown command 'dcode'; did you mean 'decode'?")
+    _usage_error(["val"], "unknown command 'val'; did you mean 'validate'?")  # a beginning
+    _usage_error(["to-parket", "a", "b"], "unknown command 'to-parket'; did you mean 'to-parquet'?")
+    _usage_error(["dataset", "stat", "-d", "x"],
+                 "unknown command 'dataset stat'; did you mean 'dataset stats'?", "a2pack dataset")
+    _usage_error(["dataset", "biuld"],
+                 "unknown command 'dataset biuld'; did you mean 'dataset build'?", "a2pack dataset")
+    _usage_error(["bag", "inf", "x.bagz"], "unknown command 'bag inf'; did you mean 'bag info'?",
+                 "a2pack bag")
+    _usage_error(["log", "zzz"],
+                 "unknown command 'log zzz'; the log commands are: decode, info, to-parquet",
+                 "a2pack log")
+    # The listing is every command `--help` lists.
+    top = run("--help").stdout.split("Subcommands:")[1].split("\n\n")[0]
+    assert ", ".join(sorted(ln.split()[0] for ln in top.splitlines() if ln.strip())) == \
+        COMMANDS_LISTED
+
+
+# ------------------------------------------------------------------ inputs
+
+def _same_json(a, b):
+    drop = {"seconds", "load_seconds", "decode_seconds", "decode_mb_per_s", "decode_steps_per_s",
+            "runs_per_s"}
+    return {k: v for k, v in a.items() if k not in drop} == \
+        {k: v for k, v in b.items() if k not in drop}
+
+
+def test_every_command_takes_its_input_as_the_argument_or_any_old_spelling(world, tmp_path):
+    d = world["d"]
+    pack, runs, ds, bag, log = d / "p.a2pack", d / "runs", d / "ds", d / "b.bagz", d / "log"
+    spellings = {
+        ("decode",): (runs, ["-i", "--input", "--in"]),
+        ("validate",): (pack, ["-i", "--input", "--packfile"]),
+        ("stats",): (pack, ["-i", "--input", "--packfile"]),
+        ("dataset", "stats"): (ds, ["-i", "--input", "-d", "--dataset"]),
+        ("dataset", "verify"): (ds, ["-i", "--input", "-d", "--dataset"]),
+        ("bag", "info"): (bag, ["-i", "--input"]),
+        ("log", "info"): (log, ["-i", "--input"]),
+    }
+    for cmd, (value, names) in spellings.items():
+        want = json.loads(run(*cmd, value, "--json").stdout)
+        for name in names:
+            got = json.loads(run(*cmd, name, value, "--json").stdout)
+            assert _same_json(got, want), (cmd, name)
+    # inspect: a run file, or a packfile entry with --index.
+    want = json.loads(run("inspect", world["run"], "--json").stdout)
+    for name in ("-i", "--input", "--run"):
+        assert json.loads(run("inspect", name, world["run"], "--json").stdout) == want
+    want = json.loads(run("inspect", pack, "--index", 1, "--json").stdout)
+    assert want["index"] == 1 and want["packfile"] == str(pack)
+    for name in ("-i", "--input", "--packfile"):
+        assert json.loads(run("inspect", name, pack, "--index", 1, "--json").stdout) == want
+    # Commands that write: the same output whichever way the input came.
+    for k, args in enumerate((["pack", runs], ["pack", "-i", runs], ["pack", "--input", runs])):
+        j = json.loads(run(*args, "-o", tmp_path / f"p{k}.a2pack", "--json").stdout)
+        assert j["runs"] == 3 and j["input"] == str(runs)
+    assert len({(tmp_path / f"p{k}.a2pack").read_bytes() for k in range(3)}) == 1
+    for k, args in enumerate(([pack], ["--packfile", pack], ["-i", pack])):
+        run("to-jsonl", *args, "-o", tmp_path / f"j{k}.jsonl")
+        run("extract", *args, "--indices", "0-2", "-o", tmp_path / f"ex{k}")
+    assert len({(tmp_path / f"j{k}.jsonl").read_bytes() for k in range(3)}) == 1
+    for k, args in enumerate(([runs], ["-i", runs])):
+        j = json.loads(run("dataset", "build", *args, "-o", tmp_path / f"ds{k}", "--json").stdout)
+        assert j["runs_added"] == 3
+        shutil.copytree(ds, tmp_path / f"app{k}")
+        j = json.loads(run("dataset", "append", "-d", tmp_path / f"app{k}",
+                           *([d / "more"] if k == 0 else ["-i", d / "more"]), "--json").stdout)
+        assert j["runs_added"] == 2 and j["total_runs"] == 5
+    # Output positional too: IN OUT, -i IN OUT and -i IN -o OUT.
+    for k, args in enumerate(([bag, tmp_path / "c0.a2pack"], ["-i", bag, tmp_path / "c1.a2pack"],
+                              ["-i", bag, "-o", tmp_path / "c2.a2pack"])):
+        assert json.loads(run("bag", "convert", *args, "--json").stdout)["runs"] == 3
+    assert len({(tmp_path / f"c{k}.a2pack").read_bytes() for k in range(3)}) == 1
+    # bag cat keeps -i for --index; its spec is the argument or --input. A
+    # list option before the argument leaves it the argument.
+    assert run("bag", "cat", bag, "-i", 1, "--lengths").stdout == \
+        run("bag", "cat", "--input", bag, "--index", 1, "--lengths").stdout
+    two = run("bag", "cat", "--lengths", "-i", 2, 0, bag).stdout
+    assert two == run("bag", "cat", "--lengths", "--input", bag, "-i", "2,0").stdout
+    assert [ln.split("\t")[0] for ln in two.splitlines()] == ["2", "0"]
+    # --help lists every spelling of the input together, the argument optional.
+    assert "-i,--input,--packfile" in run("stats", "--help").stdout
+    assert "REQUIRED" not in run("stats", "--help").stdout
+    assert "-i,-d,--input,--dataset" in run("dataset", "stats", "--help").stdout
+
+
+def test_an_input_given_twice_or_not_at_all_is_a_usage_error(world, tmp_path):
+    d = world["d"]
+    pack = d / "p.a2pack"
+    _usage_error(["stats"], "stats: no packfile given: name it as the argument (a2pack stats "
+                 "PACKFILE) or with -i/--input/--packfile", "a2pack stats")
+    _usage_error(["dataset", "verify"], "dataset verify: no dataset folder given: name it as the "
+                 "argument (a2pack dataset verify DATASET) or with -i/-d/--input/--dataset",
+                 "a2pack dataset verify")
+    _usage_error(["inspect", "--json"], "inspect: no run file or packfile given: name it as the "
+                 "argument (a2pack inspect FILE) or with -i/--input or --run or --packfile",
+                 "a2pack inspect")
+    _usage_error(["stats", pack, "--packfile", d / "other.a2pack"],
+                 f"stats: packfile given twice, as '{pack}' (the argument) and "
+                 f"'{d / 'other.a2pack'}' (-i/--input/--packfile): give it once", "a2pack stats")
+    _usage_error(["inspect", "--run", world["run"], "--packfile", pack],
+                 f"inspect: run file or packfile given twice, as '{world['run']}' (--run) and "
+                 f"'{pack}' (--packfile): give it once", "a2pack inspect")
+    _usage_error(["to-parquet", pack, tmp_path / "x.parquet", "-i", pack],
+                 f"to-parquet: packfile or dataset folder given twice, as '{pack}' (the "
+                 f"argument) and '{pack}' (-i/--input): give it once", "a2pack to-parquet")
+    _usage_error(["inspect", pack], f"inspect: {pack} is a packfile of 3 entries: choose one "
+                 "with --index I", "a2pack inspect")
+    _usage_error(["inspect", "--run", pack, "--index", 1],
+                 f"inspect: --index chooses an entry of a packfile, and {pack} was given as a "
+                 "run file (--run): give it as the argument or --packfile", "a2pack inspect")
+    # Nothing ran: no output was written.
+    assert not (tmp_path / "x.parquet").exists()
+
+
+def test_dataset_stats_reads_past_extra_files_only_when_asked(world, tmp_path):
+    ds = tmp_path / "ds"
+    shutil.copytree(world["d"] / "ds", ds)
+    (ds / "notes.txt").write_text("mine")
+    p = run("dataset", "stats", ds, ok=False)
+    assert p.returncode == 1
+    assert p.stderr == (f"a2pack: error: {ds}/notes.txt: unexpected file in a dataset folder (a "
+                        "dataset holds steps.npy, metadata.db and manifest.json); remove it, or "
+                        "pass --allow-extra-files\n")
+    j = json.loads(run("dataset", "stats", ds, "--allow-extra-files", "--json").stdout)
+    assert j["runs"] == 3
+    assert "--allow-extra-files" in run("dataset", "stats", "--help").stdout
+    # verify has no such flag: its error names the command that has one.
+    p = run("dataset", "verify", ds, "--json", ok=False)
+    assert p.returncode == 1
+    (err,) = json.loads(p.stdout)["errors"]
+    assert err.endswith("remove it (`a2pack dataset stats --allow-extra-files` reads the dataset "
+                        "despite it)")
+    assert "allow_extra_files" not in p.stdout + p.stderr
+
+
 def test_damaged_pack_exits_1(world, tmp_path):
     bad = tmp_path / "bad.a2pack"
     data = bytearray((world["d"] / "p.a2pack").read_bytes())
@@ -309,10 +505,14 @@ def test_damaged_pack_exits_1(world, tmp_path):
 
 def test_missing_input_exits_3(tmp_path):
     nope = tmp_path / "nope"
-    for args in (["validate", "--packfile", nope], ["inspect", "--run", nope],
+    for args in (["validate", "--packfile", nope], ["inspect", "--run", nope], ["inspect", nope],
                  ["decode", "-i", nope], ["pack", "-i", nope, "-o", tmp_path / "x.a2pack"],
                  ["bag", "info", f"{nope}.bagz"], ["dataset", "stats", "-d", nope],
-                 ["dataset", "verify", "-d", nope], ["log", "info", nope]):
+                 ["dataset", "verify", "-d", nope], ["log", "info", nope],
+                 # Said before Python runs, whatever the interpreter has.
+                 ["to-parquet", nope, tmp_path / "x.parquet", *PY],
+                 ["report", nope, "-o", tmp_path / "x.html", *PY],
+                 ["log", "to-parquet", nope, tmp_path / "y.parquet", *PY]):
         p = run(*args, "--json", ok=False)
         assert p.returncode == 3, (args, p.stderr)
         assert "nope" in p.stderr
@@ -320,6 +520,35 @@ def test_missing_input_exits_3(tmp_path):
             assert json.loads(p.stdout)["ok"] is False
         else:
             assert p.stdout == ""
+
+
+def test_missing_python_package_exits_3(world, tmp_path):
+    """The interpreter lacks pyarrow (or matplotlib): one line naming what to
+    install, status 3, as docs/cli.md says in both places it says it."""
+    blocked = tmp_path / "blocked"
+    for mod in ("pyarrow", "matplotlib"):
+        (blocked / mod).mkdir(parents=True)
+        (blocked / mod / "__init__.py").write_text(
+            f"raise ImportError('{mod} is blocked for this test', name='{mod}')\n")
+    env = dict(_ENV, PYTHONPATH=os.pathsep.join([str(blocked), _ENV["PYTHONPATH"]]))
+    for args, needs in ((["to-parquet", world["d"] / "p.a2pack", tmp_path / "x.parquet"],
+                         "pyarrow"),
+                        (["report", world["d"] / "p.a2pack", "-o", tmp_path / "r.html"],
+                         "matplotlib"),
+                        (["log", "to-parquet", world["d"] / "log", tmp_path / "l.parquet"],
+                         "pyarrow")):
+        p = subprocess.run([str(CLI), *map(str, args), *PY], capture_output=True, text=True,
+                           env=env)
+        assert p.returncode == 3, p.stderr
+        (line,) = p.stderr.splitlines()
+        assert line.startswith("a2pack: error: ") and f"cannot import {needs}" in line
+        assert "Traceback" not in p.stderr and p.stdout == ""
+    doc = DOC.read_text()
+    assert "exits 3 (a missing component" in doc
+    table = {m.group(1): m.group(2) for m in re.finditer(r"^\| ([0-4]) \| (.*) \|$", doc, re.M)}
+    assert set(table) == {"0", "1", "2", "3", "4"}
+    assert "pyarrow" in table["3"] and "pyarrow" not in table["1"]
+    assert "with status 1, and a missing package" not in doc
 
 
 # ------------------------------------------------------------------ completion
@@ -349,3 +578,91 @@ def test_zsh_completion_parses(tmp_path):
     script.write_text(run("completion", "zsh").stdout)
     p = subprocess.run(["zsh", "-n", str(script)], capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
+
+
+def fixed_value_options():
+    """{(command path, option or argument name): values} for every option and
+    argument whose --help shows a fixed set ("TEXT:{a,b,c}"), over the whole
+    tool."""
+    out = {}
+    top = run("--help").stdout.split("Subcommands:")[1].split("\n\n")[0]
+    paths = []
+    for line in top.splitlines():
+        if not line.strip():
+            continue
+        name = line.split()[0]
+        sub = run(name, "--help").stdout
+        if "Subcommands:" in sub:
+            block = sub.split("Subcommands:")[1].split("\n\n")[0]
+            paths += [f"{name} {ln.split()[0]}" for ln in block.splitlines() if ln.strip()]
+        else:
+            paths.append(name)
+    for path in paths:
+        for m in re.finditer(r"^\s+(?:-\w,)?(--[\w-]+|\w+) \w+:\{([^}]*)\}",
+                             run(*path.split(), "--help").stdout, re.M):
+            out[(path, m.group(1))] = m.group(2).split(",")
+    return out
+
+
+def test_completion_offers_the_values_of_every_option_with_a_fixed_set(tmp_path):
+    fixed = fixed_value_options()
+    # The ones docs/cli.md names are among them.
+    assert {("gen", "--policy"), ("gen", "--format"), ("pack", "--compress"),
+            ("bag info", "--compression"), ("bag cat", "--cache"), ("bag convert", "--compression"),
+            ("to-parquet", "--layout"), ("completion", "shell")} <= set(fixed)
+    bash = run("completion", "bash").stdout
+    zsh = run("completion", "zsh").stdout
+    for (path, name), values in fixed.items():
+        offered = values
+        if name.startswith("--"):
+            assert f'"{path}|{name}") choices="{" ".join(offered)}" ;;' in bash, (path, name)
+            assert f'"{path}|{name}") choices=({" ".join(offered)}) ;;' in zsh, (path, name)
+        else:  # an argument: offered with the command's words
+            assert re.search(rf'"{path}"\) words="{" ".join(offered)} ', bash), path
+            assert re.search(rf'"{path}"\) cands=\({" ".join(offered)} ', zsh), path
+    # A range is a fixed set too.
+    assert '"gen|--depth") choices="1 2 3 4 5 6" ;;' in bash
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="bash is not installed")
+def test_bash_completion_of_option_values(tmp_path):
+    script = tmp_path / "a2pack.bash"
+    script.write_text(run("completion", "bash").stdout)
+    assert _bash_complete(script, "a2pack", "gen", "--policy", "''") == \
+        ["expectimax", "greedy", "random"]
+    assert _bash_complete(script, "a2pack", "gen", "-n", "3", "--policy", "gr") == ["greedy"]
+    # --policy=gr: bash splits it into --policy, = and gr.
+    assert _bash_complete(script, "a2pack", "gen", "--policy", "=", "gr") == ["greedy"]
+    assert _bash_complete(script, "a2pack", "gen", "--policy", "=") == \
+        ["expectimax", "greedy", "random"]
+    assert _bash_complete(script, "a2pack", "pack", "--compress", "''") == ["none", "zstd"]
+    assert _bash_complete(script, "a2pack", "bag", "cat", "x.bagz", "--cache", "d") == \
+        ["drop", "direct"]
+    assert _bash_complete(script, "a2pack", "to-parquet", "--layout", "r") == ["runs"]
+    assert _bash_complete(script, "a2pack", "completion", "z") == ["zsh"]
+    # Other values are file names (complete -o default): no words offered.
+    assert _bash_complete(script, "a2pack", "gen", "--output", "''") == []
+
+
+@pytest.mark.skipif(shutil.which("zsh") is None, reason="zsh is not installed")
+def test_zsh_completion_of_option_values(tmp_path):
+    """The zsh function run outside the completion system: compadd, compset
+    and _files stand-ins print what the function offers."""
+    script = tmp_path / "_a2pack"
+    script.write_text(run("completion", "zsh").stdout)
+    stubs = ("compdef() { :; }; compadd() { [[ $1 == -- ]] && shift; print -r -- \"$@\"; }; "
+             "compset() { :; }; _files() { print -r -- '<files>'; }; ")
+
+    def complete(*words):
+        p = subprocess.run(["zsh", "-f", "-c", stubs + f"source {script}; words=(\"$@\"); "
+                            "CURRENT=$#; _a2pack", "zsh", *words], capture_output=True, text=True)
+        assert p.returncode == 0, p.stderr
+        return p.stdout.split()
+
+    assert complete("a2pack", "gen", "--policy", "") == ["expectimax", "greedy", "random"]
+    assert complete("a2pack", "gen", "--policy=gr") == ["expectimax", "greedy", "random"]
+    assert complete("a2pack", "pack", "--compress", "") == ["none", "zstd"]
+    assert complete("a2pack", "bag", "info", "--compression", "") == ["auto", "none", "zstd"]
+    assert complete("a2pack", "completion", "")[:2] == ["bash", "zsh"]
+    assert complete("a2pack", "gen", "--output", "") == ["<files>"]
+    assert "build" in complete("a2pack", "dataset", "")

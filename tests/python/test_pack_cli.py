@@ -111,6 +111,45 @@ def test_bad_inputs(runs, tmp_path):
     assert v.returncode != 0 and "index CRC32C mismatch" in v.stderr
 
 
+def test_a_damaged_entry_is_named_once(runs, tmp_path):
+    """A flipped byte in entry 2's payload: every command that reads the entry
+    says "PACK: entry 2" once, in one line; with --skip-bad the skipped
+    line names it once too."""
+    d, files = runs
+    good = tmp_path / "good.a2pack"
+    run("pack", d, "-o", good)
+    e = json.loads(run("inspect", good, "--index", 2, "--json").stdout)["entry"]
+    data = bytearray(good.read_bytes())
+    data[e["offset"] + e["length"] // 2] ^= 0x5A
+    bad = tmp_path / "bad2.a2pack"
+    bad.write_bytes(bytes(data))
+    where = f"{bad}: entry 2: offset {e['offset']}: payload CRC32C mismatch"
+    for args in (["validate", bad, "--full"], ["inspect", bad, "--index", 2],
+                 ["to-jsonl", bad, "-o", tmp_path / "x.jsonl"],
+                 ["extract", bad, "--indices", "2", "-o", tmp_path / "ex"],
+                 ["dataset", "build", bad, "-o", tmp_path / "ds"],
+                 ["dataset", "build", bad, "-o", tmp_path / "ds", "--allow-missing-branches"],
+                 ["bag", "convert", bad, tmp_path / "x.bagz"]):
+        p = run(*args, ok=False)
+        assert p.returncode == 1, (args, p.stderr)
+        (line,) = p.stderr.splitlines()
+        assert line.startswith(f"a2pack: error: {where}"), (args, line)
+        assert line.count(str(bad)) == 1 and line.count("entry 2") == 1, (args, line)
+    p = run("dataset", "build", bad, "-o", tmp_path / "ds", "--skip-bad",
+            "--allow-missing-branches")
+    skipped = [ln for ln in p.stderr.splitlines() if ln.startswith("a2pack: skipped")]
+    assert skipped == [f"a2pack: skipped {bad}: entry 2 (A2PACK_E_CHECKSUM): offset "
+                       f"{e['offset']}: payload CRC32C mismatch" + skipped[0].split("mismatch")[1]]
+    assert skipped[0].count(str(bad)) == 1 and skipped[0].count("entry 2") == 1
+    assert "skipped 1 bad run(s)" in p.stderr
+    # A bad run file that pack --skip-bad skips: its path once.
+    files[3].write_bytes(files[3].read_bytes()[:-9])
+    p = run("pack", d, "-o", tmp_path / "s.a2pack", "--skip-bad")
+    (line,) = [ln for ln in p.stderr.splitlines() if ln.startswith("a2pack: skipped")]
+    assert line.startswith(f"a2pack: skipped {files[3]} (A2PACK_E_")
+    assert line.count(str(files[3])) == 1, line
+
+
 def test_decode_summarises_a_folder_and_names_a_bad_file(runs):
     d, files = runs
     p = run("decode", "--input", d, "--json")
