@@ -36,7 +36,7 @@
  *  - No C++ type, exception or name crosses this ABI.
  *
  * A host that dlopen()s the library by absolute path needs exactly one symbol,
- * a2pack_api(), which returns a table of every function below.
+ * a2pack_api(), which returns a table of every function (section "api table").
  */
 #ifndef A2PACK_H
 #define A2PACK_H
@@ -427,7 +427,15 @@ A2PACK_API a2pack_status a2pack_expectimax_state_value(a2pack_expectimax *ex, ui
  * reset. Either pointer may be NULL. */
 A2PACK_API void a2pack_expectimax_stats(const a2pack_expectimax *ex, uint64_t *nodes,
                                         uint64_t *peak_nodes);
+/* The same function in the one spelling every section uses; a2pack_expectimax_stats is
+ * its alias, kept for compiled callers. */
+A2PACK_API void a2pack_expectimax_stats_get(const a2pack_expectimax *ex,
+                                            uint64_t *nodes,
+                                            uint64_t *peak_nodes);
 A2PACK_API void a2pack_expectimax_reset_stats(a2pack_expectimax *ex);
+/* The same function in the one spelling every section uses; a2pack_expectimax_reset_stats is
+ * its alias, kept for compiled callers. */
+A2PACK_API void a2pack_expectimax_stats_reset(a2pack_expectimax *ex);
 
 /* ======================================================================
  * Section: pack — A2PACK packfiles (docs/pack.md): many runs in one
@@ -498,6 +506,11 @@ typedef struct a2pack_pack_entry {
 /* Index entry i, as stored (no payload is read). */
 A2PACK_API a2pack_status a2pack_pack_entry_info(const a2pack_pack *pack, uint64_t i,
                                                 a2pack_pack_entry *out);
+/* The same function in the one spelling every section uses; a2pack_pack_entry_info is
+ * its alias, kept for compiled callers. */
+A2PACK_API a2pack_status a2pack_pack_entry_info_get(const a2pack_pack *pack,
+                                                    uint64_t i,
+                                                    a2pack_pack_entry *out);
 
 /* Run format of entry i by the index: A2PACK_RUN_V1 or A2PACK_RUN_V2
  * (A2PACK_E_UNSUPPORTED for any other kind value). */
@@ -767,6 +780,8 @@ typedef struct a2pack_pack_api {
   void (*writer_close)(a2pack_pack_writer *);
   a2pack_status (*dir)(const char *, const char *, const a2pack_pack_writer_options *,
                        a2pack_progress_fn, void *, a2pack_pack_build_summary *);
+  /* added later: the one spelling of info (entry_info is its alias) */
+  a2pack_status (*entry_info_get)(const a2pack_pack *, uint64_t, a2pack_pack_entry *);
 } a2pack_pack_api;
 /* (end of section pack) */
 
@@ -1005,6 +1020,10 @@ typedef struct a2pack_dataset_info {
 /* Fill `out` (set out->size first). */
 A2PACK_API a2pack_status a2pack_dataset_get_info(const a2pack_dataset *ds,
                                                  a2pack_dataset_info *out);
+/* The same function in the one spelling every section uses; a2pack_dataset_get_info is
+ * its alias, kept for compiled callers. */
+A2PACK_API a2pack_status a2pack_dataset_info_get(const a2pack_dataset *ds,
+                                                 a2pack_dataset_info *out);
 
 /* Copy rows idx[0..n) into out_rows (n * 32 bytes), in index order, splitting
  * the batch over up to `workers` threads (0 = all cores; 1 = the calling
@@ -1143,6 +1162,12 @@ A2PACK_API a2pack_status a2pack_dataset_sampler_part(const a2pack_dataset_sample
 A2PACK_API a2pack_status a2pack_dataset_sampler_state(const a2pack_dataset_sampler *s,
                                                       uint64_t next_batch, uint8_t **out_data,
                                                       size_t *out_len);
+/* The same function in the one spelling every section uses; a2pack_dataset_sampler_state is
+ * its alias, kept for compiled callers. */
+A2PACK_API a2pack_status a2pack_dataset_sampler_state_save(const a2pack_dataset_sampler *s,
+                                                           uint64_t next_batch,
+                                                           uint8_t **out_data,
+                                                           size_t *out_len);
 
 /* Restore a checkpoint: the sampler adopts its seed and epoch (reshuffling)
  * and `*out_next_batch` (may be NULL) gets its next batch. Refused, with a
@@ -1152,6 +1177,12 @@ A2PACK_API a2pack_status a2pack_dataset_sampler_state(const a2pack_dataset_sampl
  * another batch size or drop_last (A2PACK_E_INVALID_ARGUMENT). */
 A2PACK_API a2pack_status a2pack_dataset_sampler_load_state(a2pack_dataset_sampler *s,
                                                            const void *data, size_t len,
+                                                           uint64_t *out_next_batch);
+/* The same function in the one spelling every section uses; a2pack_dataset_sampler_load_state is
+ * its alias, kept for compiled callers. */
+A2PACK_API a2pack_status a2pack_dataset_sampler_state_load(a2pack_dataset_sampler *s,
+                                                           const void *data,
+                                                           size_t len,
                                                            uint64_t *out_next_batch);
 
 /* ---- mixing sampler ------------------------------------------------------
@@ -1219,6 +1250,12 @@ A2PACK_API a2pack_status a2pack_dataset_mix_set_weights(a2pack_dataset_mix *m,
 A2PACK_API a2pack_status a2pack_dataset_mix_state(const a2pack_dataset_mix *m,
                                                   uint64_t next_batch, uint8_t **out_data,
                                                   size_t *out_len);
+/* The same function in the one spelling every section uses; a2pack_dataset_mix_state is
+ * its alias, kept for compiled callers. */
+A2PACK_API a2pack_status a2pack_dataset_mix_state_save(const a2pack_dataset_mix *m,
+                                                       uint64_t next_batch,
+                                                       uint8_t **out_data,
+                                                       size_t *out_len);
 
 /* Restore a checkpoint: the mix adopts its seed and weights (call
  * set_weights afterwards to change them) and `*out_next_batch` (may be
@@ -1227,6 +1264,12 @@ A2PACK_API a2pack_status a2pack_dataset_mix_state(const a2pack_dataset_mix *m,
  * source with other rows, or a damaged state. */
 A2PACK_API a2pack_status a2pack_dataset_mix_load_state(a2pack_dataset_mix *m, const void *data,
                                                        size_t len, uint64_t *out_next_batch);
+/* The same function in the one spelling every section uses; a2pack_dataset_mix_load_state is
+ * its alias, kept for compiled callers. */
+A2PACK_API a2pack_status a2pack_dataset_mix_state_load(a2pack_dataset_mix *m,
+                                                       const void *data,
+                                                       size_t len,
+                                                       uint64_t *out_next_batch);
 
 /* Limits on one selection (the _opts forms of select, select_runs and
  * split). A filter is any SQL expression, so a query can run for very long
@@ -1330,6 +1373,15 @@ typedef struct a2pack_dataset_api {
                               size_t, double, uint64_t, const char *, const a2pack_sql_param *,
                               size_t, const a2pack_dataset_query_options *, int64_t **, size_t *,
                               int64_t **, size_t *);
+  /* added later: the one spelling of info and state (get_info, sampler_state,
+   * sampler_load_state, mix_state and mix_load_state are their aliases) */
+  a2pack_status (*info_get)(const a2pack_dataset *, a2pack_dataset_info *);
+  a2pack_status (*sampler_state_save)(const a2pack_dataset_sampler *, uint64_t, uint8_t **,
+                                      size_t *);
+  a2pack_status (*sampler_state_load)(a2pack_dataset_sampler *, const void *, size_t,
+                                      uint64_t *);
+  a2pack_status (*mix_state_save)(const a2pack_dataset_mix *, uint64_t, uint8_t **, size_t *);
+  a2pack_status (*mix_state_load)(a2pack_dataset_mix *, const void *, size_t, uint64_t *);
 } a2pack_dataset_api;
 
 /* (end of section dataset) */
@@ -1508,6 +1560,14 @@ A2PACK_API size_t a2pack_bag_reader_shard_count(const a2pack_bag_reader *r);
 A2PACK_API a2pack_status a2pack_bag_reader_shard_info(const a2pack_bag_reader *r, size_t i,
                                                       const char **path, uint64_t *records,
                                                       int32_t *compressed, const char **mode);
+/* The same function in the one spelling every section uses; a2pack_bag_reader_shard_info is
+ * its alias, kept for compiled callers. */
+A2PACK_API a2pack_status a2pack_bag_reader_shard_info_get(const a2pack_bag_reader *r,
+                                                          size_t i,
+                                                          const char **path,
+                                                          uint64_t *records,
+                                                          int32_t *compressed,
+                                                          const char **mode);
 
 /* A batch of records in one contiguous buffer. */
 typedef struct a2pack_bag_batch a2pack_bag_batch;
@@ -1674,6 +1734,9 @@ typedef struct a2pack_bag_api {
   const char *(*reader_notes)(const a2pack_bag_reader *);
   a2pack_status (*reader_sizes)(const a2pack_bag_reader *, const uint64_t *, size_t, uint32_t,
                                 uint64_t *);
+  /* added later: the one spelling of info (reader_shard_info is its alias) */
+  a2pack_status (*reader_shard_info_get)(const a2pack_bag_reader *, size_t, const char **,
+                                         uint64_t *, int32_t *, const char **);
 } a2pack_bag_api;
 
 /* (end of section bag) */
@@ -2321,6 +2384,10 @@ typedef struct a2pack_feed_batch_info {
 
 A2PACK_API a2pack_status a2pack_feed_batch_get_info(const a2pack_feed_batch *b,
                                                     a2pack_feed_batch_info *out);
+/* The same function in the one spelling every section uses; a2pack_feed_batch_get_info is
+ * its alias, kept for compiled callers. */
+A2PACK_API a2pack_status a2pack_feed_batch_info_get(const a2pack_feed_batch *b,
+                                                    a2pack_feed_batch_info *out);
 
 /* One call per batch, for bindings where each call into the library costs
  * (Python through cffi, Julia): releases the `release_count` batches of
@@ -2387,6 +2454,11 @@ A2PACK_API a2pack_status a2pack_feed_stats_get(const a2pack_feed *f, a2pack_feed
  * job with another number of ranks. */
 A2PACK_API a2pack_status a2pack_feed_state(const a2pack_feed *f, uint8_t **out_data,
                                            size_t *out_len);
+/* The same function in the one spelling every section uses; a2pack_feed_state is
+ * its alias, kept for compiled callers. */
+A2PACK_API a2pack_status a2pack_feed_state_save(const a2pack_feed *f,
+                                                uint8_t **out_data,
+                                                size_t *out_len);
 
 /* Move to a saved position: the next batch is the one after those handed
  * out when the state was taken (also across an epoch boundary). Batches
@@ -2395,6 +2467,9 @@ A2PACK_API a2pack_status a2pack_feed_state(const a2pack_feed *f, uint8_t **out_d
  * changes): a damaged state, another version, a state taken over another
  * dataset, row set, batch size or shuffle setting. */
 A2PACK_API a2pack_status a2pack_feed_load_state(a2pack_feed *f, const void *data, size_t len);
+/* The same function in the one spelling every section uses; a2pack_feed_load_state is
+ * its alias, kept for compiled callers. */
+A2PACK_API a2pack_status a2pack_feed_state_load(a2pack_feed *f, const void *data, size_t len);
 
 /* A feed over a mixing sampler (a2pack_dataset_mix, copied: changing `mix`
  * afterwards does not change the feed) of `ds`'s rows: the mix's global
@@ -2463,8 +2538,154 @@ typedef struct a2pack_feed_api {
                            a2pack_feed_batch **, a2pack_feed_batch_info *, int32_t *);
   a2pack_status (*put_back)(a2pack_feed *, a2pack_feed_batch **);
   void (*batch_release_cells)(a2pack_feed_batch **const *, size_t);
+  /* added later: the one spelling of info and state (batch_get_info, state
+   * and load_state are their aliases) */
+  a2pack_status (*batch_info_get)(const a2pack_feed_batch *, a2pack_feed_batch_info *);
+  a2pack_status (*state_save)(const a2pack_feed *, uint8_t **, size_t *);
+  a2pack_status (*state_load)(a2pack_feed *, const void *, size_t);
 } a2pack_feed_api;
 /* (end of section feed) */
+
+/* ------------------------------------------------------------------------
+ * Shard streams: a dataset larger than RAM, a memory budget at a time
+ *
+ * A sharded dataset (built with shard_rows) keeps its rows in several .npy
+ * shards of whole runs. A shard stream keeps whole shards in memory within a
+ * byte budget (least recently used out) and serves batches of a block
+ * shuffle: each epoch the shards are permuted by the seed and dealt out to
+ * the ranks (every rank computes the same deal, nothing is exchanged); a
+ * rank reads its shards a window at a time, each window's rows in a seeded
+ * random order, so a batch is drawn from the window's shards. While a window
+ * is read a background thread loads the next one. The budget holds two
+ * windows. docs/dataset.md says what this costs in shuffle quality.
+ *
+ * A single-file dataset is streamed as one shard. Streaming reads shard files
+ * and never takes the folder's lock: committed shards never change, and an
+ * append adds new ones, which join at the next epoch.
+ *
+ * Thread safety: one thread at a time per stream.
+ * ------------------------------------------------------------------------ */
+typedef struct a2pack_shard_stream a2pack_shard_stream;
+
+typedef struct a2pack_shard_stream_options {
+  size_t size;            /* sizeof(a2pack_shard_stream_options) */
+  uint64_t budget_bytes;  /* memory for resident shards; default 1 GiB; at least two of
+                             the largest shard */
+  uint64_t batch_size;    /* rows per batch (per rank); default 4096 */
+  uint64_t seed;          /* the same on every rank; default 0 */
+  uint32_t rank, world;   /* default 0 of 1. With world > 1 every rank takes the same
+                             number of full batches each epoch */
+  uint32_t window_shards; /* shards a batch is drawn from; 0 (default): as many as half
+                             the budget holds */
+  int32_t drop_last;      /* one rank: 1 drops an epoch's short last batch; default 0 */
+  int32_t verify_crc;     /* default 1: check each shard against the manifest on load */
+  int32_t prefetch;       /* default 1: load the next window on a background thread */
+} a2pack_shard_stream_options;
+
+A2PACK_API void a2pack_shard_stream_options_init(a2pack_shard_stream_options *opts);
+
+/* Open a stream over the dataset in `dir` at epoch 0, batch 0. Fails
+ * (INVALID_ARGUMENT, naming the sizes) when the budget cannot hold two
+ * windows of the largest shard, or there are fewer shards than ranks. */
+A2PACK_API a2pack_status a2pack_shard_stream_open(const char *dir,
+                                                  const a2pack_shard_stream_options *opts,
+                                                  a2pack_shard_stream **out);
+/* Stops the loader thread and frees every shard. NULL is a no-op. */
+A2PACK_API void a2pack_shard_stream_close(a2pack_shard_stream *s);
+
+typedef struct a2pack_shard_stream_info {
+  size_t size;               /* sizeof(a2pack_shard_stream_info), set by the caller */
+  uint64_t rows, runs, shards;  /* of the dataset */
+  uint64_t max_shard_bytes;
+  uint64_t window_shards;
+  uint64_t epoch, next_batch;   /* where the stream is */
+  uint64_t batches;             /* in this epoch (the same on every rank) */
+  uint64_t rank_shards, rank_rows; /* this rank's share of this epoch */
+} a2pack_shard_stream_info;
+
+A2PACK_API a2pack_status a2pack_shard_stream_get_info(const a2pack_shard_stream *s,
+                                                      a2pack_shard_stream_info *out);
+/* The same function in the one spelling every section uses; a2pack_shard_stream_get_info is
+ * its alias, kept for compiled callers. */
+A2PACK_API a2pack_status a2pack_shard_stream_info_get(const a2pack_shard_stream *s,
+                                                      a2pack_shard_stream_info *out);
+
+/* Start epoch `epoch` at its first batch (the deal and the windows change
+ * with the epoch; shards appended since the stream opened are not seen: open
+ * a new stream to include them). */
+A2PACK_API a2pack_status a2pack_shard_stream_set_epoch(a2pack_shard_stream *s, uint64_t epoch);
+
+/* Gather the next batch into `out` (arrays of batch_size rows; NULL members
+ * skipped) and, when idx is not NULL, its global row indices. *n gets its
+ * length; 0 marks the end of an epoch, after which the stream stands at the
+ * next epoch's first batch. Waits for shards still loading. */
+A2PACK_API a2pack_status a2pack_shard_stream_next(a2pack_shard_stream *s,
+                                                  const a2pack_dataset_columns *out,
+                                                  int64_t *idx, size_t *n);
+
+/* The global row indices of batch b of the current epoch (batch_size
+ * values at most) without loading anything; *n = 0 past the epoch. */
+A2PACK_API a2pack_status a2pack_shard_stream_batch_indices(a2pack_shard_stream *s, uint64_t b,
+                                                           int64_t *out, size_t *n);
+
+/* Checkpoint: the position (epoch, next batch) and everything it depends on,
+ * as an owned byte string (release with a2pack_free), O(1) bytes. Loading it
+ * into a stream of the same seed and batch size resumes exactly; mid-epoch
+ * also the same rank count and window, and the same first shards (shards
+ * appended since join at the next epoch). Errors name what differs. */
+A2PACK_API a2pack_status a2pack_shard_stream_save_state(const a2pack_shard_stream *s,
+                                                        uint8_t **out_data, size_t *out_len);
+/* The same function in the one spelling every section uses; a2pack_shard_stream_save_state is
+ * its alias, kept for compiled callers. */
+A2PACK_API a2pack_status a2pack_shard_stream_state_save(const a2pack_shard_stream *s,
+                                                        uint8_t **out_data,
+                                                        size_t *out_len);
+A2PACK_API a2pack_status a2pack_shard_stream_load_state(a2pack_shard_stream *s, const void *data,
+                                                        size_t len);
+/* The same function in the one spelling every section uses; a2pack_shard_stream_load_state is
+ * its alias, kept for compiled callers. */
+A2PACK_API a2pack_status a2pack_shard_stream_state_load(a2pack_shard_stream *s,
+                                                        const void *data,
+                                                        size_t len);
+
+typedef struct a2pack_shard_stream_stats {
+  size_t size;              /* sizeof(a2pack_shard_stream_stats), set by the caller */
+  uint64_t batches;         /* handed out */
+  uint64_t loads, evictions;
+  uint64_t bytes_read;
+  uint64_t resident_bytes, resident_shards;
+  double load_wait_s;       /* time next() waited for shards */
+  double load_s;            /* time spent loading shards, on either thread */
+} a2pack_shard_stream_stats;
+
+A2PACK_API a2pack_status a2pack_shard_stream_get_stats(const a2pack_shard_stream *s,
+                                                       a2pack_shard_stream_stats *out);
+/* The same function in the one spelling every section uses; a2pack_shard_stream_get_stats is
+ * its alias, kept for compiled callers. */
+A2PACK_API a2pack_status a2pack_shard_stream_stats_get(const a2pack_shard_stream *s,
+                                                       a2pack_shard_stream_stats *out);
+
+/* Every function of this section, for a2pack_api_table.shard_stream. */
+typedef struct a2pack_shard_stream_api {
+  size_t size;
+  void (*options_init)(a2pack_shard_stream_options *);
+  a2pack_status (*open)(const char *, const a2pack_shard_stream_options *, a2pack_shard_stream **);
+  void (*close)(a2pack_shard_stream *);
+  a2pack_status (*info_get)(const a2pack_shard_stream *, a2pack_shard_stream_info *);
+  a2pack_status (*set_epoch)(a2pack_shard_stream *, uint64_t);
+  a2pack_status (*next)(a2pack_shard_stream *, const a2pack_dataset_columns *, int64_t *,
+                        size_t *);
+  a2pack_status (*batch_indices)(a2pack_shard_stream *, uint64_t, int64_t *, size_t *);
+  a2pack_status (*state_save)(const a2pack_shard_stream *, uint8_t **, size_t *);
+  a2pack_status (*state_load)(a2pack_shard_stream *, const void *, size_t);
+  a2pack_status (*stats_get)(const a2pack_shard_stream *, a2pack_shard_stream_stats *);
+  /* the first names of info_get, state_save, state_load and stats_get */
+  a2pack_status (*get_info)(const a2pack_shard_stream *, a2pack_shard_stream_info *);
+  a2pack_status (*save_state)(const a2pack_shard_stream *, uint8_t **, size_t *);
+  a2pack_status (*load_state)(a2pack_shard_stream *, const void *, size_t);
+  a2pack_status (*get_stats)(const a2pack_shard_stream *, a2pack_shard_stream_stats *);
+} a2pack_shard_stream_api;
+/* (end of section shard streams) */
 
 /* ======================================================================
  * Section: api table — every function, for hosts that dlopen() the library
@@ -2478,6 +2699,7 @@ struct a2pack_bag_api;
 struct a2pack_logger_api;
 struct a2pack_arrow_api;
 struct a2pack_feed_api;
+struct a2pack_shard_stream_api;
 
 typedef struct a2pack_api_table {
   size_t size;          /* sizeof the table this library provides */
@@ -2558,6 +2780,12 @@ typedef struct a2pack_api_table {
   void (*expectimax_reset_stats)(a2pack_expectimax *);
   /* added later: core */
   const char *(*lz4_version)(void);
+  /* added later: shard streams (their section; NULL without the dataset
+   * capability), and the one spelling of stats, state and info in the
+   * sections above (their first names are aliases, listed above too) */
+  const struct a2pack_shard_stream_api *shard_stream;
+  void (*expectimax_stats_get)(const a2pack_expectimax *, uint64_t *, uint64_t *);
+  void (*expectimax_stats_reset)(a2pack_expectimax *);
 } a2pack_api_table;
 
 /* The table of every function, for `abi_version` == A2PACK_ABI_VERSION; NULL
@@ -2567,107 +2795,6 @@ typedef struct a2pack_api_table {
  *   const a2pack_api_table *(*get)(uint32_t) = dlsym(h, "a2pack_api");
  *   const a2pack_api_table *api = get(A2PACK_ABI_VERSION);               */
 A2PACK_API const a2pack_api_table *a2pack_api(uint32_t abi_version);
-
-/* ------------------------------------------------------------------------
- * Shard streams: a dataset larger than RAM, a memory budget at a time
- *
- * A sharded dataset (built with shard_rows) keeps its rows in several .npy
- * shards of whole runs. A shard stream keeps whole shards in memory within a
- * byte budget (least recently used out) and serves batches of a block
- * shuffle: each epoch the shards are permuted by the seed and dealt out to
- * the ranks (every rank computes the same deal, nothing is exchanged); a
- * rank reads its shards a window at a time, each window's rows in a seeded
- * random order, so a batch is drawn from the window's shards. While a window
- * is read a background thread loads the next one. The budget holds two
- * windows. docs/dataset.md says what this costs in shuffle quality.
- *
- * A single-file dataset is streamed as one shard. Streaming reads shard files
- * and never takes the folder's lock: committed shards never change, and an
- * append adds new ones, which join at the next epoch.
- *
- * Thread safety: one thread at a time per stream.
- * ------------------------------------------------------------------------ */
-typedef struct a2pack_shard_stream a2pack_shard_stream;
-
-typedef struct a2pack_shard_stream_options {
-  size_t size;            /* sizeof(a2pack_shard_stream_options) */
-  uint64_t budget_bytes;  /* memory for resident shards; default 1 GiB; at least two of
-                             the largest shard */
-  uint64_t batch_size;    /* rows per batch (per rank); default 4096 */
-  uint64_t seed;          /* the same on every rank; default 0 */
-  uint32_t rank, world;   /* default 0 of 1. With world > 1 every rank takes the same
-                             number of full batches each epoch */
-  uint32_t window_shards; /* shards a batch is drawn from; 0 (default): as many as half
-                             the budget holds */
-  int32_t drop_last;      /* one rank: 1 drops an epoch's short last batch; default 0 */
-  int32_t verify_crc;     /* default 1: check each shard against the manifest on load */
-  int32_t prefetch;       /* default 1: load the next window on a background thread */
-} a2pack_shard_stream_options;
-
-A2PACK_API void a2pack_shard_stream_options_init(a2pack_shard_stream_options *opts);
-
-/* Open a stream over the dataset in `dir` at epoch 0, batch 0. Fails
- * (INVALID_ARGUMENT, naming the sizes) when the budget cannot hold two
- * windows of the largest shard, or there are fewer shards than ranks. */
-A2PACK_API a2pack_status a2pack_shard_stream_open(const char *dir,
-                                                  const a2pack_shard_stream_options *opts,
-                                                  a2pack_shard_stream **out);
-/* Stops the loader thread and frees every shard. NULL is a no-op. */
-A2PACK_API void a2pack_shard_stream_close(a2pack_shard_stream *s);
-
-typedef struct a2pack_shard_stream_info {
-  size_t size;               /* sizeof(a2pack_shard_stream_info), set by the caller */
-  uint64_t rows, runs, shards;  /* of the dataset */
-  uint64_t max_shard_bytes;
-  uint64_t window_shards;
-  uint64_t epoch, next_batch;   /* where the stream is */
-  uint64_t batches;             /* in this epoch (the same on every rank) */
-  uint64_t rank_shards, rank_rows; /* this rank's share of this epoch */
-} a2pack_shard_stream_info;
-
-A2PACK_API a2pack_status a2pack_shard_stream_get_info(const a2pack_shard_stream *s,
-                                                      a2pack_shard_stream_info *out);
-
-/* Start epoch `epoch` at its first batch (the deal and the windows change
- * with the epoch; shards appended since the stream opened are not seen: open
- * a new stream to include them). */
-A2PACK_API a2pack_status a2pack_shard_stream_set_epoch(a2pack_shard_stream *s, uint64_t epoch);
-
-/* Gather the next batch into `out` (arrays of batch_size rows; NULL members
- * skipped) and, when idx is not NULL, its global row indices. *n gets its
- * length; 0 marks the end of an epoch, after which the stream stands at the
- * next epoch's first batch. Waits for shards still loading. */
-A2PACK_API a2pack_status a2pack_shard_stream_next(a2pack_shard_stream *s,
-                                                  const a2pack_dataset_columns *out,
-                                                  int64_t *idx, size_t *n);
-
-/* The global row indices of batch b of the current epoch (batch_size
- * values at most) without loading anything; *n = 0 past the epoch. */
-A2PACK_API a2pack_status a2pack_shard_stream_batch_indices(a2pack_shard_stream *s, uint64_t b,
-                                                           int64_t *out, size_t *n);
-
-/* Checkpoint: the position (epoch, next batch) and everything it depends on,
- * as an owned byte string (release with a2pack_free), O(1) bytes. Loading it
- * into a stream of the same seed and batch size resumes exactly; mid-epoch
- * also the same rank count and window, and the same first shards (shards
- * appended since join at the next epoch). Errors name what differs. */
-A2PACK_API a2pack_status a2pack_shard_stream_save_state(const a2pack_shard_stream *s,
-                                                        uint8_t **out_data, size_t *out_len);
-A2PACK_API a2pack_status a2pack_shard_stream_load_state(a2pack_shard_stream *s, const void *data,
-                                                        size_t len);
-
-typedef struct a2pack_shard_stream_stats {
-  size_t size;              /* sizeof(a2pack_shard_stream_stats), set by the caller */
-  uint64_t batches;         /* handed out */
-  uint64_t loads, evictions;
-  uint64_t bytes_read;
-  uint64_t resident_bytes, resident_shards;
-  double load_wait_s;       /* time next() waited for shards */
-  double load_s;            /* time spent loading shards, on either thread */
-} a2pack_shard_stream_stats;
-
-A2PACK_API a2pack_status a2pack_shard_stream_get_stats(const a2pack_shard_stream *s,
-                                                       a2pack_shard_stream_stats *out);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -12,6 +12,7 @@ __attribute__((weak)) const a2pack_bag_api* bag_api_table() { return nullptr; }
 __attribute__((weak)) const a2pack_logger_api* logger_api_table() { return nullptr; }
 __attribute__((weak)) const a2pack_arrow_api* arrow_api_table() { return nullptr; }
 __attribute__((weak)) const a2pack_feed_api* feed_api_table() { return nullptr; }
+__attribute__((weak)) const a2pack_shard_stream_api* shard_stream_api_table() { return nullptr; }
 }  // namespace a2pack::capi
 
 namespace {
@@ -77,6 +78,9 @@ const a2pack_api_table kTable = {
     a2pack_expectimax_stats,
     a2pack_expectimax_reset_stats,
     a2pack_lz4_version,
+    a2pack::capi::shard_stream_api_table(),
+    a2pack_expectimax_stats_get,
+    a2pack_expectimax_stats_reset,
 };
 
 }  // namespace

@@ -425,7 +425,17 @@ const a2pack_bag_api* bag_api_table() {
       a2pack_bag_pending_close,
       a2pack_bag_reader_notes,
       a2pack_bag_reader_sizes,
+      a2pack_bag_reader_shard_info_get,
   };
   return &table;
 }
 }  // namespace a2pack::capi
+
+// The one spelling of each verb (`<noun>_info_get`, `_state_save`, `_state_load`,
+// `_stats_get`); the first names stay as aliases.
+A2PACK_EXPORT a2pack_status a2pack_bag_reader_shard_info_get(const a2pack_bag_reader *r, size_t i,
+                                                             const char **path, uint64_t *records,
+                                                             int32_t *compressed,
+                                                             const char **mode) {
+  return a2pack_bag_reader_shard_info(r, i, path, records, compressed, mode);
+}

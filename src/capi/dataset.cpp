@@ -620,7 +620,31 @@ const a2pack_dataset_api* dataset_api_table() {
       a2pack_dataset_select_opts,
       a2pack_dataset_select_runs_opts,
       a2pack_dataset_split_opts,
+      a2pack_dataset_info_get,
+      a2pack_dataset_sampler_state_save,
+      a2pack_dataset_sampler_state_load,
+      a2pack_dataset_mix_state_save,
+      a2pack_dataset_mix_state_load,
   };
   return &table;
 }
 }  // namespace a2pack::capi
+
+// The one spelling of each verb (`<noun>_info_get`, `_state_save`, `_state_load`,
+// `_stats_get`); the first names stay as aliases.
+A2PACK_EXPORT a2pack_status a2pack_dataset_info_get(const a2pack_dataset *ds,
+                                                    a2pack_dataset_info *out) {
+  return a2pack_dataset_get_info(ds, out);
+}
+
+A2PACK_EXPORT a2pack_status a2pack_dataset_sampler_state_save(const a2pack_dataset_sampler *s,
+                                                              uint64_t next_batch,
+                                                              uint8_t **out_data, size_t *out_len) {
+  return a2pack_dataset_sampler_state(s, next_batch, out_data, out_len);
+}
+
+A2PACK_EXPORT a2pack_status a2pack_dataset_sampler_state_load(a2pack_dataset_sampler *s,
+                                                              const void *data, size_t len,
+                                                              uint64_t *out_next_batch) {
+  return a2pack_dataset_sampler_load_state(s, data, len, out_next_batch);
+}

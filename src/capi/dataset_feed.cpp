@@ -338,7 +338,26 @@ const a2pack_feed_api* feed_api_table() {
       a2pack_feed_advance,
       a2pack_feed_put_back,
       a2pack_feed_batch_release_cells,
+      a2pack_feed_batch_info_get,
+      a2pack_feed_state_save,
+      a2pack_feed_state_load,
   };
   return &table;
 }
 }  // namespace a2pack::capi
+
+// The one spelling of each verb (`<noun>_info_get`, `_state_save`, `_state_load`,
+// `_stats_get`); the first names stay as aliases.
+A2PACK_EXPORT a2pack_status a2pack_feed_batch_info_get(const a2pack_feed_batch *b,
+                                                       a2pack_feed_batch_info *out) {
+  return a2pack_feed_batch_get_info(b, out);
+}
+
+A2PACK_EXPORT a2pack_status a2pack_feed_state_save(const a2pack_feed *f, uint8_t **out_data,
+                                                   size_t *out_len) {
+  return a2pack_feed_state(f, out_data, out_len);
+}
+
+A2PACK_EXPORT a2pack_status a2pack_feed_state_load(a2pack_feed *f, const void *data, size_t len) {
+  return a2pack_feed_load_state(f, data, len);
+}

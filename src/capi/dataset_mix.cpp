@@ -111,3 +111,16 @@ A2PACK_EXPORT a2pack_status a2pack_dataset_mix_load_state(a2pack_dataset_mix* m,
     if (out_next_batch) *out_next_batch = next;
   });
 }
+
+// The one spelling of each verb (`<noun>_info_get`, `_state_save`, `_state_load`,
+// `_stats_get`); the first names stay as aliases.
+A2PACK_EXPORT a2pack_status a2pack_dataset_mix_state_save(const a2pack_dataset_mix *m,
+                                                          uint64_t next_batch, uint8_t **out_data,
+                                                          size_t *out_len) {
+  return a2pack_dataset_mix_state(m, next_batch, out_data, out_len);
+}
+
+A2PACK_EXPORT a2pack_status a2pack_dataset_mix_state_load(a2pack_dataset_mix *m, const void *data,
+                                                          size_t len, uint64_t *out_next_batch) {
+  return a2pack_dataset_mix_load_state(m, data, len, out_next_batch);
+}

@@ -133,3 +133,14 @@ A2PACK_EXPORT void a2pack_expectimax_stats(const a2pack_expectimax* ex, uint64_t
 A2PACK_EXPORT void a2pack_expectimax_reset_stats(a2pack_expectimax* ex) {
   if (ex) ex->search.reset_stats();
 }
+
+// The one spelling of each verb (`<noun>_info_get`, `_state_save`, `_state_load`,
+// `_stats_get`); the first names stay as aliases.
+A2PACK_EXPORT void a2pack_expectimax_stats_get(const a2pack_expectimax* ex, uint64_t *nodes,
+                                               uint64_t *peak_nodes) {
+  a2pack_expectimax_stats(ex, nodes, peak_nodes);
+}
+
+A2PACK_EXPORT void a2pack_expectimax_stats_reset(a2pack_expectimax *ex) {
+  a2pack_expectimax_reset_stats(ex);
+}

@@ -524,7 +524,15 @@ const a2pack_pack_api* pack_api_table() {
       a2pack_pack_writer_finish,
       a2pack_pack_writer_close,
       a2pack_pack_dir,
+      a2pack_pack_entry_info_get,
   };
   return &table;
 }
 }  // namespace a2pack::capi
+
+// The one spelling of each verb (`<noun>_info_get`, `_state_save`, `_state_load`,
+// `_stats_get`); the first names stay as aliases.
+A2PACK_EXPORT a2pack_status a2pack_pack_entry_info_get(const a2pack_pack *pack, uint64_t i,
+                                                       a2pack_pack_entry *out) {
+  return a2pack_pack_entry_info(pack, i, out);
+}

@@ -2,6 +2,7 @@
 #include <memory>
 
 #include "a2pack.h"
+#include "capi/api_table.hpp"
 #include "capi/columns.hpp"
 #include "capi/common.hpp"
 #include "dataset/shard_stream.hpp"
@@ -135,3 +136,48 @@ A2PACK_EXPORT a2pack_status a2pack_shard_stream_get_stats(const a2pack_shard_str
     capi::write_out(out, o);
   });
 }
+
+// The one spelling of each verb (`<noun>_info_get`, `_state_save`, `_state_load`,
+// `_stats_get`); the first names stay as aliases.
+A2PACK_EXPORT a2pack_status a2pack_shard_stream_info_get(const a2pack_shard_stream *s,
+                                                         a2pack_shard_stream_info *out) {
+  return a2pack_shard_stream_get_info(s, out);
+}
+
+A2PACK_EXPORT a2pack_status a2pack_shard_stream_state_save(const a2pack_shard_stream *s,
+                                                           uint8_t **out_data, size_t *out_len) {
+  return a2pack_shard_stream_save_state(s, out_data, out_len);
+}
+
+A2PACK_EXPORT a2pack_status a2pack_shard_stream_state_load(a2pack_shard_stream *s,
+                                                           const void *data, size_t len) {
+  return a2pack_shard_stream_load_state(s, data, len);
+}
+
+A2PACK_EXPORT a2pack_status a2pack_shard_stream_stats_get(const a2pack_shard_stream *s,
+                                                          a2pack_shard_stream_stats *out) {
+  return a2pack_shard_stream_get_stats(s, out);
+}
+
+namespace a2pack::capi {
+const a2pack_shard_stream_api* shard_stream_api_table() {
+  static const a2pack_shard_stream_api table = {
+      sizeof(a2pack_shard_stream_api),
+      a2pack_shard_stream_options_init,
+      a2pack_shard_stream_open,
+      a2pack_shard_stream_close,
+      a2pack_shard_stream_info_get,
+      a2pack_shard_stream_set_epoch,
+      a2pack_shard_stream_next,
+      a2pack_shard_stream_batch_indices,
+      a2pack_shard_stream_state_save,
+      a2pack_shard_stream_state_load,
+      a2pack_shard_stream_stats_get,
+      a2pack_shard_stream_get_info,
+      a2pack_shard_stream_save_state,
+      a2pack_shard_stream_load_state,
+      a2pack_shard_stream_get_stats,
+  };
+  return &table;
+}
+}  // namespace a2pack::capi

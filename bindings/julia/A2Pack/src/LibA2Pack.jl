@@ -279,6 +279,7 @@ struct a2pack_pack_api
     writer_finish::Ptr{Cvoid}  # a2pack_status (*writer_finish)(a2pack_pack_writer *arg1, a2pack_pack_build_summary *arg2)
     writer_close::Ptr{Cvoid}  # void (*writer_close)(a2pack_pack_writer *arg1)
     dir::Ptr{Cvoid}  # a2pack_status (*dir)(const char *arg1, const char *arg2, const a2pack_pack_writer_options *arg3, a2pack_progress_fn arg4, void *arg5, a2pack_pack_build_summary *arg6)
+    entry_info_get::Ptr{Cvoid}  # a2pack_status (*entry_info_get)(const a2pack_pack *arg1, uint64_t arg2, a2pack_pack_entry *arg3)
 end
 
 # enum { ... }
@@ -467,6 +468,11 @@ struct a2pack_dataset_api
     select_opts::Ptr{Cvoid}  # a2pack_status (*select_opts)(const a2pack_dataset *arg1, const char *arg2, const a2pack_sql_param *arg3, size_t arg4, const a2pack_dataset_query_options *arg5, int64_t **arg6, size_t *arg7)
     select_runs_opts::Ptr{Cvoid}  # a2pack_status (*select_runs_opts)(const a2pack_dataset *arg1, const char *arg2, const a2pack_sql_param *arg3, size_t arg4, const a2pack_dataset_query_options *arg5, int64_t **arg6, size_t *arg7)
     split_opts::Ptr{Cvoid}  # a2pack_status (*split_opts)(const a2pack_dataset *arg1, const char *arg2, const a2pack_sql_param *arg3, size_t arg4, double arg5, uint64_t arg6, const char *arg7, const a2pack_sql_param *arg8, size_t arg9, const a2pack_dataset_query_options *arg10, int64_t **arg11, size_t *arg12, int64_t **arg13, size_t *arg14)
+    info_get::Ptr{Cvoid}  # a2pack_status (*info_get)(const a2pack_dataset *arg1, a2pack_dataset_info *arg2)
+    sampler_state_save::Ptr{Cvoid}  # a2pack_status (*sampler_state_save)(const a2pack_dataset_sampler *arg1, uint64_t arg2, uint8_t **arg3, size_t *arg4)
+    sampler_state_load::Ptr{Cvoid}  # a2pack_status (*sampler_state_load)(a2pack_dataset_sampler *arg1, const void *arg2, size_t arg3, uint64_t *arg4)
+    mix_state_save::Ptr{Cvoid}  # a2pack_status (*mix_state_save)(const a2pack_dataset_mix *arg1, uint64_t arg2, uint8_t **arg3, size_t *arg4)
+    mix_state_load::Ptr{Cvoid}  # a2pack_status (*mix_state_load)(a2pack_dataset_mix *arg1, const void *arg2, size_t arg3, uint64_t *arg4)
 end
 
 # a2pack_bag_compression
@@ -581,6 +587,7 @@ struct a2pack_bag_api
     pending_close::Ptr{Cvoid}  # void (*pending_close)(a2pack_bag_pending *arg1)
     reader_notes::Ptr{Cvoid}  # const char *(*reader_notes)(const a2pack_bag_reader *arg1)
     reader_sizes::Ptr{Cvoid}  # a2pack_status (*reader_sizes)(const a2pack_bag_reader *arg1, const uint64_t *arg2, size_t arg3, uint32_t arg4, uint64_t *arg5)
+    reader_shard_info_get::Ptr{Cvoid}  # a2pack_status (*reader_shard_info_get)(const a2pack_bag_reader *arg1, size_t arg2, const char **arg3, uint64_t *arg4, int32_t *arg5, const char **arg6)
 end
 
 # a2pack_logger (opaque: used through Ptr{a2pack_logger} only)
@@ -889,6 +896,73 @@ struct a2pack_feed_api
     advance::Ptr{Cvoid}  # a2pack_status (*advance)(a2pack_feed *arg1, a2pack_feed_batch *const *arg2, size_t arg3, int64_t arg4, a2pack_feed_batch **arg5, a2pack_feed_batch_info *arg6, int32_t *arg7)
     put_back::Ptr{Cvoid}  # a2pack_status (*put_back)(a2pack_feed *arg1, a2pack_feed_batch **arg2)
     batch_release_cells::Ptr{Cvoid}  # void (*batch_release_cells)(a2pack_feed_batch **const *arg1, size_t arg2)
+    batch_info_get::Ptr{Cvoid}  # a2pack_status (*batch_info_get)(const a2pack_feed_batch *arg1, a2pack_feed_batch_info *arg2)
+    state_save::Ptr{Cvoid}  # a2pack_status (*state_save)(const a2pack_feed *arg1, uint8_t **arg2, size_t *arg3)
+    state_load::Ptr{Cvoid}  # a2pack_status (*state_load)(a2pack_feed *arg1, const void *arg2, size_t arg3)
+end
+
+# a2pack_shard_stream (opaque: used through Ptr{a2pack_shard_stream} only)
+mutable struct a2pack_shard_stream end
+
+# a2pack_shard_stream_options
+struct a2pack_shard_stream_options
+    size::Csize_t  # size_t size
+    budget_bytes::UInt64  # uint64_t budget_bytes
+    batch_size::UInt64  # uint64_t batch_size
+    seed::UInt64  # uint64_t seed
+    rank::UInt32  # uint32_t rank
+    world::UInt32  # uint32_t world
+    window_shards::UInt32  # uint32_t window_shards
+    drop_last::Int32  # int32_t drop_last
+    verify_crc::Int32  # int32_t verify_crc
+    prefetch::Int32  # int32_t prefetch
+end
+
+# a2pack_shard_stream_info
+struct a2pack_shard_stream_info
+    size::Csize_t  # size_t size
+    rows::UInt64  # uint64_t rows
+    runs::UInt64  # uint64_t runs
+    shards::UInt64  # uint64_t shards
+    max_shard_bytes::UInt64  # uint64_t max_shard_bytes
+    window_shards::UInt64  # uint64_t window_shards
+    epoch::UInt64  # uint64_t epoch
+    next_batch::UInt64  # uint64_t next_batch
+    batches::UInt64  # uint64_t batches
+    rank_shards::UInt64  # uint64_t rank_shards
+    rank_rows::UInt64  # uint64_t rank_rows
+end
+
+# a2pack_shard_stream_stats
+struct a2pack_shard_stream_stats
+    size::Csize_t  # size_t size
+    batches::UInt64  # uint64_t batches
+    loads::UInt64  # uint64_t loads
+    evictions::UInt64  # uint64_t evictions
+    bytes_read::UInt64  # uint64_t bytes_read
+    resident_bytes::UInt64  # uint64_t resident_bytes
+    resident_shards::UInt64  # uint64_t resident_shards
+    load_wait_s::Cdouble  # double load_wait_s
+    load_s::Cdouble  # double load_s
+end
+
+# a2pack_shard_stream_api
+struct a2pack_shard_stream_api
+    size::Csize_t  # size_t size
+    options_init::Ptr{Cvoid}  # void (*options_init)(a2pack_shard_stream_options *arg1)
+    open::Ptr{Cvoid}  # a2pack_status (*open)(const char *arg1, const a2pack_shard_stream_options *arg2, a2pack_shard_stream **arg3)
+    close::Ptr{Cvoid}  # void (*close)(a2pack_shard_stream *arg1)
+    info_get::Ptr{Cvoid}  # a2pack_status (*info_get)(const a2pack_shard_stream *arg1, a2pack_shard_stream_info *arg2)
+    set_epoch::Ptr{Cvoid}  # a2pack_status (*set_epoch)(a2pack_shard_stream *arg1, uint64_t arg2)
+    next::Ptr{Cvoid}  # a2pack_status (*next)(a2pack_shard_stream *arg1, const a2pack_dataset_columns *arg2, int64_t *arg3, size_t *arg4)
+    batch_indices::Ptr{Cvoid}  # a2pack_status (*batch_indices)(a2pack_shard_stream *arg1, uint64_t arg2, int64_t *arg3, size_t *arg4)
+    state_save::Ptr{Cvoid}  # a2pack_status (*state_save)(const a2pack_shard_stream *arg1, uint8_t **arg2, size_t *arg3)
+    state_load::Ptr{Cvoid}  # a2pack_status (*state_load)(a2pack_shard_stream *arg1, const void *arg2, size_t arg3)
+    stats_get::Ptr{Cvoid}  # a2pack_status (*stats_get)(const a2pack_shard_stream *arg1, a2pack_shard_stream_stats *arg2)
+    get_info::Ptr{Cvoid}  # a2pack_status (*get_info)(const a2pack_shard_stream *arg1, a2pack_shard_stream_info *arg2)
+    save_state::Ptr{Cvoid}  # a2pack_status (*save_state)(const a2pack_shard_stream *arg1, uint8_t **arg2, size_t *arg3)
+    load_state::Ptr{Cvoid}  # a2pack_status (*load_state)(a2pack_shard_stream *arg1, const void *arg2, size_t arg3)
+    get_stats::Ptr{Cvoid}  # a2pack_status (*get_stats)(const a2pack_shard_stream *arg1, a2pack_shard_stream_stats *arg2)
 end
 
 # a2pack_api_table
@@ -953,51 +1027,9 @@ struct a2pack_api_table
     expectimax_stats::Ptr{Cvoid}  # void (*expectimax_stats)(const a2pack_expectimax *arg1, uint64_t *arg2, uint64_t *arg3)
     expectimax_reset_stats::Ptr{Cvoid}  # void (*expectimax_reset_stats)(a2pack_expectimax *arg1)
     lz4_version::Ptr{Cvoid}  # const char *(*lz4_version)(void)
-end
-
-# a2pack_shard_stream (opaque: used through Ptr{a2pack_shard_stream} only)
-mutable struct a2pack_shard_stream end
-
-# a2pack_shard_stream_options
-struct a2pack_shard_stream_options
-    size::Csize_t  # size_t size
-    budget_bytes::UInt64  # uint64_t budget_bytes
-    batch_size::UInt64  # uint64_t batch_size
-    seed::UInt64  # uint64_t seed
-    rank::UInt32  # uint32_t rank
-    world::UInt32  # uint32_t world
-    window_shards::UInt32  # uint32_t window_shards
-    drop_last::Int32  # int32_t drop_last
-    verify_crc::Int32  # int32_t verify_crc
-    prefetch::Int32  # int32_t prefetch
-end
-
-# a2pack_shard_stream_info
-struct a2pack_shard_stream_info
-    size::Csize_t  # size_t size
-    rows::UInt64  # uint64_t rows
-    runs::UInt64  # uint64_t runs
-    shards::UInt64  # uint64_t shards
-    max_shard_bytes::UInt64  # uint64_t max_shard_bytes
-    window_shards::UInt64  # uint64_t window_shards
-    epoch::UInt64  # uint64_t epoch
-    next_batch::UInt64  # uint64_t next_batch
-    batches::UInt64  # uint64_t batches
-    rank_shards::UInt64  # uint64_t rank_shards
-    rank_rows::UInt64  # uint64_t rank_rows
-end
-
-# a2pack_shard_stream_stats
-struct a2pack_shard_stream_stats
-    size::Csize_t  # size_t size
-    batches::UInt64  # uint64_t batches
-    loads::UInt64  # uint64_t loads
-    evictions::UInt64  # uint64_t evictions
-    bytes_read::UInt64  # uint64_t bytes_read
-    resident_bytes::UInt64  # uint64_t resident_bytes
-    resident_shards::UInt64  # uint64_t resident_shards
-    load_wait_s::Cdouble  # double load_wait_s
-    load_s::Cdouble  # double load_s
+    shard_stream::Ptr{a2pack_shard_stream_api}  # const struct a2pack_shard_stream_api *shard_stream
+    expectimax_stats_get::Ptr{Cvoid}  # void (*expectimax_stats_get)(const a2pack_expectimax *arg1, uint64_t *arg2, uint64_t *arg3)
+    expectimax_stats_reset::Ptr{Cvoid}  # void (*expectimax_stats_reset)(a2pack_expectimax *arg1)
 end
 
 # ---------------------------------------------------------------- functions
@@ -1053,12 +1085,15 @@ const _fp_a2pack_expectimax_branch_evals = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_expectimax_best_move = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_expectimax_state_value = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_expectimax_stats = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_a2pack_expectimax_stats_get = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_expectimax_reset_stats = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_a2pack_expectimax_stats_reset = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_pack_options_init = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_pack_open = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_pack_close = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_pack_len = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_pack_entry_info = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_a2pack_pack_entry_info_get = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_pack_kind = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_pack_get_slice = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_pack_read = Ref{Ptr{Cvoid}}(C_NULL)
@@ -1093,6 +1128,7 @@ const _fp_a2pack_dataset_open_options_init = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_dataset_open = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_dataset_close = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_dataset_get_info = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_a2pack_dataset_info_get = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_dataset_gather = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_dataset_gather_columns = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_dataset_select = Ref{Ptr{Cvoid}}(C_NULL)
@@ -1107,7 +1143,9 @@ const _fp_a2pack_dataset_sampler_batch = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_dataset_sampler_epoch = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_dataset_sampler_part = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_dataset_sampler_state = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_a2pack_dataset_sampler_state_save = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_dataset_sampler_load_state = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_a2pack_dataset_sampler_state_load = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_dataset_mix_open = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_dataset_mix_close = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_dataset_mix_batch = Ref{Ptr{Cvoid}}(C_NULL)
@@ -1116,7 +1154,9 @@ const _fp_a2pack_dataset_mix_consumed = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_dataset_mix_get_weights = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_dataset_mix_set_weights = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_dataset_mix_state = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_a2pack_dataset_mix_state_save = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_dataset_mix_load_state = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_a2pack_dataset_mix_state_load = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_dataset_query_options_init = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_dataset_select_opts = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_dataset_select_runs_opts = Ref{Ptr{Cvoid}}(C_NULL)
@@ -1137,6 +1177,7 @@ const _fp_a2pack_bag_reader_count = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_bag_reader_stored_bytes = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_bag_reader_shard_count = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_bag_reader_shard_info = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_a2pack_bag_reader_shard_info_get = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_bag_reader_read = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_bag_reader_read_range = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_bag_reader_spans = Ref{Ptr{Cvoid}}(C_NULL)
@@ -1185,26 +1226,33 @@ const _fp_a2pack_feed_next_timeout = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_feed_batch_retain = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_feed_batch_release = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_feed_batch_get_info = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_a2pack_feed_batch_info_get = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_feed_advance = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_feed_batch_column = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_feed_stats_get = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_feed_state = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_a2pack_feed_state_save = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_feed_load_state = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_a2pack_feed_state_load = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_feed_open_mix = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_feed_set_weights = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_feed_put_back = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_feed_batch_release_cells = Ref{Ptr{Cvoid}}(C_NULL)
-const _fp_a2pack_api = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_shard_stream_options_init = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_shard_stream_open = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_shard_stream_close = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_shard_stream_get_info = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_a2pack_shard_stream_info_get = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_shard_stream_set_epoch = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_shard_stream_next = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_shard_stream_batch_indices = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_shard_stream_save_state = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_a2pack_shard_stream_state_save = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_shard_stream_load_state = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_a2pack_shard_stream_state_load = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_shard_stream_get_stats = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_a2pack_shard_stream_stats_get = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_a2pack_api = Ref{Ptr{Cvoid}}(C_NULL)
 
 # (symbol, pointer slot) of every function above.
 const SYMBOLS = (
@@ -1259,12 +1307,15 @@ const SYMBOLS = (
     (:a2pack_expectimax_best_move, _fp_a2pack_expectimax_best_move),
     (:a2pack_expectimax_state_value, _fp_a2pack_expectimax_state_value),
     (:a2pack_expectimax_stats, _fp_a2pack_expectimax_stats),
+    (:a2pack_expectimax_stats_get, _fp_a2pack_expectimax_stats_get),
     (:a2pack_expectimax_reset_stats, _fp_a2pack_expectimax_reset_stats),
+    (:a2pack_expectimax_stats_reset, _fp_a2pack_expectimax_stats_reset),
     (:a2pack_pack_options_init, _fp_a2pack_pack_options_init),
     (:a2pack_pack_open, _fp_a2pack_pack_open),
     (:a2pack_pack_close, _fp_a2pack_pack_close),
     (:a2pack_pack_len, _fp_a2pack_pack_len),
     (:a2pack_pack_entry_info, _fp_a2pack_pack_entry_info),
+    (:a2pack_pack_entry_info_get, _fp_a2pack_pack_entry_info_get),
     (:a2pack_pack_kind, _fp_a2pack_pack_kind),
     (:a2pack_pack_get_slice, _fp_a2pack_pack_get_slice),
     (:a2pack_pack_read, _fp_a2pack_pack_read),
@@ -1299,6 +1350,7 @@ const SYMBOLS = (
     (:a2pack_dataset_open, _fp_a2pack_dataset_open),
     (:a2pack_dataset_close, _fp_a2pack_dataset_close),
     (:a2pack_dataset_get_info, _fp_a2pack_dataset_get_info),
+    (:a2pack_dataset_info_get, _fp_a2pack_dataset_info_get),
     (:a2pack_dataset_gather, _fp_a2pack_dataset_gather),
     (:a2pack_dataset_gather_columns, _fp_a2pack_dataset_gather_columns),
     (:a2pack_dataset_select, _fp_a2pack_dataset_select),
@@ -1313,7 +1365,9 @@ const SYMBOLS = (
     (:a2pack_dataset_sampler_epoch, _fp_a2pack_dataset_sampler_epoch),
     (:a2pack_dataset_sampler_part, _fp_a2pack_dataset_sampler_part),
     (:a2pack_dataset_sampler_state, _fp_a2pack_dataset_sampler_state),
+    (:a2pack_dataset_sampler_state_save, _fp_a2pack_dataset_sampler_state_save),
     (:a2pack_dataset_sampler_load_state, _fp_a2pack_dataset_sampler_load_state),
+    (:a2pack_dataset_sampler_state_load, _fp_a2pack_dataset_sampler_state_load),
     (:a2pack_dataset_mix_open, _fp_a2pack_dataset_mix_open),
     (:a2pack_dataset_mix_close, _fp_a2pack_dataset_mix_close),
     (:a2pack_dataset_mix_batch, _fp_a2pack_dataset_mix_batch),
@@ -1322,7 +1376,9 @@ const SYMBOLS = (
     (:a2pack_dataset_mix_get_weights, _fp_a2pack_dataset_mix_get_weights),
     (:a2pack_dataset_mix_set_weights, _fp_a2pack_dataset_mix_set_weights),
     (:a2pack_dataset_mix_state, _fp_a2pack_dataset_mix_state),
+    (:a2pack_dataset_mix_state_save, _fp_a2pack_dataset_mix_state_save),
     (:a2pack_dataset_mix_load_state, _fp_a2pack_dataset_mix_load_state),
+    (:a2pack_dataset_mix_state_load, _fp_a2pack_dataset_mix_state_load),
     (:a2pack_dataset_query_options_init, _fp_a2pack_dataset_query_options_init),
     (:a2pack_dataset_select_opts, _fp_a2pack_dataset_select_opts),
     (:a2pack_dataset_select_runs_opts, _fp_a2pack_dataset_select_runs_opts),
@@ -1343,6 +1399,7 @@ const SYMBOLS = (
     (:a2pack_bag_reader_stored_bytes, _fp_a2pack_bag_reader_stored_bytes),
     (:a2pack_bag_reader_shard_count, _fp_a2pack_bag_reader_shard_count),
     (:a2pack_bag_reader_shard_info, _fp_a2pack_bag_reader_shard_info),
+    (:a2pack_bag_reader_shard_info_get, _fp_a2pack_bag_reader_shard_info_get),
     (:a2pack_bag_reader_read, _fp_a2pack_bag_reader_read),
     (:a2pack_bag_reader_read_range, _fp_a2pack_bag_reader_read_range),
     (:a2pack_bag_reader_spans, _fp_a2pack_bag_reader_spans),
@@ -1391,26 +1448,33 @@ const SYMBOLS = (
     (:a2pack_feed_batch_retain, _fp_a2pack_feed_batch_retain),
     (:a2pack_feed_batch_release, _fp_a2pack_feed_batch_release),
     (:a2pack_feed_batch_get_info, _fp_a2pack_feed_batch_get_info),
+    (:a2pack_feed_batch_info_get, _fp_a2pack_feed_batch_info_get),
     (:a2pack_feed_advance, _fp_a2pack_feed_advance),
     (:a2pack_feed_batch_column, _fp_a2pack_feed_batch_column),
     (:a2pack_feed_stats_get, _fp_a2pack_feed_stats_get),
     (:a2pack_feed_state, _fp_a2pack_feed_state),
+    (:a2pack_feed_state_save, _fp_a2pack_feed_state_save),
     (:a2pack_feed_load_state, _fp_a2pack_feed_load_state),
+    (:a2pack_feed_state_load, _fp_a2pack_feed_state_load),
     (:a2pack_feed_open_mix, _fp_a2pack_feed_open_mix),
     (:a2pack_feed_set_weights, _fp_a2pack_feed_set_weights),
     (:a2pack_feed_put_back, _fp_a2pack_feed_put_back),
     (:a2pack_feed_batch_release_cells, _fp_a2pack_feed_batch_release_cells),
-    (:a2pack_api, _fp_a2pack_api),
     (:a2pack_shard_stream_options_init, _fp_a2pack_shard_stream_options_init),
     (:a2pack_shard_stream_open, _fp_a2pack_shard_stream_open),
     (:a2pack_shard_stream_close, _fp_a2pack_shard_stream_close),
     (:a2pack_shard_stream_get_info, _fp_a2pack_shard_stream_get_info),
+    (:a2pack_shard_stream_info_get, _fp_a2pack_shard_stream_info_get),
     (:a2pack_shard_stream_set_epoch, _fp_a2pack_shard_stream_set_epoch),
     (:a2pack_shard_stream_next, _fp_a2pack_shard_stream_next),
     (:a2pack_shard_stream_batch_indices, _fp_a2pack_shard_stream_batch_indices),
     (:a2pack_shard_stream_save_state, _fp_a2pack_shard_stream_save_state),
+    (:a2pack_shard_stream_state_save, _fp_a2pack_shard_stream_state_save),
     (:a2pack_shard_stream_load_state, _fp_a2pack_shard_stream_load_state),
+    (:a2pack_shard_stream_state_load, _fp_a2pack_shard_stream_state_load),
     (:a2pack_shard_stream_get_stats, _fp_a2pack_shard_stream_get_stats),
+    (:a2pack_shard_stream_stats_get, _fp_a2pack_shard_stream_stats_get),
+    (:a2pack_api, _fp_a2pack_api),
 )
 
 const _handle = Ref{Ptr{Cvoid}}(C_NULL)
@@ -1694,9 +1758,19 @@ function a2pack_expectimax_stats(ex, nodes, peak_nodes)
     @ccall $(_fp_a2pack_expectimax_stats[])(ex::Ptr{a2pack_expectimax}, nodes::Ptr{UInt64}, peak_nodes::Ptr{UInt64})::Cvoid
 end
 
+# void a2pack_expectimax_stats_get(const a2pack_expectimax *ex, uint64_t *nodes, uint64_t *peak_nodes)
+function a2pack_expectimax_stats_get(ex, nodes, peak_nodes)
+    @ccall $(_fp_a2pack_expectimax_stats_get[])(ex::Ptr{a2pack_expectimax}, nodes::Ptr{UInt64}, peak_nodes::Ptr{UInt64})::Cvoid
+end
+
 # void a2pack_expectimax_reset_stats(a2pack_expectimax *ex)
 function a2pack_expectimax_reset_stats(ex)
     @ccall $(_fp_a2pack_expectimax_reset_stats[])(ex::Ptr{a2pack_expectimax})::Cvoid
+end
+
+# void a2pack_expectimax_stats_reset(a2pack_expectimax *ex)
+function a2pack_expectimax_stats_reset(ex)
+    @ccall $(_fp_a2pack_expectimax_stats_reset[])(ex::Ptr{a2pack_expectimax})::Cvoid
 end
 
 # void a2pack_pack_options_init(a2pack_pack_options *opts)
@@ -1722,6 +1796,11 @@ end
 # a2pack_status a2pack_pack_entry_info(const a2pack_pack *pack, uint64_t i, a2pack_pack_entry *out)
 function a2pack_pack_entry_info(pack, i, out)
     @ccall $(_fp_a2pack_pack_entry_info[])(pack::Ptr{a2pack_pack}, i::UInt64, out::Ptr{a2pack_pack_entry})::a2pack_status
+end
+
+# a2pack_status a2pack_pack_entry_info_get(const a2pack_pack *pack, uint64_t i, a2pack_pack_entry *out)
+function a2pack_pack_entry_info_get(pack, i, out)
+    @ccall $(_fp_a2pack_pack_entry_info_get[])(pack::Ptr{a2pack_pack}, i::UInt64, out::Ptr{a2pack_pack_entry})::a2pack_status
 end
 
 # a2pack_status a2pack_pack_kind(const a2pack_pack *pack, uint64_t i, a2pack_run_kind *out)
@@ -1894,6 +1973,11 @@ function a2pack_dataset_get_info(ds, out)
     @ccall $(_fp_a2pack_dataset_get_info[])(ds::Ptr{a2pack_dataset}, out::Ptr{a2pack_dataset_info})::a2pack_status
 end
 
+# a2pack_status a2pack_dataset_info_get(const a2pack_dataset *ds, a2pack_dataset_info *out)
+function a2pack_dataset_info_get(ds, out)
+    @ccall $(_fp_a2pack_dataset_info_get[])(ds::Ptr{a2pack_dataset}, out::Ptr{a2pack_dataset_info})::a2pack_status
+end
+
 # a2pack_status a2pack_dataset_gather(const a2pack_dataset *ds, const int64_t *idx, size_t n, void *out_rows, uint32_t workers)
 function a2pack_dataset_gather(ds, idx, n, out_rows, workers)
     @ccall $(_fp_a2pack_dataset_gather[])(ds::Ptr{a2pack_dataset}, idx::Ptr{Int64}, n::Csize_t, out_rows::Ptr{Cvoid}, workers::UInt32)::a2pack_status
@@ -1964,9 +2048,19 @@ function a2pack_dataset_sampler_state(s, next_batch, out_data, out_len)
     @ccall $(_fp_a2pack_dataset_sampler_state[])(s::Ptr{a2pack_dataset_sampler}, next_batch::UInt64, out_data::Ptr{Ptr{UInt8}}, out_len::Ptr{Csize_t})::a2pack_status
 end
 
+# a2pack_status a2pack_dataset_sampler_state_save(const a2pack_dataset_sampler *s, uint64_t next_batch, uint8_t **out_data, size_t *out_len)
+function a2pack_dataset_sampler_state_save(s, next_batch, out_data, out_len)
+    @ccall $(_fp_a2pack_dataset_sampler_state_save[])(s::Ptr{a2pack_dataset_sampler}, next_batch::UInt64, out_data::Ptr{Ptr{UInt8}}, out_len::Ptr{Csize_t})::a2pack_status
+end
+
 # a2pack_status a2pack_dataset_sampler_load_state(a2pack_dataset_sampler *s, const void *data, size_t len, uint64_t *out_next_batch)
 function a2pack_dataset_sampler_load_state(s, data, len, out_next_batch)
     @ccall $(_fp_a2pack_dataset_sampler_load_state[])(s::Ptr{a2pack_dataset_sampler}, data::Ptr{Cvoid}, len::Csize_t, out_next_batch::Ptr{UInt64})::a2pack_status
+end
+
+# a2pack_status a2pack_dataset_sampler_state_load(a2pack_dataset_sampler *s, const void *data, size_t len, uint64_t *out_next_batch)
+function a2pack_dataset_sampler_state_load(s, data, len, out_next_batch)
+    @ccall $(_fp_a2pack_dataset_sampler_state_load[])(s::Ptr{a2pack_dataset_sampler}, data::Ptr{Cvoid}, len::Csize_t, out_next_batch::Ptr{UInt64})::a2pack_status
 end
 
 # a2pack_status a2pack_dataset_mix_open(const a2pack_dataset_mix_source *sources, const double *weights, size_t n_sources, uint64_t seed, size_t batch_size, a2pack_dataset_mix **out)
@@ -2009,9 +2103,19 @@ function a2pack_dataset_mix_state(m, next_batch, out_data, out_len)
     @ccall $(_fp_a2pack_dataset_mix_state[])(m::Ptr{a2pack_dataset_mix}, next_batch::UInt64, out_data::Ptr{Ptr{UInt8}}, out_len::Ptr{Csize_t})::a2pack_status
 end
 
+# a2pack_status a2pack_dataset_mix_state_save(const a2pack_dataset_mix *m, uint64_t next_batch, uint8_t **out_data, size_t *out_len)
+function a2pack_dataset_mix_state_save(m, next_batch, out_data, out_len)
+    @ccall $(_fp_a2pack_dataset_mix_state_save[])(m::Ptr{a2pack_dataset_mix}, next_batch::UInt64, out_data::Ptr{Ptr{UInt8}}, out_len::Ptr{Csize_t})::a2pack_status
+end
+
 # a2pack_status a2pack_dataset_mix_load_state(a2pack_dataset_mix *m, const void *data, size_t len, uint64_t *out_next_batch)
 function a2pack_dataset_mix_load_state(m, data, len, out_next_batch)
     @ccall $(_fp_a2pack_dataset_mix_load_state[])(m::Ptr{a2pack_dataset_mix}, data::Ptr{Cvoid}, len::Csize_t, out_next_batch::Ptr{UInt64})::a2pack_status
+end
+
+# a2pack_status a2pack_dataset_mix_state_load(a2pack_dataset_mix *m, const void *data, size_t len, uint64_t *out_next_batch)
+function a2pack_dataset_mix_state_load(m, data, len, out_next_batch)
+    @ccall $(_fp_a2pack_dataset_mix_state_load[])(m::Ptr{a2pack_dataset_mix}, data::Ptr{Cvoid}, len::Csize_t, out_next_batch::Ptr{UInt64})::a2pack_status
 end
 
 # void a2pack_dataset_query_options_init(a2pack_dataset_query_options *opts)
@@ -2112,6 +2216,11 @@ end
 # a2pack_status a2pack_bag_reader_shard_info(const a2pack_bag_reader *r, size_t i, const char **path, uint64_t *records, int32_t *compressed, const char **mode)
 function a2pack_bag_reader_shard_info(r, i, path, records, compressed, mode)
     @ccall $(_fp_a2pack_bag_reader_shard_info[])(r::Ptr{a2pack_bag_reader}, i::Csize_t, path::Ptr{Ptr{Cchar}}, records::Ptr{UInt64}, compressed::Ptr{Int32}, mode::Ptr{Ptr{Cchar}})::a2pack_status
+end
+
+# a2pack_status a2pack_bag_reader_shard_info_get(const a2pack_bag_reader *r, size_t i, const char **path, uint64_t *records, int32_t *compressed, const char **mode)
+function a2pack_bag_reader_shard_info_get(r, i, path, records, compressed, mode)
+    @ccall $(_fp_a2pack_bag_reader_shard_info_get[])(r::Ptr{a2pack_bag_reader}, i::Csize_t, path::Ptr{Ptr{Cchar}}, records::Ptr{UInt64}, compressed::Ptr{Int32}, mode::Ptr{Ptr{Cchar}})::a2pack_status
 end
 
 # a2pack_status a2pack_bag_reader_read(const a2pack_bag_reader *r, const uint64_t *indices, size_t n, uint32_t workers, a2pack_bag_batch **out)
@@ -2354,6 +2463,11 @@ function a2pack_feed_batch_get_info(b, out)
     @ccall $(_fp_a2pack_feed_batch_get_info[])(b::Ptr{a2pack_feed_batch}, out::Ptr{a2pack_feed_batch_info})::a2pack_status
 end
 
+# a2pack_status a2pack_feed_batch_info_get(const a2pack_feed_batch *b, a2pack_feed_batch_info *out)
+function a2pack_feed_batch_info_get(b, out)
+    @ccall $(_fp_a2pack_feed_batch_info_get[])(b::Ptr{a2pack_feed_batch}, out::Ptr{a2pack_feed_batch_info})::a2pack_status
+end
+
 # a2pack_status a2pack_feed_advance(a2pack_feed *f, a2pack_feed_batch *const *release, size_t release_count, int64_t timeout_ms, a2pack_feed_batch **out, a2pack_feed_batch_info *info, int32_t *ended)
 function a2pack_feed_advance(f, release, release_count, timeout_ms, out, info, ended)
     @ccall $(_fp_a2pack_feed_advance[])(f::Ptr{a2pack_feed}, release::Ptr{Ptr{a2pack_feed_batch}}, release_count::Csize_t, timeout_ms::Int64, out::Ptr{Ptr{a2pack_feed_batch}}, info::Ptr{a2pack_feed_batch_info}, ended::Ptr{Int32})::a2pack_status
@@ -2374,9 +2488,19 @@ function a2pack_feed_state(f, out_data, out_len)
     @ccall $(_fp_a2pack_feed_state[])(f::Ptr{a2pack_feed}, out_data::Ptr{Ptr{UInt8}}, out_len::Ptr{Csize_t})::a2pack_status
 end
 
+# a2pack_status a2pack_feed_state_save(const a2pack_feed *f, uint8_t **out_data, size_t *out_len)
+function a2pack_feed_state_save(f, out_data, out_len)
+    @ccall $(_fp_a2pack_feed_state_save[])(f::Ptr{a2pack_feed}, out_data::Ptr{Ptr{UInt8}}, out_len::Ptr{Csize_t})::a2pack_status
+end
+
 # a2pack_status a2pack_feed_load_state(a2pack_feed *f, const void *data, size_t len)
 function a2pack_feed_load_state(f, data, len)
     @ccall $(_fp_a2pack_feed_load_state[])(f::Ptr{a2pack_feed}, data::Ptr{Cvoid}, len::Csize_t)::a2pack_status
+end
+
+# a2pack_status a2pack_feed_state_load(a2pack_feed *f, const void *data, size_t len)
+function a2pack_feed_state_load(f, data, len)
+    @ccall $(_fp_a2pack_feed_state_load[])(f::Ptr{a2pack_feed}, data::Ptr{Cvoid}, len::Csize_t)::a2pack_status
 end
 
 # a2pack_status a2pack_feed_open_mix(const a2pack_dataset *ds, const a2pack_dataset_mix *mix, uint64_t first_batch, const a2pack_feed_options *opts, a2pack_feed **out)
@@ -2399,11 +2523,6 @@ function a2pack_feed_batch_release_cells(cells, n)
     @ccall $(_fp_a2pack_feed_batch_release_cells[])(cells::Ptr{Ptr{Ptr{a2pack_feed_batch}}}, n::Csize_t)::Cvoid
 end
 
-# const a2pack_api_table *a2pack_api(uint32_t abi_version)
-function a2pack_api(abi_version)
-    @ccall $(_fp_a2pack_api[])(abi_version::UInt32)::Ptr{a2pack_api_table}
-end
-
 # void a2pack_shard_stream_options_init(a2pack_shard_stream_options *opts)
 function a2pack_shard_stream_options_init(opts)
     @ccall $(_fp_a2pack_shard_stream_options_init[])(opts::Ptr{a2pack_shard_stream_options})::Cvoid
@@ -2422,6 +2541,11 @@ end
 # a2pack_status a2pack_shard_stream_get_info(const a2pack_shard_stream *s, a2pack_shard_stream_info *out)
 function a2pack_shard_stream_get_info(s, out)
     @ccall $(_fp_a2pack_shard_stream_get_info[])(s::Ptr{a2pack_shard_stream}, out::Ptr{a2pack_shard_stream_info})::a2pack_status
+end
+
+# a2pack_status a2pack_shard_stream_info_get(const a2pack_shard_stream *s, a2pack_shard_stream_info *out)
+function a2pack_shard_stream_info_get(s, out)
+    @ccall $(_fp_a2pack_shard_stream_info_get[])(s::Ptr{a2pack_shard_stream}, out::Ptr{a2pack_shard_stream_info})::a2pack_status
 end
 
 # a2pack_status a2pack_shard_stream_set_epoch(a2pack_shard_stream *s, uint64_t epoch)
@@ -2444,14 +2568,34 @@ function a2pack_shard_stream_save_state(s, out_data, out_len)
     @ccall $(_fp_a2pack_shard_stream_save_state[])(s::Ptr{a2pack_shard_stream}, out_data::Ptr{Ptr{UInt8}}, out_len::Ptr{Csize_t})::a2pack_status
 end
 
+# a2pack_status a2pack_shard_stream_state_save(const a2pack_shard_stream *s, uint8_t **out_data, size_t *out_len)
+function a2pack_shard_stream_state_save(s, out_data, out_len)
+    @ccall $(_fp_a2pack_shard_stream_state_save[])(s::Ptr{a2pack_shard_stream}, out_data::Ptr{Ptr{UInt8}}, out_len::Ptr{Csize_t})::a2pack_status
+end
+
 # a2pack_status a2pack_shard_stream_load_state(a2pack_shard_stream *s, const void *data, size_t len)
 function a2pack_shard_stream_load_state(s, data, len)
     @ccall $(_fp_a2pack_shard_stream_load_state[])(s::Ptr{a2pack_shard_stream}, data::Ptr{Cvoid}, len::Csize_t)::a2pack_status
 end
 
+# a2pack_status a2pack_shard_stream_state_load(a2pack_shard_stream *s, const void *data, size_t len)
+function a2pack_shard_stream_state_load(s, data, len)
+    @ccall $(_fp_a2pack_shard_stream_state_load[])(s::Ptr{a2pack_shard_stream}, data::Ptr{Cvoid}, len::Csize_t)::a2pack_status
+end
+
 # a2pack_status a2pack_shard_stream_get_stats(const a2pack_shard_stream *s, a2pack_shard_stream_stats *out)
 function a2pack_shard_stream_get_stats(s, out)
     @ccall $(_fp_a2pack_shard_stream_get_stats[])(s::Ptr{a2pack_shard_stream}, out::Ptr{a2pack_shard_stream_stats})::a2pack_status
+end
+
+# a2pack_status a2pack_shard_stream_stats_get(const a2pack_shard_stream *s, a2pack_shard_stream_stats *out)
+function a2pack_shard_stream_stats_get(s, out)
+    @ccall $(_fp_a2pack_shard_stream_stats_get[])(s::Ptr{a2pack_shard_stream}, out::Ptr{a2pack_shard_stream_stats})::a2pack_status
+end
+
+# const a2pack_api_table *a2pack_api(uint32_t abi_version)
+function a2pack_api(abi_version)
+    @ccall $(_fp_a2pack_api[])(abi_version::UInt32)::Ptr{a2pack_api_table}
 end
 
 end # module LibA2Pack
