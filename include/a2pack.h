@@ -865,8 +865,10 @@ typedef struct a2pack_dataset_build_result {
 
 /* Build a dataset in `out_dir` from `input`: a folder (every *.a2run2 under
  * it, in path order) or a packfile (its entries in order). Run ids are
- * 0..n-1. The folder is written under a temporary sibling name and renamed
- * into place. `opts` and `result` may be NULL. */
+ * 0..n-1. Runs that repeat another run of the input are refused unless
+ * opts->allow_duplicates (see there). The folder is written under a
+ * temporary sibling name and renamed into place. `opts` and `result` may be
+ * NULL. */
 A2PACK_API a2pack_status a2pack_dataset_build(const char *input, const char *out_dir,
                                               const a2pack_dataset_build_options *opts,
                                               a2pack_dataset_build_result *result);

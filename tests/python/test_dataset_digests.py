@@ -101,16 +101,16 @@ def test_the_same_game_from_v1_v2_a_pack_and_a_bag_has_one_digest(tmp_path):
             w.write(g.to_bytes())
     records = list(bag.Reader(str(tmp_path / "runs.bag")))
     kw = dict(allow_missing_branches=True)
-    for name, src in (("v1", tmp_path / "v1"), ("v2", tmp_path / "v2"),
-                      ("pack", tmp_path / "runs.a2pack")):
+    for name, src in (("ds-v1", tmp_path / "v1"), ("ds-v2", tmp_path / "v2"),
+                      ("ds-pack", tmp_path / "runs.a2pack")):
         a2pack.build_dataset(src, tmp_path / name, **kw)
-    write_dataset(tmp_path / "bag", [run_rows(r, **kw) for r in records])
-    digests = [stored(tmp_path / n) for n in ("v1", "v2", "pack", "bag")]
+    write_dataset(tmp_path / "ds-bag", [run_rows(r, **kw) for r in records])
+    digests = [stored(tmp_path / n) for n in ("ds-v1", "ds-v2", "ds-pack", "ds-bag")]
     assert digests[0] == digests[1] == digests[2] == digests[3]
-    assert {k: v[0] for k, v in digests[0].items()} == documented_digests(tmp_path / "v2")
+    assert {k: v[0] for k, v in digests[0].items()} == documented_digests(tmp_path / "ds-v2")
     # So the v1 files of games the dataset holds are refused.
     with pytest.raises(a2pack.InvalidArgumentError, match="3 of the 3 runs to append are already"):
-        a2pack.append_dataset(tmp_path / "v2", tmp_path / "v1", **kw)
+        a2pack.append_dataset(tmp_path / "ds-v2", tmp_path / "v1", **kw)
 
 
 def test_a_duplicate_append_is_refused_and_changes_nothing(two):
