@@ -1168,13 +1168,17 @@ BuildResult append(const RunSource& src, const std::string& dir_in, const BuildO
 
   // Every committed run gets its digest first: the new runs are checked
   // against them. Nothing to do (and nothing read) while the manifest says
-  // they are complete and metadata.db is the file it stamped; otherwise
-  // (a dataset written before digests existed, runs another tool added)
-  // the missing ones are computed from the rows, once.
+  // they are complete and metadata.db is the file it stamped. When
+  // metadata.db changed since (a recovery deleted runs, another tool wrote
+  // to it) the missing ones are computed from the rows. When the manifest
+  // does not say so (a dataset written before digests existed, runs another
+  // tool added, a manifest another a2pack version rewrote) every run's is
+  // computed and checked: a writer that knows nothing of digests may have
+  // reused the id of a run whose digest it left behind.
   const std::string db_path = dir + "/metadata.db";
   uint64_t recorded = 0;
   if (!m.run_digests || !metadata_unchanged(m, db_path)) {
-    DigestRepair dr = record_digests(dir, m, /*recheck=*/false, o.workers);
+    DigestRepair dr = record_digests(dir, m, /*recheck=*/!m.run_digests, o.workers);
     recorded = dr.added;
     if (o.on_note)
       for (const auto& a : dr.actions) o.on_note(a);

@@ -362,6 +362,38 @@ TEST(DatasetDigests, ADatasetWithoutDigestsOpensVerifiesAndGetsThem) {
   EXPECT_EQ(append(se, tmp / "ds3", opts()).digests_recorded, 0u);
 }
 
+// A writer that knows nothing of digests (an older a2pack) rewrites the
+// manifest without "run_digests"; what it may have left in run_digests is
+// not trusted: the next append checks every run's digest first.
+TEST(DatasetDigests, AfterAWriterThatKnowsNoDigestsAnAppendChecksThemAll) {
+  a2test::TempDir tmp;
+  dstest::write_runs(tmp / "a", runs_a());
+  DirSource sa(tmp / "a");
+  build(sa, tmp / "ds", opts());
+  const auto good = digest_rows(tmp / "ds");
+  exec(tmp / "ds", "UPDATE run_digests SET sha256 = zeroblob(32) WHERE id = 3");
+  Manifest m = *read_manifest(tmp / "ds");
+  m.run_digests = false;
+  const std::string text = to_json(m);
+  std::ofstream(tmp / "ds/manifest.json", std::ios::trunc) << text;
+  dstest::write_runs(tmp / "c", {make_run(90, 6)});
+  DirSource sc(tmp / "c");
+  std::vector<std::string> notes;
+  BuildOptions o = opts();
+  o.on_note = [&](const std::string& s) { notes.push_back(s); };
+  append(sc, tmp / "ds", o);
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_NE(notes[0].find("replaced 1 stored run digests"), std::string::npos) << notes[0];
+  auto rows = digest_rows(tmp / "ds");
+  rows.pop_back();
+  EXPECT_EQ(rows, good);
+  // So run 3's file is known again.
+  Error e = dstest::error_of([&] { append(sa, tmp / "ds", opts()); });
+  EXPECT_NE(std::string(e.what()).find("4 of the 4 runs to append are already in the dataset"),
+            std::string::npos)
+      << e.what();
+}
+
 TEST(DatasetDigests, ShardedDatasetsRefuseDuplicatesToo) {
   a2test::TempDir tmp;
   // (No run of 0 steps: a sharded build counts such a run in the manifest
