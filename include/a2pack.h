@@ -864,6 +864,13 @@ typedef struct a2pack_dataset_build_options {
    * (default). */
   a2pack_dataset_message_fn on_note;
   void *on_note_user;
+  int32_t allow_duplicates;       /* 0 (default): a run whose content digest (docs/dataset.md,
+                                     "Run digests") matches a run the dataset holds, or
+                                     another run of the same build or append, makes the call
+                                     fail with A2PACK_E_INVALID_ARGUMENT saying how many and
+                                     which, changing nothing; 1: write them, each copy
+                                     recorded as one (result.runs_duplicated; `verify` then
+                                     notes them instead of reporting them) */
 } a2pack_dataset_build_options;
 
 A2PACK_API void a2pack_dataset_build_options_init(a2pack_dataset_build_options *opts);
@@ -877,18 +884,27 @@ typedef struct a2pack_dataset_build_result {
   uint64_t runs_skipped;  /* bad runs skipped (skip_bad) */
   uint64_t runs_adopted;  /* runs another tool had appended, now recorded (append) */
   int32_t steps_copied;   /* append: 1 when steps.npy was rewritten rather than extended */
+  uint64_t runs_duplicated;  /* allow_duplicates: runs written that repeat another run */
+  uint64_t digests_recorded; /* append: existing runs that had no content digest (a dataset
+                                written before a2pack recorded them, runs another tool
+                                added) and got one first */
 } a2pack_dataset_build_result;
 
 /* Build a dataset in `out_dir` from `input`: a folder (every *.a2run2 under
  * it, in path order) or a packfile (its entries in order). Run ids are
- * 0..n-1. The folder is written under a temporary sibling name and renamed
- * into place. `opts` and `result` may be NULL. */
+ * 0..n-1. Runs that repeat another run of the input are refused unless
+ * opts->allow_duplicates (see there). The folder is written under a
+ * temporary sibling name and renamed into place. `opts` and `result` may be
+ * NULL. */
 A2PACK_API a2pack_status a2pack_dataset_build(const char *input, const char *out_dir,
                                               const a2pack_dataset_build_options *opts,
                                               a2pack_dataset_build_result *result);
 
 /* Append the runs of `input` (as for build) to the dataset in `dataset_dir`,
- * with fresh run ids and first_step_idx after the existing ones. Takes an
+ * with fresh run ids and first_step_idx after the existing ones. Runs the
+ * dataset already holds, or that repeat each other, are refused unless
+ * opts->allow_duplicates (see there); existing runs without a content
+ * digest get one first (computed from their rows, once). Takes an
  * exclusive lock on the folder, waiting up to opts->lock_timeout_ms for
  * readers that are loading it (then A2PACK_E_IO naming the folder and the
  * holders' pids), and first repairs what an interrupted append of a2pack
@@ -923,6 +939,8 @@ typedef struct a2pack_dataset_rows_options {
   a2pack_dataset_message_fn on_note; /* as a2pack_dataset_build_options.on_note (default
                                         NULL) */
   void *on_note_user;
+  int32_t allow_duplicates;  /* as a2pack_dataset_build_options.allow_duplicates (default 0:
+                                runs that repeat each other are refused, naming them) */
 } a2pack_dataset_rows_options;
 
 A2PACK_API void a2pack_dataset_rows_options_init(a2pack_dataset_rows_options *opts);
@@ -951,7 +969,9 @@ enum a2pack_dataset_verify_flags {
   /* First bring an interrupted append back to the committed state: remove
    * temporary files, and the uncommitted runs and rows of a2pack's own
    * append as its journal (append-journal.json) names them; then record in
-   * the manifest consistent runs another tool appended (never deleted). */
+   * the manifest consistent runs another tool appended (never deleted); then
+   * record every run's content digest in metadata.db where it is missing or
+   * wrong (datasets written before a2pack recorded them). */
   A2PACK_DATASET_VERIFY_REPAIR = 1,
   /* SQLite's integrity_check on metadata.db instead of quick_check (also
    * compares each index with its table; slower). */
@@ -963,11 +983,15 @@ enum a2pack_dataset_verify_flags {
 };
 
 /* Check a dataset completely: files, header and dtype, manifest CRC, row
- * counts, and every row against its run (run_id, step_index, move, values).
- * A2PACK_OK when sound; otherwise the status of the first problem, with the
- * problems in the message. `*out_report_json` (may be NULL; owned, release
- * with a2pack_free) receives {"ok", "rows", "runs", "errors", "notes",
- * "actions"} in both cases. */
+ * counts, every row against its run (run_id, step_index, move, values), and
+ * every run's content digest against the stored one. A2PACK_OK when sound;
+ * otherwise the status of the first problem, with the problems in the
+ * message: runs that repeat earlier runs of the dataset and were not written
+ * with allow_duplicates are A2PACK_E_INVALID_ARGUMENT (when nothing else is
+ * wrong). `*out_report_json` (may be NULL; owned, release with a2pack_free)
+ * receives {"ok", "rows", "runs", "errors", "notes", "warnings", "actions",
+ * "duplicates": {"runs", "allowed", "listed": [{"id", "same_as",
+ * "allowed"}, ...the first 100]}, "runs_without_digest"} in both cases. */
 A2PACK_API a2pack_status a2pack_dataset_verify(const char *dataset_dir, uint32_t flags,
                                                uint32_t workers, char **out_report_json);
 

@@ -109,6 +109,7 @@ dataset::BuildOptions convert(const a2pack_dataset_build_options* user) {
   b.lock_timeout_ms = o.lock_timeout_ms;
   b.copy_steps = o.copy_steps != 0;
   b.shard_rows = o.shard_rows;
+  b.allow_duplicates = o.allow_duplicates != 0;
   return b;
 }
 
@@ -123,6 +124,8 @@ void fill_result(a2pack_dataset_build_result* out, const dataset::BuildResult& r
   full.runs_skipped = r.runs_skipped;
   full.runs_adopted = r.runs_adopted;
   full.steps_copied = r.steps_copied ? 1 : 0;
+  full.runs_duplicated = r.runs_duplicated;
+  full.digests_recorded = r.digests_recorded;
   capi::write_out(out, full);
 }
 
@@ -228,6 +231,7 @@ A2PACK_EXPORT a2pack_status a2pack_dataset_build_from_rows(
     b.overwrite = o.overwrite != 0;
     b.lock_timeout_ms = o.lock_timeout_ms;
     b.shard_rows = o.shard_rows;
+    b.allow_duplicates = o.allow_duplicates != 0;
     if (o.on_note) {
       auto fn = o.on_note;
       void* user_data = o.on_note_user;

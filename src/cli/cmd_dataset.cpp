@@ -33,6 +33,7 @@ struct DatasetArgs {
   double lock_timeout_s = 60;
   bool copy_steps = false;
   uint64_t shard_rows = 0;
+  bool allow_duplicates = false;
   bool progress = false;  // upstream's `dataset build --progress`: the bar is on by default here
   bool allow_extra_files = false;
 };
@@ -85,6 +86,7 @@ a2pack_dataset_build_options build_options(const DatasetArgs& a, Progress& bar,
   o.lock_timeout_ms = a.lock_timeout_s < 0 ? -1 : static_cast<int64_t>(a.lock_timeout_s * 1000);
   o.copy_steps = a.copy_steps;
   o.shard_rows = a.shard_rows;
+  o.allow_duplicates = a.allow_duplicates;
   return o;
 }
 
@@ -96,6 +98,7 @@ void print_result(const char* verb, const a2pack_dataset_build_result& r, double
                         {"runs_added", r.runs_added},
                         {"rows_added", r.rows_added},
                         {"runs_skipped", r.runs_skipped},
+                        {"runs_duplicated", r.runs_duplicated},
                         {"total_runs", r.total_runs},
                         {"total_rows", r.total_rows},
                         {"seconds", secs},
@@ -109,6 +112,10 @@ void print_result(const char* verb, const a2pack_dataset_build_result& r, double
                secs,
                r.total_runs, r.total_rows);
   }
+  if (r.runs_duplicated && !a.json)
+    status("wrote {} run(s) that repeat another run (--allow-duplicates); `dataset verify` "
+           "notes them\n",
+           r.runs_duplicated);
   if (r.runs_skipped) {
     if (!a.json) status("skipped {} bad run(s) (each named above)\n", r.runs_skipped);
     if (a.strict)
@@ -251,6 +258,10 @@ void add_writer_flags(CLI::App* c, DatasetArgs& a) {
   c->add_flag("--skip-bad", a.skip_bad,
               "Skip unreadable or corrupt runs (each named on stderr, with why) instead of failing");
   c->add_flag("--strict", a.strict, "With --skip-bad: exit non-zero when any run was skipped");
+  c->add_flag("--allow-duplicates", a.allow_duplicates,
+              "Write runs that repeat a run of the dataset or of this input (the same content "
+              "digest: boards, moves and metadata); without it such runs are refused, naming "
+              "them, and nothing is changed");
   c->add_option("--lock-timeout", a.lock_timeout_s,
                 "Seconds to wait for readers loading the dataset (or another writer) to release "
                 "its lock; -1 = no limit, 0 = fail at once (default 60)");
@@ -316,8 +327,9 @@ Registrar reg("dataset", [](CLI::App& app) {
   add_input(c, v->dataset, "dataset", "dataset folder", "Dataset folder", "-d,--dataset");
   c->add_option("--workers,-j", v->workers, "Threads (0 = all cores)");
   c->add_flag("--repair", v->repair,
-              "First undo what an interrupted append of a2pack left (as its journal records) and "
-              "record runs another tool appended in the manifest");
+              "First undo what an interrupted append of a2pack left (as its journal records), "
+              "record runs another tool appended in the manifest, and record the runs' content "
+              "digests where missing or wrong (datasets written before a2pack recorded them)");
   c->add_flag("--full", v->full, "SQLite integrity_check instead of quick_check on metadata.db");
   c->add_flag("--discard-unrecorded", v->discard_unrecorded,
               "With --repair: delete runs/rows the manifest does not record that cannot be "

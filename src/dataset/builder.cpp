@@ -23,6 +23,7 @@
 #include "base/worker_pool.hpp"
 #include "dataset/build_dir.hpp"
 #include "dataset/db_check.hpp"
+#include "dataset/digest.hpp"
 #include "dataset/foreign.hpp"
 #include "dataset/fsutil.hpp"
 #include "dataset/journal.hpp"
@@ -69,10 +70,37 @@ void catch_into(std::exception_ptr& slot, F&& fn) {
 
 struct StreamResult {
   std::vector<RunRow> runs;
+  std::vector<RunDigest> digests;  // runs[i]'s content digest
+  std::vector<int64_t> dup_of;     // the id of the run runs[i] repeats, or -1
   uint64_t rows = 0;
   uint32_t crc = 0;
   uint64_t skipped = 0;
+  uint64_t duplicates() const {
+    return static_cast<uint64_t>(std::count_if(dup_of.begin(), dup_of.end(),
+                                               [](int64_t d) { return d >= 0; }));
+  }
 };
+
+// What a writer checks its runs' digests against: the dataset's runs (an
+// append), and each other. `where` names the dataset in a refusal.
+struct DupContext {
+  DuplicateCheck& check;
+  std::string where;
+  bool append = false;
+};
+
+// The metadata.db row of a decoded run but for where it goes (id,
+// first_step_idx), as the digest hashes it: the values insert_runs stores.
+RunRow meta_row(const run::Meta& m, uint64_t n_steps) {
+  RunRow r;
+  r.num_steps = static_cast<int64_t>(n_steps);
+  r.max_score = static_cast<int64_t>(m.max_score);
+  r.highest_tile = m.highest_tile;
+  r.engine = m.engine;
+  r.start_time = static_cast<int64_t>(m.start_unix_s);
+  r.elapsed_s = m.elapsed_s;
+  return r;
+}
 
 // With skip_bad: turn the failures of a round into skips (told to
 // on_bad_input, in input order, from this thread); otherwise rethrow the first.
@@ -109,9 +137,14 @@ using RowSink = std::function<void(const uint8_t*, size_t, const uint64_t*, size
 
 // Decode every run of `src` and hand its rows to `out`, run ids from
 // `first_id`, row numbers from `first_row`, extending `crc`.
+//
+// Each run's content digest is computed with its rows (dataset/digest.hpp)
+// and checked with `dup`; once a duplicate is to be refused nothing more is
+// handed to `out`, the rest is decoded to count them all, and the refusal is
+// thrown at the end (the callers' error paths take back what was written).
 StreamResult stream_rows(const RunSource& src, const RowSink& out, uint64_t first_id,
                          uint64_t first_row, uint32_t crc, const BuildOptions& o,
-                         const char* crash_name) {
+                         const char* crash_name, DupContext& dup) {
   const size_t n = src.count();
   if (first_id > (uint64_t{1} << 32) || n > (uint64_t{1} << 32) - first_id)
     fail(A2PACK_E_UNSUPPORTED, "{}: {} runs after run id {} exceed the u32 run_id of a row",
@@ -133,6 +166,8 @@ StreamResult stream_rows(const RunSource& src, const RowSink& out, uint64_t firs
     std::vector<uint8_t> legal, present;
   };
   std::vector<Cols> cols(workers);
+  std::vector<std::unique_ptr<RunHasher>> hashers(workers);
+  std::vector<RunDigest> digests(kChunkRuns);
   // Failures are kept per run and the first in input order is reported, so
   // the error does not depend on thread timing.
   std::vector<std::exception_ptr> errors(kChunkRuns);
@@ -208,14 +243,23 @@ StreamResult stream_rows(const RunSource& src, const RowSink& out, uint64_t firs
         for (size_t s = 0; s < ns; ++s)
           make_row(out_rows[s], c.boards[s], c.moves[s], &c.values[4 * s], c.legal[s],
                    c.present[s] != 0, rid, static_cast<uint16_t>(s));
+        if (!hashers[w]) hashers[w] = std::make_unique<RunHasher>();
+        digests[j] = hashers[w]->digest(meta_row(h.meta, ns),
+                                        reinterpret_cast<const uint8_t*>(out_rows));
       }); });
       if (take_failures(errors, k, a, skip, src, o, res) == 0) break;
     }
 
-    out(rows.data(), rows.size(), offs.data(), k);
-    res.crc = crc32c::extend(res.crc, rows.data(), rows.size());
+    for (size_t j = 0; j < k; ++j)
+      if (!skip[j])
+        res.dup_of.push_back(dup.check.add(digests[j], static_cast<int64_t>(ids[j]), a + j));
+    if (!dup.check.refusing()) {
+      out(rows.data(), rows.size(), offs.data(), k);
+      res.crc = crc32c::extend(res.crc, rows.data(), rows.size());
+    }
     for (size_t j = 0; j < k; ++j) {
       if (skip[j]) continue;
+      res.digests.push_back(digests[j]);
       const run::Meta& m = headers[j].meta;
       const std::string label = src.label(a + j);
       RunRow r;
@@ -239,6 +283,8 @@ StreamResult stream_rows(const RunSource& src, const RowSink& out, uint64_t firs
       fail(A2PACK_E_INTERRUPTED, "stopped after {} of {} runs", a + k, n);
     crash_point(crash_name);
   }
+  if (dup.check.refusing())
+    fail(A2PACK_E_INVALID_ARGUMENT, "{}", dup.check.refusal(dup.where, res.runs.size(), dup.append));
   return res;
 }
 
@@ -370,12 +416,17 @@ int64_t count_runs(Db& db, const char* where, int64_t a, int64_t b) {
   return c.col_int(0);
 }
 
+// The runs `where` selects, and their digests, in one transaction.
 void delete_runs(Db& db, const char* where, int64_t a, int64_t b) {
   db.exec("BEGIN IMMEDIATE");
-  Stmt d = db.prepare(std::string("DELETE FROM runs WHERE ") + where);
-  d.bind(1, a);
-  if (b >= 0) d.bind(2, b);
-  d.step();
+  const bool digests = has_digest_table(db);
+  for (const char* table : {"runs", "run_digests"}) {
+    if (!digests && std::strcmp(table, "run_digests") == 0) continue;
+    Stmt d = db.prepare(std::string("DELETE FROM ") + table + " WHERE " + where);
+    d.bind(1, a);
+    if (b >= 0) d.bind(2, b);
+    d.step();
+  }
   db.exec("COMMIT");
 }
 
@@ -506,7 +557,10 @@ Manifest recover_locked(const std::string& dir, const RecoverOptions& ro, Recove
   // committed last (its CRC is read at memory speed; the scan walks every
   // run through SQLite, about 100 times slower).
   check_db_size(db);
-  if (ro.check_indexes || !m || !metadata_unchanged(*m, db_path)) check_db_indexes(db);
+  if (ro.check_indexes || !m || !metadata_unchanged(*m, db_path)) {
+    check_db_indexes(db);
+    if (has_digest_table(db)) check_db_indexes(db, "run_digests");
+  }
   if (had_journal && !path_exists(journal))
     rep.actions.push_back("rolled back an interrupted metadata.db transaction");
   if (m && m->sharded) return recover_sharded(dir, *m, db, ro, rep);
@@ -805,7 +859,9 @@ BuildResult build_folder(const std::string& out_dir, const BuildOptions& o,
     set_durable(db);
     db.exec("BEGIN");
     create_schema(db);
+    create_digest_table(db);
     insert_runs(db, res.runs);
+    insert_digests(db, res.runs, res.digests, res.dup_of);
     db.exec("COMMIT");
   }
   Manifest m;
@@ -822,6 +878,7 @@ BuildResult build_folder(const std::string& out_dir, const BuildOptions& o,
     m.shard_rows = o.shard_rows;
     m.shards = std::move(shards);
   }
+  m.run_digests = true;
   stamp_metadata(m, tmp + "/metadata.db");
   write_manifest(tmp, m, "build:manifest-synced");
   fsync_dir(tmp);
@@ -830,14 +887,17 @@ BuildResult build_folder(const std::string& out_dir, const BuildOptions& o,
   r.runs_added = r.total_runs = m.runs;
   r.rows_added = r.total_rows = m.rows;
   r.runs_skipped = res.skipped;
+  r.runs_duplicated = res.duplicates();
   return r;
 }
 
 }  // namespace
 
 BuildResult build(const RunSource& src, const std::string& out_dir, const BuildOptions& o) {
+  DuplicateCheck check(nullptr, o.allow_duplicates, [&](size_t i) { return src.label(i); });
+  DupContext dup{check, strip_slashes(out_dir), false};
   return build_folder(out_dir, o, src.input(), src.kind(), [&](const RowSink& out) {
-    return stream_rows(src, out, 0, 0, 0, o, "build:rows-partial");
+    return stream_rows(src, out, 0, 0, 0, o, "build:rows-partial", dup);
   });
 }
 
@@ -882,8 +942,28 @@ BuildResult build_from_rows(const uint8_t* rows, uint64_t n_rows, std::vector<Ru
   if (row != n_rows)
     fail(A2PACK_E_INVALID_ARGUMENT,
          "{} rows given, but the runs' num_steps add up to {}", n_rows, row);
+  // The runs' digests, then the duplicate check, before anything is written.
+  std::vector<RunDigest> digests(runs.size());
+  {
+    const unsigned nw = resolve_workers(o.workers);
+    std::vector<std::unique_ptr<RunHasher>> hashers(nw);
+    parallel_for_worker(runs.size(), nw, [&](unsigned w, size_t i) {
+      if (!hashers[w]) hashers[w] = std::make_unique<RunHasher>();
+      digests[i] = hashers[w]->digest(
+          runs[i], rows + static_cast<uint64_t>(runs[i].first_step_idx) * kRowBytes);
+    });
+  }
+  std::vector<int64_t> dup_of(runs.size());
+  DuplicateCheck check(nullptr, o.allow_duplicates,
+                       [](size_t i) { return fmt::format("run {}", i); });
+  for (size_t i = 0; i < runs.size(); ++i)
+    dup_of[i] = check.add(digests[i], static_cast<int64_t>(i), i);
+  if (check.refusing())
+    fail(A2PACK_E_INVALID_ARGUMENT, "{}", check.refusal(strip_slashes(out_dir), runs.size(), false));
   return build_folder(out_dir, o, input, kind, [&](const RowSink& out) {
     StreamResult res;
+    res.digests = std::move(digests);
+    res.dup_of = std::move(dup_of);
     // In slices of whole runs of about 32 MiB, each CRC'd while still in cache.
     constexpr uint64_t kSlice = uint64_t{1} << 20;  // rows
     std::vector<uint64_t> ends;
@@ -917,11 +997,13 @@ Journal start_journal(const Manifest& m, uint64_t new_runs, int steps_fd,
   return j;
 }
 
-void insert_new_runs(const std::string& dir, const std::vector<RunRow>& runs) {
+void insert_new_runs(const std::string& dir, const StreamResult& res) {
   Db db(dir + "/metadata.db", Db::Mode::read_write);
   set_durable(db);
   db.exec("BEGIN IMMEDIATE");
-  insert_runs(db, runs);
+  create_digest_table(db);  // present already unless another tool dropped it
+  insert_runs(db, res.runs);
+  insert_digests(db, res.runs, res.digests, res.dup_of);
   crash_point("append:db-inserted");
   db.exec("COMMIT");
   crash_point("append:db-committed");
@@ -932,7 +1014,8 @@ void insert_new_runs(const std::string& dir, const std::vector<RunRow>& runs) {
 // copy every byte), the new rows; renamed over steps.npy after metadata.db
 // has the new runs. Readers outside a2pack's lock keep the old file.
 StreamResult append_by_copy(const RunSource& src, const std::string& dir, const Manifest& m,
-                            const ReadFd& old, const NpyInfo& info, const BuildOptions& o) {
+                            const ReadFd& old, const NpyInfo& info, const BuildOptions& o,
+                            DupContext& dup) {
   const std::string steps_path = dir + "/steps.npy";
   TempFile tmp(steps_path);
   std::string hdr = npy_header(0);
@@ -942,7 +1025,7 @@ StreamResult append_by_copy(const RunSource& src, const std::string& dir, const 
   crash_point("append:old-rows-copied");
   StreamResult res = stream_rows(
       src, [&](const uint8_t* p, size_t n, const uint64_t*, size_t) { tmp.write(p, n); }, m.next_run_id, m.rows,
-      m.steps_crc32c, o, "append:rows-partial");
+      m.steps_crc32c, o, "append:rows-partial", dup);
   hdr = npy_header(m.rows + res.rows);
   tmp.pwrite(hdr.data(), hdr.size(), 0);
   tmp.sync();
@@ -952,7 +1035,7 @@ StreamResult append_by_copy(const RunSource& src, const std::string& dir, const 
   // nothing another tool wrote.
   write_journal(dir, start_journal(m, res.runs.size(), tmp.fd(), tmp.temp_path(), false));
   crash_point("append:journal-written");
-  insert_new_runs(dir, res.runs);
+  insert_new_runs(dir, res);
   tmp.install();
   crash_point("append:steps-installed");
   return res;
@@ -971,7 +1054,8 @@ StreamResult append_by_copy(const RunSource& src, const std::string& dir, const 
 // as the copying append writes it: claiming ids only from then on keeps the
 // window in which another tool's runs could take those ids as short.
 StreamResult append_in_place(const RunSource& src, const std::string& dir, const Manifest& m,
-                             const ReadFd& old, const NpyInfo& info, const BuildOptions& o) {
+                             const ReadFd& old, const NpyInfo& info, const BuildOptions& o,
+                             DupContext& dup) {
   const std::string steps_path = dir + "/steps.npy";
   write_journal(dir, start_journal(m, 0, old.fd(), steps_path, true));
   crash_point("append:tail-claimed");
@@ -981,7 +1065,7 @@ StreamResult append_in_place(const RunSource& src, const std::string& dir, const
   try {
     res = stream_rows(
         src, [&](const uint8_t* p, size_t n, const uint64_t*, size_t) { f.write(p, n); }, m.next_run_id, m.rows,
-        m.steps_crc32c, o, "append:rows-partial");
+        m.steps_crc32c, o, "append:rows-partial", dup);
     f.sync();
     crash_point("append:steps-synced");
     write_journal(dir, start_journal(m, res.runs.size(), old.fd(), steps_path, true));
@@ -997,7 +1081,7 @@ StreamResult append_in_place(const RunSource& src, const std::string& dir, const
     throw;
   }
   crash_point("append:journal-written");
-  insert_new_runs(dir, res.runs);
+  insert_new_runs(dir, res);
   // The rows are durable before the header counts them.
   const std::string hdr = npy_header(m.rows + res.rows);
   f.pwrite(hdr.data(), hdr.size(), 0);
@@ -1034,6 +1118,7 @@ BuildResult commit_append(const std::string& dir, Manifest& next, const RecoverR
   r.runs_adopted = rep.adopted_runs;
   r.runs_skipped = res.skipped;
   r.steps_copied = copied;
+  r.runs_duplicated = res.duplicates();
   return r;
 }
 
@@ -1041,12 +1126,12 @@ BuildResult commit_append(const std::string& dir, Manifest& next, const RecoverR
 // temporary names until metadata.db has their runs), so it writes the new
 // rows, their runs and a manifest, and never touches an existing shard.
 BuildResult append_sharded(const RunSource& src, const std::string& dir, const Manifest& m,
-                           const RecoverReport& rep, const BuildOptions& o) {
+                           const RecoverReport& rep, const BuildOptions& o, DupContext& dup) {
   const uint64_t shard_rows = o.shard_rows ? o.shard_rows : m.shard_rows;
   ShardWriter w(dir, m.shards.size(), m.rows, shard_rows ? shard_rows : 1);
   StreamResult res = stream_rows(
       src, [&](const uint8_t* p, size_t, const uint64_t* ends, size_t k) { w.put(p, ends, k); },
-      m.next_run_id, m.rows, m.steps_crc32c, o, "append:rows-partial");
+      m.next_run_id, m.rows, m.steps_crc32c, o, "append:rows-partial", dup);
   w.finish();
   crash_point("append:steps-synced");
   Journal j = Journal::starting_from(m, res.runs.size());
@@ -1055,7 +1140,7 @@ BuildResult append_sharded(const RunSource& src, const std::string& dir, const M
   j.end_new_shard = m.shards.size() + w.shards().size();
   write_journal(dir, j);
   crash_point("append:journal-written");
-  insert_new_runs(dir, res.runs);
+  insert_new_runs(dir, res);
   w.install();
   crash_point("append:steps-installed");
   Manifest next = next_manifest(m, src, res);
@@ -1081,7 +1166,36 @@ BuildResult append(const RunSource& src, const std::string& dir_in, const BuildO
   if (o.on_warning)
     for (const auto& w : rep.warnings) o.on_warning(w);
 
-  if (m.sharded) return append_sharded(src, dir, m, rep, o);
+  // Every committed run gets its digest first: the new runs are checked
+  // against them. Nothing to do (and nothing read) while the manifest says
+  // they are complete and metadata.db is the file it stamped. When
+  // metadata.db changed since (a recovery deleted runs, another tool wrote
+  // to it) the missing ones are computed from the rows. When the manifest
+  // does not say so (a dataset written before digests existed, runs another
+  // tool added, a manifest another a2pack version rewrote) every run's is
+  // computed and checked: a writer that knows nothing of digests may have
+  // reused the id of a run whose digest it left behind.
+  const std::string db_path = dir + "/metadata.db";
+  uint64_t recorded = 0;
+  if (!m.run_digests || !metadata_unchanged(m, db_path)) {
+    DigestRepair dr = record_digests(dir, m, /*recheck=*/!m.run_digests, o.workers);
+    recorded = dr.added;
+    if (o.on_note)
+      for (const auto& a : dr.actions) o.on_note(a);
+    m.run_digests = true;
+    stamp_metadata(m, db_path);
+    write_manifest(dir, m, "append:digests-recorded");
+  }
+  Db lookup_db(db_path, Db::Mode::read_only);
+  DigestLookup lookup(lookup_db);
+  DuplicateCheck check(&lookup, o.allow_duplicates, [&](size_t i) { return src.label(i); });
+  DupContext dup{check, dir, true};
+
+  if (m.sharded) {
+    BuildResult r = append_sharded(src, dir, m, rep, o, dup);
+    r.digests_recorded = recorded;
+    return r;
+  }
   if (o.shard_rows)
     fail(A2PACK_E_INVALID_ARGUMENT,
          "{}: shard_rows applies to a sharded dataset's append; this one keeps its rows in one "
@@ -1097,11 +1211,13 @@ BuildResult append(const RunSource& src, const std::string& dir_in, const BuildO
   // name linked to it, or rows past the committed ones (recovery has made
   // them the committed ones or refused, so this is only a guard).
   const bool in_place = !o.copy_steps && info.rows == m.rows && extendable_in_place(old, info);
-  StreamResult res = in_place ? append_in_place(src, dir, m, old, info, o)
-                              : append_by_copy(src, dir, m, old, info, o);
+  StreamResult res = in_place ? append_in_place(src, dir, m, old, info, o, dup)
+                              : append_by_copy(src, dir, m, old, info, o, dup);
 
   Manifest next = next_manifest(m, src, res);
-  return commit_append(dir, next, rep, res, !in_place);
+  BuildResult r = commit_append(dir, next, rep, res, !in_place);
+  r.digests_recorded = recorded;
+  return r;
 }
 
 RecoverReport recover(const std::string& dir_in, const RecoverOptions& ro) {
@@ -1110,7 +1226,20 @@ RecoverReport recover(const std::string& dir_in, const RecoverOptions& ro) {
   require_db_not_linked(dir);
   DirLock lock(dir, /*exclusive=*/true, ro.lock_timeout_ms);
   RecoverReport rep;
-  recover_locked(dir, ro, rep);
+  Manifest m = recover_locked(dir, ro, rep);
+  if (ro.record_digests) {
+    DigestRepair dr = record_digests(dir, m, /*recheck=*/true, ro.workers);
+    rep.actions.insert(rep.actions.end(), dr.actions.begin(), dr.actions.end());
+    const std::string db_path = dir + "/metadata.db";
+    if (dr.added || dr.replaced || dr.orphans || !m.run_digests ||
+        !metadata_unchanged(m, db_path)) {
+      m.run_digests = true;
+      m.updated_utc = utc_now();
+      m.generator = generator_name();
+      stamp_metadata(m, db_path);
+      write_manifest(dir, m, "repair:digests-recorded");
+    }
+  }
   return rep;
 }
 

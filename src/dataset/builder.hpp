@@ -63,6 +63,12 @@ struct BuildOptions {
   // the new shards (0: the dataset's own); an append adds shards and never
   // rewrites one. Not for a single-file dataset's append.
   uint64_t shard_rows = 0;
+  // Write runs whose content digest (dataset/digest.hpp) matches a run the
+  // dataset holds or another run of the same build or append; each copy is
+  // recorded as one (run_digests.duplicate_of). Otherwise (the default) such
+  // a write is refused with INVALID_ARGUMENT, saying how many and which,
+  // and nothing is changed.
+  bool allow_duplicates = false;
 };
 
 struct BuildResult {
@@ -73,6 +79,8 @@ struct BuildResult {
   uint64_t runs_skipped = 0;  // skip_bad
   uint64_t runs_adopted = 0;  // foreign runs recorded by this append
   bool steps_copied = false;  // append: steps.npy was rewritten rather than extended
+  uint64_t runs_duplicated = 0;  // allow_duplicates: runs written that repeat another
+  uint64_t digests_recorded = 0;  // append: digests computed first for runs that had none
 };
 
 // Build `out_dir` from `src`, atomically: everything is written into a sibling
@@ -116,6 +124,10 @@ struct RecoverOptions {
   // committed last (the manifest's metadata_db stamp). `verify --repair`
   // does; an append does not, so that it costs what its new runs cost.
   bool check_indexes = true;
+  // Then recompute every committed run's content digest from its rows and
+  // record those missing or wrong in metadata.db (`verify --repair`).
+  bool record_digests = false;
+  uint32_t workers = 0;  // threads hashing the rows for record_digests, 0 = all cores
 };
 
 // Under an exclusive lock: remove temporary files an interrupted writer left,

@@ -20,6 +20,7 @@
 #include "base/worker_pool.hpp"
 #include "dataset/builder.hpp"
 #include "dataset/db_check.hpp"
+#include "dataset/digest.hpp"
 #include "dataset/foreign.hpp"
 #include "dataset/fsutil.hpp"
 #include "dataset/journal.hpp"
@@ -659,6 +660,81 @@ std::vector<std::string> Dataset::check_rows(uint32_t workers, size_t max_errors
   return errors;
 }
 
+Dataset::DigestFindings Dataset::check_digests(uint32_t workers) const {
+  DigestFindings f;
+  std::vector<RunRow> runs;
+  std::vector<std::string> stored;
+  std::vector<int64_t> dup_of;
+  {
+    std::lock_guard<std::mutex> lk(db_mu_);
+    const bool table = has_digest_table(*db_);
+    if (table) check_db_indexes(*db_, "run_digests");
+    Stmt q = db_->prepare(std::string(
+        "SELECT r.id, r.first_step_idx, r.num_steps, r.max_score, r.highest_tile, r.engine, "
+        "r.start_time, r.elapsed_s, ") + (table ? "d.sha256, d.duplicate_of FROM runs AS r "
+        "LEFT JOIN main.run_digests AS d ON d.id = r.id" : "NULL, NULL FROM runs AS r") +
+        " ORDER BY r.id");
+    while (q.step()) {
+      RunRow r;
+      r.id = q.col_int(0);
+      r.first_step_idx = q.col_int(1);
+      r.num_steps = q.col_int(2);
+      r.max_score = q.col_int(3);
+      r.highest_tile = q.col_int(4);
+      if (!q.col_null(5)) r.engine = q.col_text(5);
+      r.start_time = q.col_int(6);
+      r.elapsed_s = q.col_double(7);
+      runs.push_back(std::move(r));
+      stored.push_back(q.col_null(8) ? std::string() : q.col_blob(8));
+      dup_of.push_back(q.col_null(9) ? -1 : q.col_int(9));
+    }
+  }
+  // The open checked that the runs lie within the rows.
+  const unsigned nw = resolve_workers(workers);
+  std::vector<std::unique_ptr<RunHasher>> hashers(nw);
+  std::vector<std::vector<uint8_t>> scratch(nw);
+  std::vector<RunDigest> got(runs.size());
+  parallel_for_worker(runs.size(), nw, [&](unsigned w, size_t i) {
+    if (!hashers[w]) hashers[w] = std::make_unique<RunHasher>();
+    const RunRow& r = runs[i];
+    const auto first = static_cast<uint64_t>(r.first_step_idx);
+    const auto n = static_cast<uint64_t>(r.num_steps);
+    const uint8_t* p = data_ + first * kRowBytes;
+    if (mapped_) {  // copied under the guard: a file cut short fails, naming itself
+      scratch[w].resize(static_cast<size_t>(n * kRowBytes));
+      read_rows(first, n, scratch[w].data());
+      p = scratch[w].data();
+    }
+    got[i] = hashers[w]->digest(r, p);
+  });
+  for (size_t i = 0; i < runs.size(); ++i) {
+    if (stored[i].empty()) {
+      ++f.missing;
+    } else if (stored[i].size() != got[i].size() ||
+               std::memcmp(stored[i].data(), got[i].data(), got[i].size()) != 0) {
+      if (f.mismatched_ids.size() < 5) f.mismatched_ids.push_back(runs[i].id);
+      ++f.mismatched;
+    }
+  }
+  // Runs of equal digest, by id within each: the first is the original.
+  std::vector<size_t> order(runs.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return got[a] != got[b] ? got[a] < got[b] : runs[a].id < runs[b].id;
+  });
+  for (size_t k = 1, start = 0; k < order.size(); ++k) {
+    if (got[order[k]] != got[order[start]]) {
+      start = k;
+      continue;
+    }
+    const size_t i = order[k];
+    f.duplicates.push_back({runs[i].id, runs[order[start]].id, dup_of[i] >= 0});
+  }
+  std::sort(f.duplicates.begin(), f.duplicates.end(),
+            [](const auto& a, const auto& b) { return a.id < b.id; });
+  return f;
+}
+
 std::vector<std::string> Dataset::defects() const {
   std::vector<std::string> out;
   for (const auto& r : local_ids_)
@@ -679,6 +755,12 @@ std::string VerifyReport::to_json() const {
   j["notes"] = notes;
   j["warnings"] = warnings;
   j["actions"] = actions;
+  nlohmann::json listed = nlohmann::json::array();
+  for (const auto& d : duplicates_listed)
+    listed.push_back({{"id", d.id}, {"same_as", d.same_as}, {"allowed", d.allowed}});
+  j["duplicates"] = {{"runs", duplicate_runs}, {"allowed", allowed_duplicates},
+                     {"listed", std::move(listed)}};
+  j["runs_without_digest"] = runs_without_digest;
   // Messages quote paths and file contents, which need not be UTF-8: such
   // bytes become U+FFFD rather than failing the report.
   return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
@@ -702,12 +784,82 @@ void sqlite_check(const std::string& dir, bool full, VerifyReport& rep) {
 }
 }  // namespace
 
+namespace {
+
+constexpr size_t kListedDuplicates = 100;  // in the report's JSON
+
+std::string some_ids(const std::vector<Dataset::DigestFindings::Duplicate>& d, bool allowed,
+                     uint64_t count) {
+  std::string out;
+  size_t shown = 0;
+  for (const auto& x : d) {
+    if (x.allowed != allowed) continue;
+    if (shown == 5) break;
+    out += fmt::format("{}run {} repeats run {}", shown ? "; " : "", x.id, x.same_as);
+    ++shown;
+  }
+  if (count > shown) out += fmt::format("; and {} more", count - shown);
+  return out;
+}
+
+// The digest findings of an open dataset into the report.
+void check_digests(const Dataset& ds, const std::string& dir, uint32_t workers,
+                   VerifyReport& rep) {
+  const Dataset::DigestFindings f = ds.check_digests(workers);
+  rep.runs_without_digest = f.missing;
+  if (f.mismatched) {
+    std::string ids;
+    for (int64_t id : f.mismatched_ids) ids += fmt::format("{}{}", ids.empty() ? "" : ", ", id);
+    if (f.mismatched > f.mismatched_ids.size()) ids += ", ...";
+    rep.errors.push_back(fmt::format(
+        "{}/metadata.db: the stored content digests of {} runs (run {}) do not match their rows "
+        "and metadata (table run_digests was changed or damaged), so an append would not know "
+        "those runs; `a2pack dataset verify --repair` recomputes them",
+        dir, f.mismatched, ids));
+    if (rep.status == A2PACK_OK) rep.status = A2PACK_E_CORRUPT;
+  }
+  if (f.missing)
+    rep.notes.push_back(fmt::format(
+        "{}/metadata.db: {} of the {} runs have no content digest recorded (the dataset was "
+        "written before a2pack recorded them, or another tool added runs); they were computed "
+        "for this check, and the next append records them before it adds runs (or run `a2pack "
+        "dataset verify --repair` now)",
+        dir, f.missing, ds.runs()));
+  for (const auto& d : f.duplicates) {
+    if (d.allowed) ++rep.allowed_duplicates;
+    if (rep.duplicates_listed.size() < kListedDuplicates) rep.duplicates_listed.push_back(d);
+  }
+  rep.duplicate_runs = f.duplicates.size();
+  const uint64_t unwanted = rep.duplicate_runs - rep.allowed_duplicates;
+  if (unwanted) {
+    rep.errors.push_back(fmt::format(
+        "{}: {} runs repeat earlier runs of the dataset (the same content digest: the same steps "
+        "and metadata), so training weighs those games more than once: {} (`--json` lists the "
+        "first {}). They were not written with --allow-duplicates. a2pack does not remove runs "
+        "from a dataset: rebuild it from its sources without the repeated input, or leave the "
+        "copies out with a filter once every run has its digest (`verify --repair`): "
+        "\"id NOT IN (SELECT b.id FROM run_digests AS a JOIN run_digests AS b ON b.sha256 = "
+        "a.sha256 AND b.id > a.id)\"",
+        dir, unwanted, some_ids(f.duplicates, false, unwanted), kListedDuplicates));
+    if (rep.status == A2PACK_OK) rep.status = A2PACK_E_INVALID_ARGUMENT;
+  }
+  if (rep.allowed_duplicates)
+    rep.notes.push_back(fmt::format(
+        "{}: {} runs repeat earlier runs and were written knowingly (--allow-duplicates): {}",
+        dir, rep.allowed_duplicates,
+        some_ids(f.duplicates, true, rep.allowed_duplicates)));
+}
+
+}  // namespace
+
 VerifyReport verify(const std::string& dir, const VerifyOptions& vo, uint32_t workers) {
   VerifyReport rep;
   try {
     if (vo.repair) {
       RecoverOptions ro;
       ro.discard_unrecorded = vo.discard_unrecorded;
+      ro.record_digests = true;
+      ro.workers = workers;
       RecoverReport r = recover(dir, ro);
       rep.actions = r.actions;
       rep.warnings = r.warnings;
@@ -735,6 +887,7 @@ VerifyReport verify(const std::string& dir, const VerifyOptions& vo, uint32_t wo
           strip_slashes(dir), m->next_run_id, ds->max_run_id()));
     for (auto& e : ds->check_rows(workers, 20)) rep.errors.push_back(std::move(e));
     if (!rep.errors.empty()) rep.status = A2PACK_E_CORRUPT;
+    check_digests(*ds, strip_slashes(dir), workers, rep);
   } catch (const Error& e) {
     rep.errors.push_back(e.what());
     if (rep.status == A2PACK_OK) rep.status = e.status();

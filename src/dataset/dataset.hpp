@@ -97,6 +97,20 @@ class Dataset {
   // the rows, every row's run_id and step_index match its run, moves and
   // values are in range. Returns problems (at most `max_errors`).
   std::vector<std::string> check_rows(uint32_t workers, size_t max_errors) const;
+  // The runs' content digests (dataset/digest.hpp), computed from the loaded
+  // rows and metadata.db, against those metadata.db stores, and the runs
+  // that repeat an earlier one.
+  struct DigestFindings {
+    uint64_t missing = 0;               // runs without a stored digest
+    uint64_t mismatched = 0;            // stored digests that differ from the rows'
+    std::vector<int64_t> mismatched_ids;  // the first few
+    struct Duplicate {
+      int64_t id, same_as;  // run `id` repeats the lower run `same_as`
+      bool allowed;         // written with allow_duplicates (duplicate_of set)
+    };
+    std::vector<Duplicate> duplicates;  // every one, by id
+  };
+  DigestFindings check_digests(uint32_t workers) const;
   // Known defects of content another tool wrote that a2pack keeps as it is
   // (run-local run_ids from upstream's append), one line per batch.
   std::vector<std::string> defects() const;
@@ -149,6 +163,12 @@ struct VerifyReport {
   a2pack_status status = A2PACK_OK;  // of the first error (CORRUPT for row-level problems)
   uint64_t rows = 0, runs = 0;
   std::vector<std::string> errors, notes, warnings, actions;
+  // Runs that repeat an earlier run of the dataset (JSON "duplicates": the
+  // count, those written knowingly, and the first few as {id, same_as,
+  // allowed}); only those not written knowingly are an error.
+  uint64_t duplicate_runs = 0, allowed_duplicates = 0;
+  std::vector<Dataset::DigestFindings::Duplicate> duplicates_listed;
+  uint64_t runs_without_digest = 0;
   std::string to_json() const;
 };
 struct VerifyOptions {

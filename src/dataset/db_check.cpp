@@ -119,14 +119,15 @@ void check_db_size(Db& db) {
          db.path(), size, pages, page_size, pages * page_size);
 }
 
-void check_db_indexes(Db& db) {
+void check_db_indexes(Db& db, const char* table) {
   struct Index {
     std::string name;
     std::vector<std::string> cols;
   };
   std::vector<Index> indexes;
   {
-    Stmt l = db.prepare("SELECT name FROM pragma_index_list('runs', 'main') WHERE partial = 0");
+    Stmt l = db.prepare("SELECT name FROM pragma_index_list(?1, 'main') WHERE partial = 0");
+    l.bind(1, std::string(table));
     while (l.step()) indexes.push_back({l.col_text(0), {}});
   }
   std::vector<Index> plain;
@@ -149,7 +150,7 @@ void check_db_indexes(Db& db) {
   };
   std::string table_sql = "SELECT ";
   for (size_t i = 0; i < plain.size(); ++i) table_sql += (i ? ", " : "") + digest_of(plain[i]);
-  table_sql += " FROM main.runs NOT INDEXED";
+  table_sql += " FROM main." + quote_id(table) + " NOT INDEXED";
   std::vector<int64_t> want(plain.size());
   {
     Stmt t = db.prepare(table_sql);
@@ -159,7 +160,8 @@ void check_db_indexes(Db& db) {
   for (size_t i = 0; i < plain.size(); ++i) {
     const Index& ix = plain[i];
     std::string sql =
-        "SELECT " + digest_of(ix) + " FROM main.runs INDEXED BY " + quote_id(ix.name);
+        "SELECT " + digest_of(ix) + " FROM main." + quote_id(table) + " INDEXED BY " +
+        quote_id(ix.name);
     std::optional<Stmt> s;
     try {
       s.emplace(db.prepare(sql));
@@ -172,10 +174,12 @@ void check_db_indexes(Db& db) {
     int64_t got = s->step() ? s->col_int(0) : 0;
     if (got != want[i])
       fail(A2PACK_E_CORRUPT,
-           "{}: index {} does not hold what table `runs` holds (the file is damaged), so filters "
-           "that use it would return wrong runs; `a2pack dataset verify --full` lists the "
-           "damage; restore metadata.db from a copy or rebuild the dataset",
-           db.path(), ix.name);
+           "{}: index {} does not hold what table `{}` holds (the file is damaged), so {} "
+           "would {}; `a2pack dataset verify --full` lists the damage; restore metadata.db from "
+           "a copy or rebuild the dataset",
+           db.path(), ix.name, table,
+           std::strcmp(table, "runs") == 0 ? "filters that use it" : "lookups of run digests",
+           std::strcmp(table, "runs") == 0 ? "return wrong runs" : "miss runs already present");
   }
 }
 

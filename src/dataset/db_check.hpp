@@ -27,9 +27,11 @@ namespace a2pack::dataset {
 // holds every page its header counts. CORRUPT naming the file otherwise.
 void check_db_size(Db& db);
 
-// Every index on main.runs (but partial and expression indexes, which cannot
-// be compared this way) holds the table's (rowid, columns) pairs. CORRUPT
-// naming the file and the index otherwise.
-void check_db_indexes(Db& db);
+// Every index on main.<table> (but partial and expression indexes, which
+// cannot be compared this way) holds the table's (rowid, columns) pairs.
+// CORRUPT naming the file and the index otherwise. `runs` by default; the
+// writers and verify also check `run_digests` (dataset/digest.hpp), which
+// readers never query.
+void check_db_indexes(Db& db, const char* table = "runs");
 
 }  // namespace a2pack::dataset

@@ -167,6 +167,7 @@ Unrecorded find_unrecorded(const std::string& dir, const Manifest& base,
 Manifest adopt_into(const Manifest& m, const Unrecorded& u, const NpyInfo& info,
                     const ReadFd& steps, const std::string& input, const std::string& kind) {
   Manifest nm = m;
+  nm.run_digests = false;  // the adopted runs have none yet
   const std::string now = utc_now();
   std::vector<uint8_t> buf;
   for (const ForeignBatch& b : u.batches) {

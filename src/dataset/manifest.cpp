@@ -120,6 +120,7 @@ std::string to_json(const Manifest& m) {
   }
   if (m.has_metadata_stamp)
     j["metadata_db"] = {{"bytes", m.metadata_bytes}, {"crc32c", m.metadata_crc32c}};
+  if (m.run_digests) j["run_digests"] = kRunDigestKind;
   // A source's input is the path given, which need not be UTF-8: such bytes
   // are written as U+FFFD (the path is a record, never read back as a path).
   return j.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
@@ -249,6 +250,10 @@ Manifest parse_manifest(const std::string& text, const std::string& path) {
     m.metadata_crc32c = get<uint32_t>(*it, "crc32c", path);
     m.has_metadata_stamp = true;
   }
+  // Another value (a later layout of the digests) is read as "not known to
+  // be complete": an append then records this build's digests where missing.
+  if (auto it = j.find("run_digests"); it != j.end())
+    m.run_digests = it->is_string() && it->get<std::string>() == kRunDigestKind;
   parse_shards(j, path, m);
   if (m.sharded != (m.format_version == kShardedFormatVersion))
     fail(A2PACK_E_CORRUPT, "{}: format_version {} with {} layout (sharded datasets are version {})",

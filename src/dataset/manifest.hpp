@@ -19,6 +19,9 @@ inline constexpr uint32_t kFormatVersion = 2;  // the newest this build reads
 // knows only steps.npy refuses it (UNSUPPORTED) instead of calling it damaged.
 inline constexpr uint32_t kShardedFormatVersion = 2;
 inline constexpr const char* kFormatName = "a2pack-steps";
+// The manifest's "run_digests" value: the layout of the run digests in
+// metadata.db (dataset/digest.hpp), SHA-256 of the canonical content v1.
+inline constexpr const char* kRunDigestKind = "sha256-v1";
 
 struct SourceRecord {
   std::string input;     // the folder or packfile given
@@ -63,6 +66,13 @@ struct Manifest {
   bool has_metadata_stamp = false;
   uint64_t metadata_bytes = 0;
   uint32_t metadata_crc32c = 0;
+  // Every committed run has its content digest in metadata.db's run_digests
+  // table (dataset/digest.hpp), as of the metadata_db stamp: while the file
+  // still matches the stamp, an append need not look for runs without one.
+  // JSON "run_digests": "sha256-v1". Absent in manifests written before
+  // digests existed and in ones another a2pack version rewrote (which may
+  // have added runs without digests): the next append computes the missing.
+  bool run_digests = false;
   // Sharded layout: the rows live in `shards` (in order; together the first
   // `rows` rows, `steps_crc32c` still the CRC of all of them) instead of
   // steps.npy. JSON "layout": "sharded", "shard_rows", "shards": [...].

@@ -113,6 +113,8 @@ Stmt Db::prepare(const std::string& sql) {
   return st;
 }
 
+int64_t Db::changes() const { return sqlite3_changes(db_); }
+
 // ---------------------------------------------------------------- Stmt
 Stmt::~Stmt() {
   if (s_) sqlite3_finalize(s_);
@@ -131,6 +133,10 @@ void Stmt::bind(int i, const std::string& v) {
 }
 void Stmt::bind_null(int i) {
   int rc = sqlite3_bind_null(s_, i);
+  if (rc != SQLITE_OK) db_->fail_sqlite(rc, fmt::format("binding parameter {}", i));
+}
+void Stmt::bind_blob(int i, const void* data, size_t len) {
+  int rc = sqlite3_bind_blob64(s_, i, data, len, SQLITE_TRANSIENT);
   if (rc != SQLITE_OK) db_->fail_sqlite(rc, fmt::format("binding parameter {}", i));
 }
 void Stmt::bind(int i, const SqlParam& p) {
@@ -156,6 +162,11 @@ void Stmt::reset() {
 int64_t Stmt::col_int(int c) const { return sqlite3_column_int64(s_, c); }
 double Stmt::col_double(int c) const { return sqlite3_column_double(s_, c); }
 bool Stmt::col_null(int c) const { return sqlite3_column_type(s_, c) == SQLITE_NULL; }
+std::string Stmt::col_blob(int c) const {
+  const void* p = sqlite3_column_blob(s_, c);
+  int n = sqlite3_column_bytes(s_, c);
+  return p ? std::string(static_cast<const char*>(p), static_cast<size_t>(n)) : std::string();
+}
 std::string Stmt::col_text(int c) const {
   const unsigned char* t = sqlite3_column_text(s_, c);
   int n = sqlite3_column_bytes(s_, c);

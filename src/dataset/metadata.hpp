@@ -48,6 +48,8 @@ class Db {
   // Compile exactly one statement; text after it is an error.
   Stmt prepare(const std::string& sql);
   sqlite3* raw() const { return db_; }
+  // Rows the last INSERT, UPDATE or DELETE changed.
+  int64_t changes() const;
   const std::string& path() const { return path_; }
   [[noreturn]] void fail_sqlite(int rc, const std::string& what) const;
 
@@ -71,6 +73,7 @@ class Stmt {
   void bind(int i, double v);
   void bind(int i, const std::string& v);
   void bind_null(int i);
+  void bind_blob(int i, const void* data, size_t len);
   void bind(int i, const SqlParam& p);
   int param_count() const;
   bool read_only() const;
@@ -81,6 +84,8 @@ class Stmt {
   double col_double(int c) const;
   bool col_null(int c) const;
   std::string col_text(int c) const;
+  // A BLOB (or any value) as its bytes; empty for NULL.
+  std::string col_blob(int c) const;
 
  private:
   Db* db_;

@@ -31,6 +31,9 @@ struct CryptoApi {
   decltype(&::EVP_MD_CTX_free) MD_CTX_free;
   decltype(&::EVP_DigestSignInit) DigestSignInit;
   decltype(&::EVP_DigestSign) DigestSign;
+  decltype(&::EVP_DigestInit_ex) DigestInit_ex;
+  decltype(&::EVP_DigestUpdate) DigestUpdate;
+  decltype(&::EVP_DigestFinal_ex) DigestFinal_ex;
 };
 
 #ifdef A2PACK_CURL_DLOPEN
@@ -40,7 +43,7 @@ CryptoApi load() {
   // development-only installs. The functions used here exist with these
   // names and types since OpenSSL 1.1.1.
   void* lib = open_library({"libcrypto.so.3", "libcrypto.so.1.1", "libcrypto.so"},
-                           "object storage (s3://, gs://) signing",
+                           "SHA-256 (object storage signing, dataset run digests)",
                            "install OpenSSL's libcrypto (Debian/Ubuntu: apt-get install libssl3; "
                            "RHEL/Rocky/Fedora: dnf install openssl-libs)");
   CryptoApi api{};
@@ -58,6 +61,9 @@ CryptoApi load() {
   bind("EVP_MD_CTX_free", api.MD_CTX_free);
   bind("EVP_DigestSignInit", api.DigestSignInit);
   bind("EVP_DigestSign", api.DigestSign);
+  bind("EVP_DigestInit_ex", api.DigestInit_ex);
+  bind("EVP_DigestUpdate", api.DigestUpdate);
+  bind("EVP_DigestFinal_ex", api.DigestFinal_ex);
   if (!bind.missing().empty())
     fail(A2PACK_E_IO, "the libcrypto that was loaded lacks {}; object storage needs OpenSSL 1.1.1 or later",
          bind.missing());
@@ -69,7 +75,8 @@ CryptoApi load() {
                    ::EVP_EncodeBlock, ::BIO_new_mem_buf,    ::BIO_free,
                    ::PEM_read_bio_PrivateKey, ::EVP_PKEY_free, ::ERR_clear_error,
                    ::EVP_MD_CTX_new,  ::EVP_MD_CTX_free,    ::EVP_DigestSignInit,
-                   ::EVP_DigestSign};
+                   ::EVP_DigestSign,  ::EVP_DigestInit_ex,  ::EVP_DigestUpdate,
+                   ::EVP_DigestFinal_ex};
 }
 #endif
 
@@ -145,6 +152,35 @@ std::string rsa_sha256_sign(const std::string& pem_key, const std::string& msg, 
   }
   sig.resize(len);
   return sig;
+}
+
+Sha256::Sha256() {
+  const CryptoApi& api = ssl();
+  ctx_ = api.MD_CTX_new();
+  if (!ctx_ || api.DigestInit_ex(ctx_, api.sha256(), nullptr) != 1) {
+    if (ctx_) api.MD_CTX_free(ctx_);
+    api.ERR_clear_error();
+    fail(A2PACK_E_NO_MEMORY, "OpenSSL could not start a SHA-256");
+  }
+}
+
+Sha256::~Sha256() {
+  if (ctx_) ssl().MD_CTX_free(ctx_);
+}
+
+void Sha256::update(const void* data, size_t len) {
+  if (len && ssl().DigestUpdate(ctx_, data, len) != 1)
+    fail(A2PACK_E_INTERNAL, "OpenSSL SHA-256 failed");
+}
+
+std::array<uint8_t, 32> Sha256::final() {
+  const CryptoApi& api = ssl();
+  std::array<uint8_t, 32> out{};
+  unsigned int n = 0;
+  if (api.DigestFinal_ex(ctx_, out.data(), &n) != 1 || n != out.size() ||
+      api.DigestInit_ex(ctx_, api.sha256(), nullptr) != 1)
+    fail(A2PACK_E_INTERNAL, "OpenSSL SHA-256 failed");
+  return out;
 }
 
 }  // namespace a2pack::storage

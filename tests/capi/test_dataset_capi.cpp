@@ -3,6 +3,7 @@
 // open, gather, select, split, sample, stats, verify, and argument errors.
 #include <gtest/gtest.h>
 
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -323,9 +324,32 @@ TEST(CapiDataset, ErrorsAndPackfileInput) {
   ASSERT_EQ(ia.rows, ib.rows);
   EXPECT_EQ(std::memcmp(ia.data, ib.data, 32 * ia.rows), 0);
   EXPECT_EQ(ia.steps_crc32c, ib.steps_crc32c);
-  // Appending from a packfile works too.
-  EXPECT_EQ(a2pack_dataset_append(from_pack.c_str(), pack.c_str(), nullptr, nullptr), A2PACK_OK)
+  // Appending from a packfile works too. These are the runs the dataset was
+  // built from: refused, naming the entries, unless duplicates are allowed.
+  EXPECT_EQ(a2pack_dataset_append(from_pack.c_str(), pack.c_str(), nullptr, nullptr),
+            A2PACK_E_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(a2pack_last_error()).find("runs.a2pack: entry 0 is run 0"),
+            std::string::npos)
       << a2pack_last_error();
+  // A caller compiled before allow_duplicates existed passes a shorter
+  // struct: the field reads as its default, 0.
+  a2pack_dataset_build_options_init(&o);
+  o.allow_duplicates = 1;
+  o.size = offsetof(a2pack_dataset_build_options, allow_duplicates);
+  EXPECT_EQ(a2pack_dataset_append(from_pack.c_str(), pack.c_str(), &o, nullptr),
+            A2PACK_E_INVALID_ARGUMENT);
+  o.size = sizeof o;
+  a2pack_dataset_build_result res{};
+  res.size = sizeof res;
+  EXPECT_EQ(a2pack_dataset_append(from_pack.c_str(), pack.c_str(), &o, &res), A2PACK_OK)
+      << a2pack_last_error();
+  EXPECT_EQ(res.runs_duplicated, res.runs_added);
+  EXPECT_GT(res.runs_added, 0u);
+  char* vrep = nullptr;
+  EXPECT_EQ(a2pack_dataset_verify(from_pack.c_str(), 0, 0, &vrep), A2PACK_OK) << a2pack_last_error();
+  ASSERT_NE(vrep, nullptr);
+  EXPECT_NE(std::string(vrep).find("\"duplicates\":{\"allowed\":"), std::string::npos) << vrep;
+  a2pack_free(vrep);
   std::string junk = workdir() + "/junk.a2pack";
   FILE* f = std::fopen(junk.c_str(), "wb");
   std::fputs("not a pack", f);

@@ -148,6 +148,30 @@ TEST(CapiDatasetRows, SameFilesAsABuildAndRowsChecked) {
   EXPECT_EQ(a2pack_dataset_build_from_rows(nullptr, rows.data(), info.rows, recs.data(),
                                            recs.size(), nullptr, nullptr),
             A2PACK_E_INVALID_ARGUMENT);
+
+  // The same run twice: refused, naming both, nothing written; written with
+  // allow_duplicates, and counted.
+  const uint64_t n0 = recs[0].num_steps;
+  std::vector<uint8_t> twice(rows.begin(), rows.begin() + n0 * A2PACK_DATASET_ROW_BYTES);
+  twice.insert(twice.end(), twice.begin(), twice.end());
+  for (uint64_t i = n0; i < 2 * n0; ++i) twice[i * A2PACK_DATASET_ROW_BYTES + 26] = 1;  // run_id 1
+  const a2pack_dataset_run_record two[2] = {recs[0], recs[0]};
+  EXPECT_EQ(a2pack_dataset_build_from_rows(out2.c_str(), twice.data(), 2 * n0, two, 2, nullptr,
+                                           nullptr),
+            A2PACK_E_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(a2pack_last_error()).find("1 of the 2 runs given repeats an earlier run "
+                                                  "of this input"),
+            std::string::npos)
+      << a2pack_last_error();
+  EXPECT_NE(std::string(a2pack_last_error()).find("run 1 repeats run 0"), std::string::npos);
+  EXPECT_FALSE(fs::exists(out2));
+  a2pack_dataset_rows_options_init(&o);
+  o.allow_duplicates = 1;
+  r.size = sizeof r;
+  ASSERT_EQ(a2pack_dataset_build_from_rows(out2.c_str(), twice.data(), 2 * n0, two, 2, &o, &r),
+            A2PACK_OK)
+      << a2pack_last_error();
+  EXPECT_EQ(r.runs_duplicated, 1u);
 }
 
 TEST(CapiDatasetRows, BadSourceDateEpochIsAnError) {

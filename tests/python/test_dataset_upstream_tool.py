@@ -67,8 +67,10 @@ def test_upstream_reads_and_appends_to_what_an_in_place_append_wrote(upstream_da
     n_ab = sum(map(len, a + b))
     assert up_stats(upstream_dataset, ds) == {"steps": n_ab, "runs": 5}
     up(upstream_dataset, "append", "--dataset", ds, "--input", tmp_path / "c")
+    # a's runs a second time, knowingly; upstream's runs get their digests first.
     with pytest.warns(UserWarning, match="adopted 2 runs"):
-        a2pack.append_dataset(ds, tmp_path / "a", workers=1)
+        r = a2pack.append_dataset(ds, tmp_path / "a", workers=1, allow_duplicates=True)
+    assert r["digests_recorded"] == 2 and r["runs_duplicated"] == 3
     want = np.concatenate([expected_rows(a + b), expected_rows(c, 0),  # upstream: run-local ids
                            expected_rows(a, 7)])
     np.testing.assert_array_equal(a2pack.Dataset(ds).steps, want)

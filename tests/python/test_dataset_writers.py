@@ -42,7 +42,9 @@ def test_appends_wait_for_readers_reopening_in_threads(tmp_path):
             p = cli("dataset", "append", "--dataset", ds, "--input", tmp_path / f"more{k}",
                     "--lock-timeout", "-1")
             assert "appended 4 runs" in p.stderr
-            r = a2pack.append_dataset(ds, tmp_path / f"more{k}", lock_timeout=None)
+            # The same runs a second time, knowingly.
+            r = a2pack.append_dataset(ds, tmp_path / f"more{k}", lock_timeout=None,
+                                      allow_duplicates=True)
             assert r["runs_added"] == 4
             all_runs += more + more
     finally:
@@ -71,7 +73,7 @@ def test_lock_timeout_names_the_holder(tmp_path):
         assert f"pid {os.getpid()}" in p.stderr and "--lock-timeout" in p.stderr, p.stderr
     finally:
         os.close(fd)
-    cli("dataset", "append", "--dataset", ds, "--input", tmp_path / "runs")
+    cli("dataset", "append", "--dataset", ds, "--input", tmp_path / "runs", "--allow-duplicates")
 
 
 @pytest.fixture
@@ -98,13 +100,15 @@ def test_dataset_build_and_append_skip_bad(tmp_path, mixed):
         assert f"skipped {d / name}" in p.stderr, p.stderr
     assert "skipped 2 bad run(s)" in p.stderr
     np.testing.assert_array_equal(a2pack.Dataset(ds).steps, expected_rows(good))
-    p = cli("dataset", "append", "--dataset", ds, "--input", d, "--skip-bad", "--strict", ok=False)
+    # The good runs again, knowingly: what --strict does is the point here.
+    p = cli("dataset", "append", "--dataset", ds, "--input", d, "--skip-bad", "--strict",
+            "--allow-duplicates", ok=False)
     assert p.returncode != 0 and "--strict" in p.stderr
     assert p.stderr.count("a2pack: skipped") == 2
     # The good runs were appended all the same, with ids after the first three.
     np.testing.assert_array_equal(a2pack.Dataset(ds).steps,
                                   np.concatenate([expected_rows(good), expected_rows(good, 3)]))
-    r = a2pack.append_dataset(ds, d, skip_bad=True)
+    r = a2pack.append_dataset(ds, d, skip_bad=True, allow_duplicates=True)
     assert r["runs_added"] == 3 and r["runs_skipped"] == 2
     assert sorted(x[0] for x in r["skipped"]) == [str(d / "run-000000x.a2run2"),
                                                    str(d / "run-000001x.a2run2")]

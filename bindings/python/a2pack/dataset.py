@@ -131,12 +131,14 @@ def _note_callback(notes: List[str]) -> Any:
 def _build_options(workers: int, allow_missing_branches: bool, overwrite: bool,
                    progress: Progress, lock_timeout: Optional[float] = 60.0,
                    skip_bad: bool = False, skipped: Optional[List[Tuple[str, str]]] = None,
-                   notes: Optional[List[str]] = None) -> Tuple[Any, List[Any]]:
+                   notes: Optional[List[str]] = None,
+                   allow_duplicates: bool = False) -> Tuple[Any, List[Any]]:
     o = ffi.new("a2pack_dataset_build_options *")
     lib.a2pack_dataset_build_options_init(o)
     o.workers = workers
     o.allow_missing_branches = bool(allow_missing_branches)
     o.overwrite = bool(overwrite)
+    o.allow_duplicates = bool(allow_duplicates)
     o.lock_timeout_ms = -1 if lock_timeout is None or lock_timeout < 0 else int(lock_timeout * 1000)
     o.skip_bad = bool(skip_bad)
     keep: List[Any] = []  # the cffi callbacks, alive as long as the options
@@ -172,7 +174,8 @@ def _result(r: Any, skipped: Optional[List[Tuple[str, str]]] = None,
     out: Dict[str, Any] = {"runs_added": r.runs_added, "rows_added": r.rows_added,
            "total_runs": r.total_runs, "total_rows": r.total_rows,
            "runs_skipped": r.runs_skipped, "runs_adopted": r.runs_adopted,
-           "steps_copied": bool(r.steps_copied), "notes": list(notes or [])}
+           "steps_copied": bool(r.steps_copied), "runs_duplicated": r.runs_duplicated,
+           "digests_recorded": r.digests_recorded, "notes": list(notes or [])}
     if skipped is not None:
         out["skipped"] = skipped
     return out
@@ -182,7 +185,8 @@ def _result(r: Any, skipped: Optional[List[Tuple[str, str]]] = None,
 def build_dataset(input: PathLike, out_dir: PathLike, *, workers: int = 0,
                   allow_missing_branches: bool = False, overwrite: bool = False,
                   progress: Progress = None, skip_bad: bool = False,
-                  lock_timeout: Optional[float] = 60.0, shard_rows: int = 0) -> Dict[str, Any]:
+                  lock_timeout: Optional[float] = 60.0, shard_rows: int = 0,
+                  allow_duplicates: bool = False) -> Dict[str, Any]:
     """Build a dataset folder from a folder of .a2run2 files or a packfile.
 
     Atomic: on any error nothing is left under ``out_dir`` (or the previous
@@ -197,11 +201,16 @@ def build_dataset(input: PathLike, out_dir: PathLike, *, workers: int = 0,
     and metadata.db, and no other files); otherwise InvalidArgumentError
     says why. Returns the counts, and ``notes``: the folders that builds of
     ``out_dir`` which died left beside it, removed or left alone and why.
+
+    Runs that repeat another run of the input (the same content digest:
+    boards, moves and metadata, docs/dataset.md "Run digests") raise
+    InvalidArgumentError saying how many and which, and nothing is written,
+    unless ``allow_duplicates`` (the result's ``runs_duplicated`` counts them).
     """
     skipped: Optional[List[Tuple[str, str]]] = [] if skip_bad else None
     notes: List[str] = []
     o, _cb = _build_options(workers, allow_missing_branches, overwrite, progress,
-                            lock_timeout, skip_bad, skipped, notes)
+                            lock_timeout, skip_bad, skipped, notes, allow_duplicates)
     o.shard_rows = int(shard_rows)
     r = ffi.new("a2pack_dataset_build_result *")
     r.size = ffi.sizeof("a2pack_dataset_build_result")
@@ -212,7 +221,8 @@ def build_dataset(input: PathLike, out_dir: PathLike, *, workers: int = 0,
 def append_dataset(dataset_dir: PathLike, input: PathLike, *, workers: int = 0,
                    allow_missing_branches: bool = False, progress: Progress = None,
                    skip_bad: bool = False, lock_timeout: Optional[float] = 60.0,
-                   copy: bool = False, shard_rows: int = 0) -> Dict[str, Any]:
+                   copy: bool = False, shard_rows: int = 0,
+                   allow_duplicates: bool = False) -> Dict[str, Any]:
     """Append runs to a dataset, atomically (fresh run ids; see docs/dataset.md).
 
     steps.npy is extended in place: the append writes the new rows, its
@@ -228,11 +238,19 @@ def append_dataset(dataset_dir: PathLike, input: PathLike, *, workers: int = 0,
 
     A sharded dataset gets new shards (of ``shard_rows`` rows at most, 0:
     the dataset's size) and no existing shard is touched. The result's
-    ``notes`` say what the append's recovery did first, if anything."""
+    ``notes`` say what the append's recovery did first, if anything.
+
+    Runs the dataset already holds, or that repeat another run of this
+    append (the same content digest: boards, moves and metadata,
+    docs/dataset.md "Run digests"), raise InvalidArgumentError saying how
+    many and which, and nothing is changed, unless ``allow_duplicates``
+    (the result's ``runs_duplicated`` counts them). Existing runs without a digest (a
+    dataset written before a2pack recorded them) get one first, once: the
+    result's ``digests_recorded``."""
     skipped: Optional[List[Tuple[str, str]]] = [] if skip_bad else None
     notes: List[str] = []
     o, _cb = _build_options(workers, allow_missing_branches, False, progress,
-                            lock_timeout, skip_bad, skipped, notes)
+                            lock_timeout, skip_bad, skipped, notes, allow_duplicates)
     o.copy_steps = bool(copy)
     o.shard_rows = int(shard_rows)
     r = ffi.new("a2pack_dataset_build_result *")
@@ -245,11 +263,19 @@ def verify_dataset(dataset_dir: PathLike, *, repair: bool = False, workers: int 
                    raise_on_error: bool = True, full: bool = False,
                    discard_unrecorded: bool = False) -> Dict[str, Any]:
     """Check a dataset completely; returns the report dict (ok, rows, runs,
-    errors, notes, warnings, actions). Raises the error of the first problem
-    unless ``raise_on_error`` is False. ``repair`` first undoes an interrupted
-    append and adopts consistent runs another tool appended;
-    ``discard_unrecorded`` (with repair) deletes unrecorded runs/rows that
-    cannot be adopted. ``full``: SQLite integrity_check, not quick_check."""
+    errors, notes, warnings, actions, duplicates, runs_without_digest).
+    Raises the error of the first problem unless ``raise_on_error`` is
+    False. ``repair`` first undoes an interrupted append, adopts consistent
+    runs another tool appended and records the runs' content digests where
+    missing or wrong; ``discard_unrecorded`` (with repair) deletes
+    unrecorded runs/rows that cannot be adopted. ``full``: SQLite
+    integrity_check, not quick_check.
+
+    Runs that repeat earlier runs of the dataset are an error (raised as
+    InvalidArgumentError when nothing else is wrong) unless they were
+    written with ``allow_duplicates``; ``duplicates`` has their count
+    (``runs``), those written knowingly (``allowed``) and the first 100 as
+    ``listed`` ({id, same_as, allowed})."""
     out = ffi.new("char **")
     flags = lib.A2PACK_DATASET_VERIFY_REPAIR if repair else 0
     if full:

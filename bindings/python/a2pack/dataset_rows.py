@@ -103,7 +103,8 @@ def write_dataset(out_dir: "Union[str, os.PathLike[str]]",
                   runs: "Sequence[Tuple[RunMeta, npt.NDArray[np.void]]]", *,
                   overwrite: bool = False, source_input: str = "python",
                   source_kind: str = "python",
-                  lock_timeout: Optional[float] = 60.0, shard_rows: int = 0) -> Dict[str, Any]:
+                  lock_timeout: Optional[float] = 60.0, shard_rows: int = 0,
+                  allow_duplicates: bool = False) -> Dict[str, Any]:
     """Write a dataset folder from ``runs`` (metadata row, rows), which get
     run ids 0..n-1 in the order given (the rows' run_id column is set here).
 
@@ -115,7 +116,9 @@ def write_dataset(out_dir: "Union[str, os.PathLike[str]]",
     ``out_dir``. ``shard_rows`` > 0 writes the sharded layout, as
     ``a2pack dataset build --shard-rows`` does. Returns path, runs, rows and
     ``notes`` (leftover folders of builds that died, removed or left alone,
-    as :func:`a2pack.build_dataset` reports them)."""
+    as :func:`a2pack.build_dataset` reports them). Runs that repeat each
+    other (the same content digest) raise InvalidArgumentError naming them,
+    writing nothing, unless ``allow_duplicates``."""
     out = os.fspath(out_dir)
     n = len(runs)
     counts = np.fromiter((len(rows) for _m, rows in runs), dtype=np.int64, count=n)
@@ -142,6 +145,7 @@ def write_dataset(out_dir: "Union[str, os.PathLike[str]]",
     lib.a2pack_dataset_rows_options_init(o)
     o.overwrite = int(bool(overwrite))
     o.shard_rows = int(shard_rows)
+    o.allow_duplicates = int(bool(allow_duplicates))
     o.lock_timeout_ms = (-1 if lock_timeout is None or lock_timeout < 0
                          else int(lock_timeout * 1000))
     src_in = ffi.new("char[]", source_input.encode("utf-8"))
@@ -155,4 +159,5 @@ def write_dataset(out_dir: "Union[str, os.PathLike[str]]",
     check(lib.a2pack_dataset_build_from_rows(fspath(out), ffi.from_buffer(all_rows), len(all_rows),
                                              recs, n, o, res))
     return {"path": os.fsdecode(out).rstrip("/") or "/", "runs": int(res.total_runs),
-            "rows": int(res.total_rows), "notes": notes}
+            "rows": int(res.total_rows), "runs_duplicated": int(res.runs_duplicated),
+            "notes": notes}

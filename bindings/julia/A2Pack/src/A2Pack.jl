@@ -894,13 +894,17 @@ end
 """Build a dataset in `out_dir` from a folder of runs or a packfile; returns counts.
 With `append=true`, add the runs to the dataset in `out_dir` instead: steps.npy is
 extended in place (the new rows, its header and the new runs are written), or, with
-`copy_steps=true`, rewritten as a new file (`steps_copied` in the result says which)."""
+`copy_steps=true`, rewritten as a new file (`steps_copied` in the result says which).
+Runs the dataset already holds, or that repeat another run of the input (the same
+content digest, docs/dataset.md "Run digests"), are an error naming them that changes
+nothing, unless `allow_duplicates=true` (`runs_duplicated` in the result counts them)."""
 function build_dataset(input::AbstractString, out_dir::AbstractString; workers::Integer=0,
                        allow_missing_branches::Bool=false, overwrite::Bool=false, append::Bool=false,
-                       copy_steps::Bool=false)
+                       copy_steps::Bool=false, allow_duplicates::Bool=false)
     opts = _options(L.a2pack_dataset_build_options, L.a2pack_dataset_build_options_init,
                     :workers => workers, :allow_missing_branches => Int32(allow_missing_branches),
-                    :overwrite => Int32(overwrite), :copy_steps => Int32(copy_steps))
+                    :overwrite => Int32(overwrite), :copy_steps => Int32(copy_steps),
+                    :allow_duplicates => Int32(allow_duplicates))
     res = _out(L.a2pack_dataset_build_result)
     if append
         check(L.a2pack_dataset_append(_cstr(out_dir), _cstr(input), opts, res))
@@ -909,7 +913,8 @@ function build_dataset(input::AbstractString, out_dir::AbstractString; workers::
     end
     r = res[]
     (runs_added=Int(r.runs_added), rows_added=Int(r.rows_added), total_runs=Int(r.total_runs),
-     total_rows=Int(r.total_rows), steps_copied=r.steps_copied != 0)
+     total_rows=Int(r.total_rows), steps_copied=r.steps_copied != 0,
+     runs_duplicated=Int(r.runs_duplicated))
 end
 
 Base.length(ds::Dataset) = Int(_info(ds).rows)

@@ -315,6 +315,7 @@ struct a2pack_dataset_build_options
     shard_rows::UInt64  # uint64_t shard_rows
     on_note::a2pack_dataset_message_fn  # a2pack_dataset_message_fn on_note
     on_note_user::Ptr{Cvoid}  # void *on_note_user
+    allow_duplicates::Int32  # int32_t allow_duplicates
 end
 
 # a2pack_dataset_build_result
@@ -327,6 +328,8 @@ struct a2pack_dataset_build_result
     runs_skipped::UInt64  # uint64_t runs_skipped
     runs_adopted::UInt64  # uint64_t runs_adopted
     steps_copied::Int32  # int32_t steps_copied
+    runs_duplicated::UInt64  # uint64_t runs_duplicated
+    digests_recorded::UInt64  # uint64_t digests_recorded
 end
 
 # a2pack_dataset_run_record
@@ -349,6 +352,7 @@ struct a2pack_dataset_rows_options
     shard_rows::UInt64  # uint64_t shard_rows
     on_note::a2pack_dataset_message_fn  # a2pack_dataset_message_fn on_note
     on_note_user::Ptr{Cvoid}  # void *on_note_user
+    allow_duplicates::Int32  # int32_t allow_duplicates
 end
 
 # enum a2pack_dataset_verify_flags

@@ -338,8 +338,12 @@ end
         cli_runs(joinpath(d, "more"); n=2, steps=30, seed=4)
         app = build_dataset(joinpath(d, "more"), joinpath(d, "ds"); append=true)
         @test app.total_runs == 7 && !app.steps_copied
-        app = build_dataset(joinpath(d, "more"), joinpath(d, "ds"); append=true, copy_steps=true)
-        @test app.total_runs == 9 && app.steps_copied
+        # The same runs again: refused unless duplicates are allowed.
+        e = status_of(() -> build_dataset(joinpath(d, "more"), joinpath(d, "ds"); append=true))
+        @test e !== nothing && e.status == LibA2Pack.A2PACK_E_INVALID_ARGUMENT
+        app = build_dataset(joinpath(d, "more"), joinpath(d, "ds"); append=true, copy_steps=true,
+                            allow_duplicates=true)
+        @test app.total_runs == 9 && app.steps_copied && app.runs_duplicated == 2
         res = app
         raw = npy_rows(joinpath(d, "ds", "steps.npy"))
         n = size(raw, 2)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from typing import Any, Dict, Iterator, List, Tuple, Union
 
 import apache_beam as beam
@@ -27,6 +28,7 @@ from apache_beam.transforms import display
 from apache_beam.utils.timestamp import Timestamp
 
 from ..dataset_rows import RowsError, RunMeta, run_rows, write_dataset
+from ..errors import InvalidArgumentError
 from ._common import counter
 from ._order import SortKey, inputs, label, sort_keys, split
 
@@ -65,15 +67,21 @@ class BuildDataset(transforms.PTransform[pvalue.PCollection[Any], pvalue.PCollec
     set on the worker that assembles.
     ``shard_rows`` > 0 writes the sharded layout (docs/dataset.md), the
     same shards as ``a2pack dataset build --shard-rows``.
+    Runs that repeat each other (the same content digest: boards, moves
+    and metadata, docs/dataset.md "Run digests") fail the pipeline with
+    InvalidArgumentError naming them by key, writing nothing, unless
+    ``allow_duplicates``.
     The output PCollection holds one dict: ``path``, ``runs``, ``rows``,
-    ``bad_runs`` (list of ``(key, message)``).
+    ``runs_duplicated``, ``bad_runs`` (list of ``(key, message)``).
     """
 
     def __init__(self, out_dir: Union[str, os.PathLike[str]], *,
                  allow_missing_branches: bool = False, overwrite: bool = False,
                  skip_bad: bool = True, source_input: str = "beam",
-                 source_kind: str = "beam", shard_rows: int = 0) -> None:
+                 source_kind: str = "beam", shard_rows: int = 0,
+                 allow_duplicates: bool = False) -> None:
         self._out = os.fspath(out_dir)
+        self._allow_duplicates = bool(allow_duplicates)
         self._shard_rows = int(shard_rows)
         self._allow_missing = allow_missing_branches
         self._overwrite = overwrite
@@ -89,7 +97,8 @@ class BuildDataset(transforms.PTransform[pvalue.PCollection[Any], pvalue.PCollec
             ins[0].pipeline
             | "Once" >> beam.Create([None])
             | "Assemble" >> beam.Map(_assemble, pvalue.AsList(all_made), self._out,
-                                     self._overwrite, self._source, self._shard_rows))
+                                     self._overwrite, self._source, self._shard_rows,
+                                     self._allow_duplicates))
         return result
 
     def display_data(self) -> Dict[str, Any]:
@@ -100,6 +109,8 @@ class BuildDataset(transforms.PTransform[pvalue.PCollection[Any], pvalue.PCollec
             "overwrite": display.DisplayDataItem(self._overwrite, label="Overwrite"),
             "skip_bad": display.DisplayDataItem(self._skip_bad, label="Skip bad runs"),
             "shard_rows": display.DisplayDataItem(self._shard_rows, label="Rows per shard"),
+            "allow_duplicates": display.DisplayDataItem(self._allow_duplicates,
+                                                        label="Allow duplicate runs"),
         }
 
 
@@ -135,7 +146,8 @@ class _RowsFn(beam.DoFn):
 
 
 def _assemble(_: None, outcomes: List[Union[_Made, _Bad]], out_dir: str,
-              overwrite: bool, source: Tuple[str, str], shard_rows: int = 0) -> Dict[str, Any]:
+              overwrite: bool, source: Tuple[str, str], shard_rows: int = 0,
+              allow_duplicates: bool = False) -> Dict[str, Any]:
     bad = [(label(k), why) for k, meta, why in outcomes if meta is None]
     made: List[_Made] = [m for m in outcomes if m[1] is not None]
     order = sort_keys([m[0] for m in made], "BuildDataset")
@@ -144,8 +156,16 @@ def _assemble(_: None, outcomes: List[Union[_Made, _Bad]], out_dir: str,
         raise ValueError(f"BuildDataset: no runs to build {out_dir} from"
                          + (f" ({len(bad)} bad runs skipped; the first: {min(bad)[1]})"
                             if bad else ""))
-    result = write_dataset(out_dir, [(m[1], m[2]) for m in made], overwrite=overwrite,
-                           source_input=source[0], source_kind=source[1],
-                           shard_rows=shard_rows)
+    try:
+        result = write_dataset(out_dir, [(m[1], m[2]) for m in made], overwrite=overwrite,
+                               source_input=source[0], source_kind=source[1],
+                               shard_rows=shard_rows, allow_duplicates=allow_duplicates)
+    except InvalidArgumentError as e:
+        # A refusal names the runs by their place ("run 3"): name them by key.
+        def key_of(m: "re.Match[str]") -> str:
+            i = int(m.group(1))
+            return label(made[i][0]) if i < len(made) else m.group(0)
+        message = re.sub(r"\brun (\d+)\b", key_of, e.message)
+        raise InvalidArgumentError(message, e.status) from None
     result["bad_runs"] = sorted(bad)
     return result

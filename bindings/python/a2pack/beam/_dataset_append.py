@@ -12,6 +12,7 @@ the same order. The folder is removed afterwards.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import tempfile
 from typing import Any, Dict, Iterator, List, Optional, Tuple, Union
@@ -21,6 +22,7 @@ from apache_beam import pvalue, transforms
 from apache_beam.utils.timestamp import Timestamp
 
 from ..dataset import append_dataset
+from ..errors import InvalidArgumentError
 from ._common import counter
 from ._order import SortKey, inputs, label, run_bytes, sort_keys, split
 
@@ -34,17 +36,22 @@ class AppendToDataset(transforms.PTransform[pvalue.PCollection[Any], pvalue.PCol
     the library cannot read or decode (listed in the result's ``bad_runs``);
     ``shard_rows`` sizes the new shards of a sharded dataset (0: its own).
     ``lock_timeout`` (seconds, None: no limit) waits for readers that are
-    loading the dataset. The output PCollection holds one dict: the
-    append's counts (``runs_added``, ``rows_added``, ``total_runs``,
-    ``total_rows``, ``steps_copied``) and ``bad_runs``.
+    loading the dataset. Runs the dataset already holds, or that repeat
+    each other, fail the pipeline (InvalidArgumentError naming them by key,
+    nothing appended) unless ``allow_duplicates``. The output PCollection
+    holds one dict: the append's counts (``runs_added``, ``rows_added``,
+    ``total_runs``, ``total_rows``, ``steps_copied``, ``runs_duplicated``)
+    and ``bad_runs``.
     """
 
     def __init__(self, dataset_dir: Union[str, os.PathLike[str]], *,
                  allow_missing_branches: bool = False, skip_bad: bool = True,
-                 shard_rows: int = 0, lock_timeout: Optional[float] = 60.0) -> None:
+                 shard_rows: int = 0, lock_timeout: Optional[float] = 60.0,
+                 allow_duplicates: bool = False) -> None:
         self._dir = os.fspath(dataset_dir)
         self._opts = dict(allow_missing_branches=allow_missing_branches, skip_bad=skip_bad,
-                          shard_rows=int(shard_rows), lock_timeout=lock_timeout)
+                          shard_rows=int(shard_rows), lock_timeout=lock_timeout,
+                          allow_duplicates=bool(allow_duplicates))
 
     def expand(self, pcoll: Any) -> pvalue.PCollection[Dict[str, Any]]:
         ins = inputs(pcoll, "AppendToDataset")
@@ -93,7 +100,16 @@ def _append(_: None, made: List[Tuple[SortKey, bytes]], dataset_dir: str,
             names[name] = made[i][0]
             with open(os.path.join(folder, name), "wb") as f:
                 f.write(made[i][1])
-        result = append_dataset(dataset_dir, folder, **opts)
+        try:
+            result = append_dataset(dataset_dir, folder, **opts)
+        except InvalidArgumentError as e:
+            # The runs a refusal names are files of the temporary folder:
+            # name them by their keys instead.
+            def key_of(m: "re.Match[str]") -> str:
+                key = names.get(m.group(1))
+                return label(key) if key is not None else m.group(0)
+            message = re.sub(re.escape(folder) + r"/(run-\d{9}\.a2run2)", key_of, e.message)
+            raise InvalidArgumentError(message, e.status) from None
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     skipped = result.pop("skipped", [])

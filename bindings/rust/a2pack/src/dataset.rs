@@ -156,6 +156,16 @@ impl BuildOptions {
         self.raw.shard_rows = rows;
         self
     }
+
+    /// Write runs whose content digest matches a run the dataset holds or
+    /// another run of the same input (docs/dataset.md, "Run digests"); each
+    /// copy is recorded as one. Off (the default): such a build or append
+    /// fails with [`Status::InvalidArgument`](crate::Status) saying how many
+    /// and which, and changes nothing.
+    pub fn allow_duplicates(mut self, on: bool) -> Self {
+        self.raw.allow_duplicates = i32::from(on);
+        self
+    }
 }
 
 /// What a build or append did.
@@ -181,6 +191,12 @@ pub struct BuildResult {
     /// extended in place ([`BuildOptions::copy_steps`], a header of another
     /// length, or another hard link to the file).
     pub steps_copied: bool,
+    /// Runs written that repeat another run
+    /// ([`BuildOptions::allow_duplicates`]).
+    pub runs_duplicated: u64,
+    /// [`append`]: existing runs that had no content digest (a dataset
+    /// written before a2pack recorded them) and got one first.
+    pub digests_recorded: u64,
 }
 
 type BuildFn = unsafe extern "C" fn(
@@ -215,6 +231,8 @@ fn run_build(
         total_runs: r.total_runs,
         total_rows: r.total_rows,
         steps_copied: r.steps_copied != 0,
+        runs_duplicated: r.runs_duplicated,
+        digests_recorded: r.digests_recorded,
     }))
 }
 
@@ -240,7 +258,8 @@ pub fn build(
 /// Append the runs of `input` to the dataset in `dataset_dir`, atomically.
 /// steps.npy is extended in place: the append writes the new rows, the
 /// file's header and the new runs, whatever the dataset's size
-/// (docs/dataset.md).
+/// (docs/dataset.md). Runs the dataset already holds are refused unless
+/// [`BuildOptions::allow_duplicates`].
 pub fn append(
     dataset_dir: impl AsRef<Path>,
     input: impl AsRef<Path>,

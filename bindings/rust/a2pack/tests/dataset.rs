@@ -198,8 +198,14 @@ fn append_verify_and_bad_input() {
     let r = dataset::append(&ds_dir, &more, &BuildOptions::new(), None).unwrap();
     assert_eq!((r.runs_added, r.total_runs), (2, 10));
     assert!(!r.steps_copied, "extended in place");
-    let r = dataset::append(&ds_dir, &more, &BuildOptions::new().copy_steps(true), None).unwrap();
+    // The same runs again: refused, naming them, unless duplicates are allowed.
+    let err = dataset::append(&ds_dir, &more, &BuildOptions::new(), None).unwrap_err();
+    assert_eq!(err.status(), Status::InvalidArgument);
+    assert!(err.message().contains("2 of the 2 runs to append are already in the dataset"), "{err}");
+    let opts = BuildOptions::new().copy_steps(true).allow_duplicates(true);
+    let r = dataset::append(&ds_dir, &more, &opts, None).unwrap();
     assert_eq!((r.runs_added, r.total_runs, r.steps_copied), (2, 12, true));
+    assert_eq!(r.runs_duplicated, 2);
     let report = dataset::verify(&ds_dir, false, 1).unwrap();
     assert!(report.contains("\"ok\": true") || report.contains("\"ok\":true"), "{report}");
 
