@@ -675,15 +675,7 @@ Dataset::DigestFindings Dataset::check_digests(uint32_t workers) const {
         "LEFT JOIN main.run_digests AS d ON d.id = r.id" : "NULL, NULL FROM runs AS r") +
         " ORDER BY r.id");
     while (q.step()) {
-      RunRow r;
-      r.id = q.col_int(0);
-      r.first_step_idx = q.col_int(1);
-      r.num_steps = q.col_int(2);
-      r.max_score = q.col_int(3);
-      r.highest_tile = q.col_int(4);
-      if (!q.col_null(5)) r.engine = q.col_text(5);
-      r.start_time = q.col_int(6);
-      r.elapsed_s = q.col_double(7);
+      RunRow r = run_row_at(q);
       runs.push_back(std::move(r));
       stored.push_back(q.col_null(8) ? std::string() : q.col_blob(8));
       dup_of.push_back(q.col_null(9) ? -1 : q.col_int(9));

@@ -275,15 +275,7 @@ DigestRepair record_digests(const std::string& dir, const Manifest& m, bool rech
   };
   uint64_t rows_in_batch = 0;
   while (q.step()) {
-    RunRow r;
-    r.id = q.col_int(0);
-    r.first_step_idx = q.col_int(1);
-    r.num_steps = q.col_int(2);
-    r.max_score = q.col_int(3);
-    r.highest_tile = q.col_int(4);
-    if (!q.col_null(5)) r.engine = q.col_text(5);
-    r.start_time = q.col_int(6);
-    r.elapsed_s = q.col_double(7);
+    RunRow r = run_row_at(q);
     if (r.first_step_idx < 0 || r.num_steps < 0)
       fail(A2PACK_E_CORRUPT, "{}/metadata.db: run {} has first_step_idx {} and num_steps {}", dir,
            r.id, r.first_step_idx, r.num_steps);

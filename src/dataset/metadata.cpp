@@ -217,4 +217,17 @@ void insert_runs(Db& db, const std::vector<RunRow>& rows) {
 
 void set_durable(Db& db) { db.exec("PRAGMA journal_mode=DELETE; PRAGMA synchronous=FULL;"); }
 
+RunRow run_row_at(Stmt& q, int first) {
+  RunRow r;
+  r.id = q.col_int(first);
+  r.first_step_idx = q.col_int(first + 1);
+  r.num_steps = q.col_int(first + 2);
+  r.max_score = q.col_int(first + 3);
+  r.highest_tile = q.col_int(first + 4);
+  if (!q.col_null(first + 5)) r.engine = q.col_text(first + 5);
+  r.start_time = q.col_int(first + 6);
+  r.elapsed_s = q.col_double(first + 7);
+  return r;
+}
+
 }  // namespace a2pack::dataset

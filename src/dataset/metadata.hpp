@@ -102,6 +102,11 @@ void check_schema(Db& db);
 // Insert runs inside the caller's transaction.
 void insert_runs(Db& db, const std::vector<RunRow>& rows);
 
+// The columns of `runs` a row of a query starts with, in the table's order
+// from `first` on: id, first_step_idx, num_steps, max_score, highest_tile,
+// engine, start_time, elapsed_s.
+RunRow run_row_at(Stmt& q, int first = 0);
+
 // Durable, single-file journaling: a rollback journal (deleted on commit)
 // with full fsyncs, so a crash leaves either the old or the new table.
 void set_durable(Db& db);
