@@ -231,7 +231,23 @@ Logger::Logger(std::string dir, const Options& opts)
     unsigned wt = opts_.writer_threads ? opts_.writer_threads
                                        : std::min(2u, std::max(1u, std::thread::hardware_concurrency()));
     writer_ = std::thread([this] { appender_loop(); });
-    for (unsigned i = 1; i < wt; ++i) compressors_.emplace_back([this] { compressor_loop(); });
+    try {
+      for (unsigned i = 1; i < wt; ++i) compressors_.emplace_back([this] { compressor_loop(); });
+    } catch (...) {
+      // A thread that cannot start (EAGAIN: a process or container limit)
+      // after others did: stop and join those, or their std::thread objects
+      // would end the process as the members are destroyed.
+      {
+        std::lock_guard<std::mutex> lk(q_mu_);
+        stop_ = true;
+        append_cv_.notify_all();
+        compress_cv_.notify_all();
+      }
+      writer_.join();
+      for (auto& t : compressors_) t.join();
+      compressors_.clear();
+      throw;
+    }
   } catch (...) {
     if (segments_fd_ >= 0) ::close(segments_fd_);
     segments_fd_ = -1;

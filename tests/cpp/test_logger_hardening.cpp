@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -671,4 +672,54 @@ TEST(LoggerLinks, AFolderNamedByALinkIsStillALoggerFolder) {
   Decoded d = decode_dir(tmp / "real", {});
   EXPECT_TRUE(d.problems.empty());
   EXPECT_EQ(epochs_of(d, 0), iota(5));
+}
+
+namespace {
+
+size_t mapped_now() {
+  unsigned long pages = 0;
+  if (FILE* f = std::fopen("/proc/self/statm", "r")) {
+    if (std::fscanf(f, "%lu", &pages) != 1) pages = 0;
+    std::fclose(f);
+  }
+  return pages * static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+}
+
+}  // namespace
+
+// Where a process limit leaves room for some of a logger's threads and not
+// the rest (each thread's stack is address space), opening it fails with an
+// error, or works: never an abort with a thread still running.
+TEST(LoggerLimits, ThreadsThatCannotStartAreAnErrorNotAnAbort) {
+  a2test::TempDir tmp;
+  const std::string root = tmp.path();
+  int errors = 0, opened = 0;
+  for (size_t mib = 0; mib <= 48; mib += 2) {
+    const std::string dir = root + "/l" + std::to_string(mib);
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      rlimit lim{};
+      lim.rlim_cur = lim.rlim_max = mapped_now() + (mib << 20);
+      if (::setrlimit(RLIMIT_AS, &lim) != 0) ::_exit(3);
+      try {
+        Options o;
+        o.writer_threads = 4;
+        Logger lg(dir, o);
+        lg.close();
+        ::_exit(0);
+      } catch (const Error&) {
+        ::_exit(1);
+      } catch (...) {
+        ::_exit(1);  // std::bad_alloc before any thread: also no abort
+      }
+    }
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    ASSERT_TRUE(WIFEXITED(status)) << mib << " MiB of headroom: killed by signal "
+                                   << (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+    ASSERT_NE(WEXITSTATUS(status), 3);
+    (WEXITSTATUS(status) == 0 ? opened : errors) += 1;
+  }
+  EXPECT_GT(opened, 0);  // with room enough, it works
+  EXPECT_GT(errors, 0);  // with none, it is an error
 }
