@@ -126,10 +126,10 @@ test-python: python test-deps
 SAN_BUILD ?= build-sanitize
 SAN_PRELOAD = $(shell gcc -print-file-name=libasan.so) $(shell gcc -print-file-name=libubsan.so)
 # Suites that exercise no library code beyond what the rest already does,
-# and whose engines (Beam's worker processes, torch DDP processes, mypy,
+# and whose engines (Beam's worker processes, Ray's cluster, torch DDP processes, mypy,
 # upstream ai-2048's own suite and the cargo build of its packer, and
 # pdoc) would run whole under the sanitizer's preload.
-SAN_PYTEST_SKIP := --ignore=test_beam.py --ignore=test_ddp.py --ignore=test_typing.py \
+SAN_PYTEST_SKIP := --ignore=test_beam.py --ignore=test_ray.py --ignore=test_ddp.py --ignore=test_typing.py \
   --ignore=test_readme_examples.py --ignore=test_ai_2048_upstream_suite.py
 
 $(SAN_BUILD)/build.ninja: CMakeLists.txt | setup

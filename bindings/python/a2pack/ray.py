@@ -534,7 +534,7 @@ def _read_bag_range(spec: str, start: int, stop: int, columns: Optional[Sequence
     reader = _bag.Reader(spec, _bag.Reader.Options(max_parallelism=1))
     per = max(1, min(_RECORDS_PER_BLOCK,
                      int(_BLOCK_BYTES // max(reader.approximate_bytes_per_record(), 1.0))))
-    h = reader._h  # the library's reader: its batches export to Arrow without a copy
+    h: Any = getattr(reader, "_h")  # the library's reader: batches export to Arrow uncopied
     for a, b in _chunks_by(stop - start, per):
         out: Dict[str, pa.Array] = {}
         if columns is None or "record" in columns:
@@ -602,7 +602,8 @@ def _dataset_plan(path: str) -> Dict[str, Any]:
         raise FileNotFoundError(f"{db}: no such file (is {path} a dataset folder?)")
     con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
     try:
-        where, args = "", ()
+        where = ""
+        args: Tuple[int, ...] = ()
         if "next_run_id" in manifest:
             where, args = "WHERE id < ?", (int(manifest["next_run_id"]),)
         rows = con.execute(f"SELECT first_step_idx, num_steps FROM runs {where} "
@@ -711,6 +712,7 @@ class StepDatasetDatasource(_A2Datasource):
         super().__init__(columns)
         self._path = os.fspath(path)
         self._remote = _remote(self._path)
+        self._plan: Dict[str, Any]
         if self._remote:
             # The library fetches metadata.db and the rows; the run starts
             # come from the step_index column.
@@ -1015,16 +1017,20 @@ def _sorted_keys(keys: Sequence[Any], order: Callable[[Any], Any], what: str) ->
     return idx
 
 
-def _payloads(block: Any, column: str, what: str) -> Tuple[List[Any], Optional[List[bytes]],
-                                                            pa.Table]:
-    """(order keys or [], bytes of each row's `column`, the table)."""
+def _table(block: Any) -> pa.Table:
     from ray.data.block import BlockAccessor
 
     table: pa.Table = BlockAccessor.for_block(block).to_arrow()
+    return table
+
+
+def _payloads(table: pa.Table, column: str, what: str) -> List[bytes]:
+    """The bytes of each row's ``column`` (for ``run``: the run-file bytes,
+    or v2 bytes made from the step columns of rows that have no bytes)."""
     if column in table.column_names:
-        return [], [bytes(v) for v in table.column(column).to_pylist()], table
+        return [bytes(v) for v in table.column(column).to_pylist()]
     if column == "run" and {"boards", "moves"} <= set(table.column_names):
-        return [], [_run_from_row(table, i) for i in range(table.num_rows)], table
+        return [_run_from_row(table, i) for i in range(table.num_rows)]
     raise ValueError(f"{what}: the rows have no {column!r} column (they have "
                      f"{', '.join(table.column_names) or 'none'})")
 
@@ -1109,7 +1115,8 @@ class _StagedSink(Datasink):  # type: ignore[misc]  # Ray's classes are Any to m
         task = int(getattr(ctx, "task_idx", 0))
         with open(path, "wb") as f:
             for block in blocks:
-                _, datas, table = _payloads(block, self._column, self._what)
+                table = _table(block)
+                datas = _payloads(table, self._column, self._what)
                 keys = _keys(table, self._order_by, self._what)
                 for i, data in enumerate(datas):
                     key = keys[i] if keys is not None else (task, len(staged))
@@ -1200,17 +1207,10 @@ class BagDatasink(_StagedSink):
 
     def write(self, blocks: Iterable[Any], ctx: Any) -> List[Tuple[int, List[_Staged]]]:
         blocks = list(blocks)
-        if self._column_arg is None:
-            from ray.data.block import BlockAccessor
-            names = set().union(*(BlockAccessor.for_block(b).to_arrow().column_names
-                                  for b in blocks)) if blocks else set()
-            self._column = "record" if "record" in names else "run"
-        else:
-            self._column = self._column_arg
-        if self._order_by is not None and blocks:
-            from ray.data.block import BlockAccessor
-            if self._order_by not in BlockAccessor.for_block(blocks[0]).to_arrow().column_names:
-                self._order_by = None if self._order_by == "key" else self._order_by
+        names = set(_table(blocks[0]).column_names) if blocks else set()
+        self._column = self._column_arg or ("record" if "record" in names else "run")
+        if self._order_by == "key" and blocks and "key" not in names:
+            self._order_by = None  # the default, for rows without keys: the tasks' order
         return super().write(blocks, ctx)
 
     def _finish(self, staged: List[_Staged]) -> Dict[str, Any]:
@@ -1298,7 +1298,8 @@ class DatasetDatasink(Datasink):  # type: ignore[misc]  # Ray's classes are Any 
         made: List[_Made] = []
         task = int(getattr(ctx, "task_idx", 0))
         for block in blocks:
-            _, datas, table = _payloads(block, "run", "write_dataset")
+            table = _table(block)
+            datas = _payloads(table, "run", "write_dataset")
             keys = _keys(table, self._order_by, "write_dataset")
             for i, data in enumerate(datas):
                 key = keys[i] if keys is not None else (task, len(made))
