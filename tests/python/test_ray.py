@@ -139,6 +139,14 @@ def test_read_runs_and_pack_rows_match_the_library(data, blocks):
         assert prow["run"] == reader.read(i)
     assert [r["key"] for r in listed] == [str(f) for f in files[::-1]]  # a list keeps its order
     assert set(listed[0]) == {"key", "moves"}
+    # The read tasks' metadata, before anything is read: rows, sizes, files.
+    for src, n in ((a2ray.RunsDatasource(nested), len(files)),
+                   (a2ray.PackDatasource(data["root"] / "nested.a2pack"), len(reader))):
+        tasks = src.get_read_tasks(blocks)
+        assert len(tasks) == blocks
+        assert sum(t.metadata.num_rows for t in tasks) == n
+        assert all(t.metadata.size_bytes > 0 and t.metadata.input_files for t in tasks)
+        assert tasks[0].schema.names == list(a2ray.RUN_COLUMNS)
 
 
 def test_read_bag_shards_and_patterns_match_the_library(data):
@@ -218,6 +226,8 @@ def test_read_log_matches_the_library(tmp_path):
         both = a2ray.read_log(str(tmp_path / "log-*"), columns=["stream_id", "source"],
                               override_num_blocks=4).take_all()
     assert one.num_blocks() == 3
+    tasks = a2ray.LogDatasource(tmp_path / "log-a").get_read_tasks(3)
+    assert all(t.metadata.num_rows is None and t.metadata.size_bytes > 0 for t in tasks)
     for c in ("stream_id", "epoch", "indices", "values"):
         assert rows.column(c).combine_chunks().equals(want.column(c).combine_chunks()), c
     assert len(both) == 2 * want.num_rows
@@ -517,15 +527,16 @@ def test_sources_and_a_sink_over_s3(data, tmp_path, monkeypatch):
         for k in range(3):
             n = f"cli-{k:05d}-of-00003.bagz"
             client.upload_file(str(root / n), "a2pack-ray", n)
-        remote = {"runtime_env": {"env_vars": env}}
+        remote = {"env_vars": env}
         with deadline(180):
             bag = a2ray.read_bag("s3://a2pack-ray/cli@3.bagz", override_num_blocks=2,
-                                 ray_remote_args=remote).take_all()
+                                 runtime_env=remote).take_all()
             pack = a2ray.read_pack("s3://a2pack-ray/cli.a2pack", columns=["key", "run"],
-                                   override_num_blocks=2, ray_remote_args=remote).take_all()
+                                   override_num_blocks=2, runtime_env=remote).take_all()
             runs = a2ray.read_runs("s3://a2pack-ray/runs/", override_num_blocks=2,
-                                   ray_remote_args=remote).materialize()
-            a2ray.write_bag(runs, "s3://a2pack-ray/out@3.bagz", ray_remote_args=remote)
+                                   runtime_env=remote).materialize()
+            a2ray.write_bag(runs, "s3://a2pack-ray/out@3.bagz",
+                            ray_remote_args={"runtime_env": remote})
         assert [r["record"] for r in bag] == list(a2pack.bag.Reader(str(root / "cli@3.bagz")))
         local = a2pack.PackReader(root / "cli.a2pack")
         assert [r["run"] for r in pack] == [local.read(i) for i in range(len(local))]

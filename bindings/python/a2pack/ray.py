@@ -11,8 +11,9 @@
     steps = a2ray.read_dataset("ds/", columns=["exponents", "move"])
     steps.iter_batches(batch_size=4096)
 
-Sources (``ray.data.Datasource`` subclasses, and ``read_*`` functions that
-take Ray's usual ``override_num_blocks`` / ``ray_remote_args``):
+Sources (``ray.data.Datasource`` subclasses, and ``read_*`` functions whose
+other keyword arguments - ``override_num_blocks``, ``num_cpus``,
+``concurrency``, ``runtime_env``, ... - go to ``ray.data.read_datasource``):
 
 - :func:`read_runs` - ``.a2run2`` files (a folder, a glob or a list), one row
   per run;
@@ -233,15 +234,22 @@ def _metadata(rows: Optional[int], size: Optional[int], files: Sequence[str]) ->
 
 
 # ------------------------------------------------------------------ run rows
-def _run_rows_table(batch: RunBatch, keys: pa.Array, index: npt.NDArray[np.int64],
+_UNDECODED = ("key", "index", "source", "run")  # run columns that need no decoding
+
+
+def _needs_decoding(columns: Optional[Sequence[str]]) -> bool:
+    return columns is None or any(c not in _UNDECODED for c in columns)
+
+
+def _run_rows_table(batch: Optional[RunBatch], keys: pa.Array, index: npt.NDArray[np.int64],
                     sources: Sequence[str], payloads: Optional[Sequence[bytes]],
                     columns: Optional[Sequence[str]]) -> pa.Table:
-    """A table of run rows from one decoded RunBatch: the meta columns and
-    the step columns of the library's Arrow exports (zero-copy views of the
-    batch but ``exponents``, which the export computes), the step columns
-    as lists cut at each run's first step."""
+    """A table of run rows: the meta columns and the step columns of the
+    library's Arrow exports of the decoded ``batch`` (zero-copy views of it
+    but ``exponents``, which the export computes), the step columns as
+    lists cut at each run's first step. ``batch`` may be None when
+    ``columns`` asks only for what needs no decoding."""
     want = list(RUN_COLUMNS if columns is None else columns)
-    runs = pa.record_batch(run_batch_arrow(batch, "runs"))
     out: Dict[str, pa.Array] = {}
     if "key" in want:
         out["key"] = keys
@@ -251,19 +259,47 @@ def _run_rows_table(batch: RunBatch, keys: pa.Array, index: npt.NDArray[np.int64
         out["source"] = pa.array(list(sources), pa.string())
     if "run" in want:
         if payloads is None:
-            raise ValueError("the run column needs the runs' bytes (with_bytes=True)")
+            raise ValueError("the run column needs the runs' bytes")
         out["run"] = pa.array(list(payloads), pa.large_binary())
-    for name in _META:
-        if name in want:
-            out[name] = runs.column(name)
-    lists = [c for c in _STEP_LISTS if c in want]
-    if lists:
-        steps = pa.record_batch(run_batch_arrow(batch, "steps"))
-        first = np.asarray(runs.column("first_step").to_numpy(zero_copy_only=False), np.int64)
-        offsets = pa.array(np.append(first, np.int64(steps.num_rows)), pa.int64())
-        for name in lists:
-            out[name] = pa.LargeListArray.from_arrays(offsets, steps.column(_STEP_LISTS[name]))
-    return pa.table({c: out[c] for c in want if c in out})
+    if batch is not None:
+        runs = pa.record_batch(run_batch_arrow(batch, "runs"))
+        for name in _META:
+            if name in want:
+                out[name] = runs.column(name)
+        lists = [c for c in _STEP_LISTS if c in want]
+        if lists:
+            steps = pa.record_batch(run_batch_arrow(batch, "steps"))
+            first = np.asarray(runs.column("first_step").to_numpy(zero_copy_only=False),
+                               np.int64)
+            offsets = pa.array(np.append(first, np.int64(steps.num_rows)), pa.int64())
+            for name in lists:
+                out[name] = pa.LargeListArray.from_arrays(offsets,
+                                                          steps.column(_STEP_LISTS[name]))
+    missing = [c for c in want if c not in out]
+    if missing:
+        raise ValueError(f"the columns {missing} need the runs decoded")
+    return pa.table({c: out[c] for c in want})
+
+
+@functools.lru_cache(maxsize=None)
+def _run_schema(key_type: str) -> pa.Schema:
+    """The schema of run rows (keys of ``key_type``), from a one-step run
+    through the same code as every block: what the read tasks announce, so
+    that Ray knows the columns without reading (and the sinks can select
+    theirs, which spares the reads the decoding)."""
+    meta = Meta(steps=1, start_unix_s=0, elapsed_s=0.0, max_score=0, highest_tile=0,
+                engine_str="x")
+    data = RunV2.from_arrays(meta, np.zeros(1, np.uint64), np.zeros(1, np.uint8),
+                             np.zeros((1, 4), np.float32), np.ones(1, np.uint8),
+                             final_board=0).to_bytes("v2")
+    keys = pa.array([0], pa.int64()) if key_type == "int64" else pa.array([""], pa.string())
+    table = _run_rows_table(decode_batch([data]), keys, np.zeros(1, np.int64), [""], [data],
+                            None)
+    return table.schema
+
+
+def _select(schema: pa.Schema, columns: Optional[Sequence[str]]) -> pa.Schema:
+    return schema if columns is None else pa.schema([schema.field(c) for c in columns])
 
 
 def _check_columns(columns: Optional[Sequence[str]], known: Sequence[str], what: str
@@ -364,7 +400,7 @@ def _read_run_files(paths: Sequence[str], keys: Sequence[str], first: int,
     for a, b in _chunks_by(len(paths), _RUNS_PER_BLOCK):
         part = list(paths[a:b])
         payloads = [_read_bytes(p) for p in part]
-        batch = _decode_files(part, payloads)
+        batch = _decode_files(part, payloads) if _needs_decoding(columns) else None
         yield _run_rows_table(batch, pa.array(list(keys[a:b]), pa.string()),
                               np.arange(first + a, first + b, dtype=np.int64), part, payloads,
                               columns)
@@ -400,13 +436,13 @@ class RunsDatasource(_A2Datasource):
             tasks.append(ReadTask(functools.partial(_read_run_files, self._paths[a:b],
                                                     self._keys[a:b], a, cols),
                                   _metadata(b - a, size, self._paths[a:b]),
+                                  schema=_select(_run_schema("string"), cols),
                                   per_task_row_limit=per_task_row_limit))
         return tasks
 
 
 def read_runs(paths: Paths, *, columns: Optional[Sequence[str]] = None,
-              override_num_blocks: Optional[int] = None,
-              ray_remote_args: Optional[Dict[str, Any]] = None) -> "ray.data.Dataset":
+              **read_args: Any) -> "ray.data.Dataset":
     """A Ray Dataset of run files, one row per run (columns :data:`RUN_COLUMNS`).
 
     ``paths``: a folder (every ``*.a2run2`` under it, recursively, in byte
@@ -416,9 +452,7 @@ def read_runs(paths: Paths, *, columns: Optional[Sequence[str]] = None,
     task's runs in one call (a damaged file is an error naming it); the
     step columns are views of the decoded batch, the ``run`` column the
     files' bytes."""
-    return ray.data.read_datasource(RunsDatasource(paths, columns=columns),
-                                    override_num_blocks=override_num_blocks,
-                                    ray_remote_args=ray_remote_args)
+    return ray.data.read_datasource(RunsDatasource(paths, columns=columns), **read_args)
 
 
 # ------------------------------------------------------------------ read_pack
@@ -446,7 +480,8 @@ def _read_pack_range(files: Sequence[str], counts: Sequence[int], start: int, st
                 for a, b in _chunks_by(hi - lo, _RUNS_PER_BLOCK):
                     local = np.arange(lo - base + a, lo - base + b, dtype=np.uint64)
                     try:
-                        batch = reader.decode_batch_columns(local, 1)
+                        batch = (reader.decode_batch_columns(local, 1)
+                                 if _needs_decoding(columns) else None)
                         payloads = [reader.read(int(i)) for i in local] if want_bytes else None
                     except Error as e:
                         raise type(e)(f"{f}: {e}" if f not in str(e) else str(e)) from e
@@ -492,13 +527,13 @@ class PackDatasource(_A2Datasource):
                 functools.partial(_read_pack_range, self._files, self._counts, a, b,
                                   self._verify, cols),
                 _metadata(b - a, int(self._raw[a:b].sum() * 2.5), self._files),
+                schema=_select(_run_schema("int64"), cols),
                 per_task_row_limit=per_task_row_limit))
         return tasks
 
 
 def read_pack(path: Paths, *, columns: Optional[Sequence[str]] = None, verify: bool = True,
-              override_num_blocks: Optional[int] = None,
-              ray_remote_args: Optional[Dict[str, Any]] = None) -> "ray.data.Dataset":
+              **read_args: Any) -> "ray.data.Dataset":
     """A Ray Dataset of the runs of one or more packfiles (a path, a glob
     pattern, or a list; local or ``s3://``/``gs://``), one row per entry:
     :data:`RUN_COLUMNS`, ``key`` and ``index`` being the entry's index over
@@ -506,8 +541,7 @@ def read_pack(path: Paths, *, columns: Optional[Sequence[str]] = None, verify: b
     library decodes each block's entries in one call (a damaged entry is an
     error naming the pack and the entry)."""
     return ray.data.read_datasource(PackDatasource(path, columns=columns, verify=verify),
-                                    override_num_blocks=override_num_blocks,
-                                    ray_remote_args=ray_remote_args)
+                                    **read_args)
 
 
 # ------------------------------------------------------------------ read_bag
@@ -574,17 +608,14 @@ class BagDatasource(_A2Datasource):
 
 
 def read_bag(path: Paths, *, columns: Optional[Sequence[str]] = None,
-             override_num_blocks: Optional[int] = None,
-             ray_remote_args: Optional[Dict[str, Any]] = None) -> "ray.data.Dataset":
+             **read_args: Any) -> "ray.data.Dataset":
     """A Ray Dataset of the records of ``path``: a ``.bag``/``.bagz`` file,
     ``name@N.bagz``, ``name@*.bagz``, a glob pattern, a comma list or a list
     of files (local or ``s3://``/``gs://``), one row per record: ``record``
     (large_binary, the library's read buffer without a copy) and ``index``
     (the record's index over all the shards). Read tasks take contiguous
     index ranges."""
-    return ray.data.read_datasource(BagDatasource(path, columns=columns),
-                                    override_num_blocks=override_num_blocks,
-                                    ray_remote_args=ray_remote_args)
+    return ray.data.read_datasource(BagDatasource(path, columns=columns), **read_args)
 
 
 # ------------------------------------------------------------------ read_dataset
@@ -765,13 +796,13 @@ class StepDatasetDatasource(_A2Datasource):
                                            self._plan["sharded"], self._plan["shards"],
                                            self._remote, cols),
                          _metadata(g[1] - g[0], (g[1] - g[0]) * self._row_bytes(), files),
+                         schema=_select(_step_schema(), cols),
                          per_task_row_limit=per_task_row_limit)
                 for g in groups]
 
 
 def read_dataset(path: PathLike, columns: Optional[Sequence[str]] = None, *, verify: bool = True,
-                 override_num_blocks: Optional[int] = None,
-                 ray_remote_args: Optional[Dict[str, Any]] = None) -> "ray.data.Dataset":
+                 **read_args: Any) -> "ray.data.Dataset":
     """A Ray Dataset of a step dataset's rows (single-file or sharded; local,
     or ``s3://``/``gs://``), one row per step, with the columns of
     :data:`STEP_COLUMNS` or those in ``columns`` (Ray's ``select_columns``
@@ -781,8 +812,7 @@ def read_dataset(path: PathLike, columns: Optional[Sequence[str]] = None, *, ver
     the tasks then read only their rows: from a mapping of steps.npy,
     gathered into Arrow by the library, or from the shards' NPY files."""
     return ray.data.read_datasource(StepDatasetDatasource(path, columns=columns, verify=verify),
-                                    override_num_blocks=override_num_blocks,
-                                    ray_remote_args=ray_remote_args)
+                                    **read_args)
 
 
 # ------------------------------------------------------------------ read_log
@@ -948,8 +978,7 @@ class LogDatasource(_A2Datasource):
 
 
 def read_log(path: Paths, *, columns: Optional[Sequence[str]] = None, strict: bool = False,
-             override_num_blocks: Optional[int] = None,
-             ray_remote_args: Optional[Dict[str, Any]] = None) -> "ray.data.Dataset":
+             **read_args: Any) -> "ray.data.Dataset":
     """A Ray Dataset of data-logger records, one row per record:
     ``stream_id``, ``epoch``, ``indices``, ``values`` (the columns of
     :meth:`a2pack.LogData.to_arrow`) and ``source`` (the folder). ``path``
@@ -965,8 +994,7 @@ def read_log(path: Paths, *, columns: Optional[Sequence[str]] = None, strict: bo
     skipped and logged; ``strict=True`` makes them an error naming the
     segment and offset."""
     return ray.data.read_datasource(LogDatasource(path, columns=columns, strict=strict),
-                                    override_num_blocks=override_num_blocks,
-                                    ray_remote_args=ray_remote_args)
+                                    **read_args)
 
 
 # ------------------------------------------------------------------ runs in, files out
@@ -1332,7 +1360,16 @@ class DatasetDatasink(Datasink):  # type: ignore[misc]  # Ray's classes are Any 
 
 
 def _write(ds: "ray.data.Dataset", sink: Any, concurrency: Optional[int],
-           ray_remote_args: Optional[Dict[str, Any]]) -> Dict[str, Any]:
+           ray_remote_args: Optional[Dict[str, Any]], need: Sequence[Optional[str]]
+           ) -> Dict[str, Any]:
+    # When the columns are known without reading (a2pack's sources announce
+    # them), only those the sink needs are read: Ray pushes the selection
+    # into the read, which then skips decoding the runs.
+    schema = ds.schema(fetch_if_missing=False)
+    names = list(getattr(schema, "names", None) or [])
+    cols = [c for c in need if c]
+    if names and all(c in names for c in cols) and len(cols) < len(names):
+        ds = ds.select_columns(cols)
     ds.write_datasink(sink, concurrency=concurrency, ray_remote_args=ray_remote_args or {})
     result: Dict[str, Any] = sink.result if sink.result is not None else {}
     return result
@@ -1357,7 +1394,8 @@ def write_pack(ds: "ray.data.Dataset", path: PathLike, *, order_by: Optional[str
     staging folder is removed either way. Returns ``path``, ``runs``,
     ``bytes`` and the writer's summary."""
     return _write(ds, PackDatasink(path, order_by=order_by, staging_dir=staging_dir,
-                                   **writer_options), concurrency, ray_remote_args)
+                                   **writer_options), concurrency, ray_remote_args,
+                  [order_by, "run"])
 
 
 def write_bag(ds: "ray.data.Dataset", path: PathLike, *, column: Optional[str] = None,
@@ -1372,9 +1410,12 @@ def write_bag(ds: "ray.data.Dataset", path: PathLike, *, column: Optional[str] =
     paths; rows without that column - ``read_bag``'s - keep their write
     tasks' order, or pass ``order_by="index"``). Staged and written as
     :func:`write_pack`; each shard appears only when complete."""
+    names = list(getattr(ds.schema(fetch_if_missing=False), "names", None) or [])
+    record = column or ("record" if "record" in names else "run")
+    order = order_by if order_by != "key" or "key" in names or not names else None
     return _write(ds, BagDatasink(path, column=column, order_by=order_by,
                                   staging_dir=staging_dir, options=options),
-                  concurrency, ray_remote_args)
+                  concurrency, ray_remote_args, [order, record])
 
 
 def write_dataset(ds: "ray.data.Dataset", path: PathLike, *, order_by: Optional[str] = "key",
@@ -1398,7 +1439,8 @@ def write_dataset(ds: "ray.data.Dataset", path: PathLike, *, order_by: Optional[
                                       allow_missing_branches=allow_missing_branches,
                                       overwrite=overwrite, skip_bad=skip_bad,
                                       source_input=source_input, source_kind=source_kind,
-                                      shard_rows=shard_rows), concurrency, ray_remote_args)
+                                      shard_rows=shard_rows), concurrency, ray_remote_args,
+                  [order_by, "run"])
 
 
 def append_dataset(ds: "ray.data.Dataset", path: PathLike, *, order_by: Optional[str] = "key",
@@ -1417,7 +1459,8 @@ def append_dataset(ds: "ray.data.Dataset", path: PathLike, *, order_by: Optional
     return _write(ds, AppendDatasink(path, order_by=order_by, staging_dir=staging_dir,
                                      allow_missing_branches=allow_missing_branches,
                                      skip_bad=skip_bad, shard_rows=shard_rows,
-                                     lock_timeout=lock_timeout), concurrency, ray_remote_args)
+                                     lock_timeout=lock_timeout), concurrency, ray_remote_args,
+                  [order_by, "run"])
 
 
 # ------------------------------------------------------------------ Ray Train
@@ -1469,11 +1512,10 @@ def report_feed(feed: Feed, metrics: Mapping[str, Any], *,
     far) and whatever ``save(folder)`` writes beside it (the model, the
     optimiser). Every worker calls it at the same step; rank 0 writes the
     checkpoint (every rank's feed state is the same)."""
-    ctx = ray.train.get_context()
-    state = feed.state_dict()
-    if int(ctx.get_world_rank()) != 0:
+    if int(ray.train.get_context().get_world_rank()) != 0:
         ray.train.report(dict(metrics), checkpoint=None)
         return
+    state = feed.state_dict()
     with tempfile.TemporaryDirectory(prefix="a2pack-feed-") as d:
         with open(os.path.join(d, FEED_STATE_FILE), "wb") as f:
             f.write(state["state"])
