@@ -67,7 +67,11 @@ def main() -> None:
     blocks = 2 * args.num_cpus if args.blocks is None else args.blocks
     split = {"override_num_blocks": blocks} if blocks else {}
 
-    import ray
+    try:
+        import ray
+    except ImportError:
+        print("ray_compare: skipped: Ray is not installed (pip install 'a2pack[ray]')")
+        return
     import a2pack
     import a2pack.ray as a2ray
 
@@ -166,8 +170,21 @@ def main() -> None:
               f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
         print(f"{'cell':<8} {'a2pack.ray':>14} {'other':>14} {'ratio':>7}")
         for r in results:
+            if r["cell"] == "startup":
+                print(f"{'startup':<8} {r['a2pack_ray_s']:>12.3f} s   (a Ray Data job of one row)")
+                continue
             print(f"{r['cell']:<8} {r['a2pack_ray_s']:>12.3f} s {r['other_s']:>12.3f} s "
                   f"{r['ratio']:>7.2f}")
+        import sys
+        sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+        from results import emit  # bench/results.py: the summary table of `make bench`
+        others = {"pack": "a2pack pack", "build": "a2pack dataset build",
+                  "read": "a2pack.Dataset + arrow_gather"}
+        for r in results:
+            if r["cell"] in others:
+                emit("ray", f"{r['cell']}, {r['n']} {r['unit']}, {blocks or 'default'} blocks "
+                     "(engine overhead)", r["a2pack_ray_s"], others[r["cell"]], r["other_s"], "s",
+                     higher_is_better=False)
         if args.json:
             with open(args.json, "w") as f:
                 json.dump({"runs": args.runs, "steps": steps, "blocks": blocks, "load": load,
