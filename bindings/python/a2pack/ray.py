@@ -103,7 +103,7 @@ _LOG = logging.getLogger("a2pack.ray")
 PathLike = Union[str, "os.PathLike[str]"]
 Paths = Union[PathLike, Sequence[PathLike]]
 
-#: Columns of a run row, in order (``run`` only with ``with_bytes``).
+#: Columns of a run row, in order (``run``: the run file's bytes).
 RUN_COLUMNS = ("key", "index", "source", "run", "num_steps", "final_board", "max_score",
                "highest_tile", "start_unix_s", "elapsed_s", "source_kind", "engine",
                "boards", "exponents", "moves", "legal_masks", "branch_values", "branch_present")
@@ -142,15 +142,25 @@ def _has_magic(path: str) -> bool:
     return glob.has_magic(path)
 
 
+_ENV = ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL", "AWS_REGION", "AWS_DEFAULT_REGION",
+        "AWS_NO_SIGN_REQUEST", "AWS_ACCESS_KEY_ID", "AWS_PROFILE", "STORAGE_EMULATOR_HOST",
+        "A2PACK_GCS_ENDPOINT", "GOOGLE_APPLICATION_CREDENTIALS")
+
+
 def _filesystem(url: str) -> Tuple[Any, str]:
     """(pyarrow filesystem, path inside it) for an ``s3://``/``gs://`` URL,
     with the endpoint and credentials the library uses (docs/storage.md):
-    run files and logger folders have no reader of their own in the library,
-    so their bytes (and listings of buckets) come through pyarrow."""
+    run files have no reader of their own in the library, so their bytes
+    (and listings of buckets) come through pyarrow. One filesystem per
+    scheme and environment, made once per process."""
+    scheme, rest = _url(url).split("://", 1)
+    return _make_filesystem(scheme, tuple(os.environ.get(k) for k in _ENV)), rest
+
+
+@functools.lru_cache(maxsize=8)
+def _make_filesystem(scheme: str, _env: Tuple[Optional[str], ...]) -> Any:
     import pyarrow.fs as pafs
 
-    url = _url(url)
-    scheme, rest = url.split("://", 1)
     if scheme == "s3":
         endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL")
         kw: Dict[str, Any] = {}
@@ -162,13 +172,13 @@ def _filesystem(url: str) -> Tuple[Any, str]:
             kw["region"] = region
         if os.environ.get("AWS_NO_SIGN_REQUEST", "").lower() == "true":
             kw["anonymous"] = True
-        return pafs.S3FileSystem(**kw), rest
+        return pafs.S3FileSystem(**kw)
     emulator = os.environ.get("STORAGE_EMULATOR_HOST") or os.environ.get("A2PACK_GCS_ENDPOINT")
     if emulator:
         target = emulator.split("://", 1)[-1].rstrip("/")
         return pafs.GcsFileSystem(endpoint_override=target, scheme=(
-            emulator.split("://", 1)[0] if "://" in emulator else "http"), anonymous=True), rest
-    return pafs.GcsFileSystem(), rest
+            emulator.split("://", 1)[0] if "://" in emulator else "http"), anonymous=True)
+    return pafs.GcsFileSystem()
 
 
 def _remote_list(url: str, recursive: bool) -> List[Tuple[str, int]]:
@@ -1095,6 +1105,7 @@ def _keys(table: pa.Table, order_by: Optional[str], what: str) -> Optional[List[
 
 
 # One staged row: (order key, staging file, offset, length, CRC-32).
+_OPEN_STAGES = 64  # staging files the driver keeps open at once while it writes
 _Staged = Tuple[Any, str, int, int, int]
 
 
@@ -1179,6 +1190,8 @@ class _StagedSink(Datasink):  # type: ignore[misc]  # Ray's classes are Any to m
                 key, path, at, n, crc = staged[i]
                 f = files.get(path)
                 if f is None:
+                    if len(files) >= _OPEN_STAGES:
+                        files.pop(next(iter(files))).close()
                     f = files[path] = open(path, "rb")
                 f.seek(at)
                 data = f.read(n)
