@@ -517,15 +517,16 @@ def test_selfplay_example_appends_games_a_learner_reads(tmp_path):
 
 # ------------------------------------------------------------------ object storage
 def test_sources_and_a_sink_over_s3(data, tmp_path, monkeypatch):
-    """A bag, a pack and run files in moto's S3 server: the same rows as
-    local reads; write_bag to a bucket: the CLI's shards. The workers get
+    """A bag, a pack, run files and a dataset in moto's S3 server: the same
+    rows as local reads; write_bag to a bucket: the CLI's shards. The workers get
     the endpoint and credentials through the tasks' runtime_env."""
     pytest.importorskip("moto")
     import storage_servers as ss
     s3 = ss.start_moto()
     try:
         env = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-               "AWS_REGION": "us-east-1", "AWS_ENDPOINT_URL": s3.url}
+               "AWS_REGION": "us-east-1", "AWS_ENDPOINT_URL": s3.url,
+               "A2PACK_CACHE_DIR": str(tmp_path / "cache")}
         for k, v in env.items():
             monkeypatch.setenv(k, v)
         monkeypatch.delenv("AWS_PROFILE", raising=False)
@@ -540,6 +541,8 @@ def test_sources_and_a_sink_over_s3(data, tmp_path, monkeypatch):
         for k in range(3):
             n = f"cli-{k:05d}-of-00003.bagz"
             client.upload_file(str(root / n), "a2pack-ray", n)
+        for n in ("steps.npy", "metadata.db", "manifest.json"):
+            client.upload_file(str(root / "cli_ds" / n), "a2pack-ray", f"ds/{n}")
         remote = {"env_vars": env}
         with deadline(180):
             bag = a2ray.read_bag("s3://a2pack-ray/cli@3.bagz", override_num_blocks=2,
@@ -548,12 +551,17 @@ def test_sources_and_a_sink_over_s3(data, tmp_path, monkeypatch):
                                    override_num_blocks=2, runtime_env=remote).take_all()
             runs = a2ray.read_runs("s3://a2pack-ray/runs/", override_num_blocks=2,
                                    runtime_env=remote).materialize()
+            steps = a2ray.read_dataset("s3://a2pack-ray/ds", ["move", "run_id"],
+                                       override_num_blocks=2, runtime_env=remote).take_all()
             a2ray.write_bag(runs, "s3://a2pack-ray/out@3.bagz",
                             ray_remote_args={"runtime_env": remote})
         assert [r["record"] for r in bag] == list(a2pack.bag.Reader(str(root / "cli@3.bagz")))
         local = a2pack.PackReader(root / "cli.a2pack")
         assert [r["run"] for r in pack] == [local.read(i) for i in range(len(local))]
         assert [r["key"] for r in runs.take_all()] == sorted(f.name for f in flat.glob("*.a2run2"))
+        lib = a2pack.Dataset(root / "cli_ds")
+        assert [r["move"] for r in steps] == lib.steps["move"].tolist()
+        assert [r["run_id"] for r in steps] == lib.steps["run_id"].tolist()
         for k in range(3):
             n = f"-{k:05d}-of-00003.bagz"
             got = client.get_object(Bucket="a2pack-ray", Key=f"out{n}")["Body"].read()
