@@ -326,6 +326,26 @@ void BM_SamplerEpoch(benchmark::State& st) {
   st.SetItemsProcessed(static_cast<int64_t>(st.iterations() * d.rows));
 }
 
+// One batch's indices (4 096 positions of epoch 1's order, batch by batch
+// through the epoch) at n = 4 M and 100 M rows: the stored permutation's
+// copy against the index shuffle's computation. No dataset: the order alone.
+void BM_SamplerFill(benchmark::State& st) {
+  const uint64_t n = static_cast<uint64_t>(st.range(0));
+  const auto kind = st.range(1) ? Shuffle::kIndex : Shuffle::kStored;
+  Sampler s({}, true, n, 1, kBatch, false, true, kind);
+  s.set_epoch(1);
+  std::vector<int64_t> out(kBatch);
+  size_t b = 0;
+  const size_t count = s.batch_count();
+  for (auto _ : st) {
+    s.fill_batch(b, out.data());
+    benchmark::DoNotOptimize(out.data());
+    b = (b + 7919) % count;  // batches far apart, as threads and epochs take them
+  }
+  st.SetItemsProcessed(static_cast<int64_t>(st.iterations() * kBatch));
+  st.SetLabel(kind == Shuffle::kIndex ? "index shuffle" : "stored permutation");
+}
+
 // Wall-clock time throughout: with workers, the caller's CPU time is not the cost.
 BENCHMARK(BM_Gather_PlainLoop)->MinTime(0.5)->UseRealTime();
 BENCHMARK(BM_Gather_PlainLoop_SmallPages)->MinTime(0.5)->UseRealTime();
@@ -337,6 +357,8 @@ BENCHMARK(BM_Load_A2pack)->Arg(0)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)
 BENCHMARK(BM_Build)->UseManualTime()->Iterations(1)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_SelectSql)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_SamplerEpoch)->Unit(benchmark::kMillisecond)->Iterations(3)->UseRealTime();
+BENCHMARK(BM_SamplerFill)->Args({4'000'000, 0})->Args({4'000'000, 1})->Args({100'000'000, 0})
+    ->Args({100'000'000, 1})->MinTime(0.3);
 
 }  // namespace
 
