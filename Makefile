@@ -25,6 +25,16 @@ export CCACHE_NOHASHDIR := 1
 # everything twice without a cache.
 export CMAKE_CXX_COMPILER_LAUNCHER := ccache
 export CMAKE_C_COMPILER_LAUNCHER := ccache
+# The compilers the wheel's build takes (Python's own, gcc and g++), for
+# build/ too: ccache tells `c++` from `g++` even where they are one program,
+# so build/ compiled with make's default `cc`/`c++` would share nothing with
+# the wheel. A CC or CXX given by the user wins.
+ifeq ($(origin CC),default)
+export CC := gcc
+endif
+ifeq ($(origin CXX),default)
+export CXX := g++
+endif
 
 APT_PACKAGES := cmake ninja-build g++ pkg-config ccache libzstd-dev liblz4-dev lz4 libsqlite3-dev libfmt-dev \
   nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev libbenchmark-dev python3-venv python3-dev liburing-dev
