@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -94,6 +95,9 @@ a2pack_feed_options opts(uint64_t batch, uint32_t depth, uint32_t threads, uint6
   o.threads = threads;
   o.seed = seed;
   o.pin = A2PACK_FEED_PIN_OFF;
+  // The order these tests compare with is a2pack_dataset_sampler's: the
+  // stored permutation (the default index shuffle has its own tests).
+  o.shuffle = A2PACK_FEED_SHUFFLE_STORED;
   return o;
 }
 
@@ -805,4 +809,40 @@ TEST(CapiFeed, ApiTableListsTheFeed) {
   EXPECT_EQ(api->feed->advance, &a2pack_feed_advance);
   EXPECT_EQ(api->feed->put_back, &a2pack_feed_put_back);
   EXPECT_EQ(api->feed->batch_release_cells, &a2pack_feed_batch_release_cells);
+}
+
+TEST(CapiFeed, TheDefaultIndexShuffleServesEveryRowOnceAnEpoch) {
+  a2pack_feed_options d;
+  a2pack_feed_options_init(&d);
+  EXPECT_EQ(d.shuffle, A2PACK_FEED_SHUFFLE_INDEX);
+  Fixture fx;
+  auto o = opts(97, 2, 2, 3);
+  o.shuffle = A2PACK_FEED_SHUFFLE_INDEX;
+  o.epochs = 2;
+  a2pack_feed* f = nullptr;
+  ASSERT_EQ(a2pack_feed_open(fx.ds, nullptr, 0, &o, &f), A2PACK_OK) << a2pack_last_error();
+  std::vector<std::vector<int64_t>> epochs(2);
+  for (;;) {
+    a2pack_feed_batch* b = nullptr;
+    ASSERT_EQ(a2pack_feed_next(f, &b), A2PACK_OK) << a2pack_last_error();
+    if (!b) break;
+    a2pack_feed_batch_info info{};
+    info.size = sizeof info;
+    ASSERT_EQ(a2pack_feed_batch_info_get(b, &info), A2PACK_OK);
+    const auto v = column(b, A2PACK_FEED_COLUMN_INDICES);
+    const auto* p = static_cast<const int64_t*>(v.data);
+    epochs[info.epoch].insert(epochs[info.epoch].end(), p, p + info.rows);
+    a2pack_feed_batch_release(b);
+  }
+  a2pack_feed_close(f);
+  std::vector<int64_t> all(fx.n);
+  for (uint64_t i = 0; i < fx.n; ++i) all[i] = static_cast<int64_t>(i);
+  EXPECT_NE(epochs[0], epochs[1]);  // reshuffled
+  for (auto& e : epochs) {
+    std::sort(e.begin(), e.end());
+    EXPECT_EQ(e, all);
+  }
+  o.shuffle = 3;
+  EXPECT_EQ(a2pack_feed_open(fx.ds, nullptr, 0, &o, &f), A2PACK_E_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(a2pack_last_error()).find("shuffle 3"), std::string::npos);
 }

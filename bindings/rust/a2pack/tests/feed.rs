@@ -19,8 +19,9 @@ fn built(dir: &std::path::Path) -> Dataset {
 
 const BATCH: u64 = 37;
 
+// The order these tests compare with is the Sampler's: the stored permutation.
 fn opts() -> FeedOptions {
-    FeedOptions::new().batch_size(BATCH).seed(11).pin(Pin::Off)
+    FeedOptions::new().batch_size(BATCH).seed(11).pin(Pin::Off).stored_permutation()
 }
 
 /// Every batch's indices until the end.
@@ -55,6 +56,18 @@ fn order_equals_the_samplers_for_any_threads_and_depth() {
         assert_eq!((stats.batches_served as usize, stats.threads, stats.depth), (want.len(), producers, depth));
         assert_eq!(stats.rows_served as usize, 3 * n);
         assert_eq!(stats.seed, 11);
+    }
+    // The default order (the index shuffle): every row once an epoch, reshuffled.
+    let mut feed = Feed::open(&ds, None, &FeedOptions::new().batch_size(BATCH).pin(Pin::Off).epochs(2)).unwrap();
+    let got = all_indices(&mut feed);
+    let mut epochs = [Vec::new(), Vec::new()];
+    for (e, _, idx) in got {
+        epochs[e as usize].extend(idx);
+    }
+    assert_ne!(epochs[0], epochs[1]);
+    for e in epochs.iter_mut() {
+        e.sort_unstable();
+        assert_eq!(*e, (0..n).collect::<Vec<_>>());
     }
     // A subset of rows, in the given order without shuffling.
     let subset: Vec<usize> = (0..n).rev().step_by(3).collect();
