@@ -829,7 +829,7 @@ TEST(CapiFeed, TheDefaultIndexShuffleServesEveryRowOnceAnEpoch) {
     a2pack_feed_batch_info info{};
     info.size = sizeof info;
     ASSERT_EQ(a2pack_feed_batch_info_get(b, &info), A2PACK_OK);
-    const auto v = column(b, A2PACK_FEED_COLUMN_INDICES);
+    const auto v = column(b, A2PACK_FEED_INDICES);
     const auto* p = static_cast<const int64_t*>(v.data);
     epochs[info.epoch].insert(epochs[info.epoch].end(), p, p + info.rows);
     a2pack_feed_batch_release(b);
