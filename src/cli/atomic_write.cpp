@@ -102,15 +102,27 @@ void sync_folder(const std::string& dir) {
   if (err) fail_io(dir, "sync", dir, err);
 }
 
+namespace {
+// The errno of the first failed write to stdout seen, for finish_stdout: a
+// write that stdio made on its own (its buffer full) fails with the stream's
+// error flag set and the data dropped, and by the end errno says nothing.
+int first_stdout_errno = 0;
+}  // namespace
+
 void write_stdout(const void* data, size_t len) {
-  if (len && std::fwrite(data, 1, len, stdout) != len)
-    throw CliError(fmt::format("stdout: cannot write: {}", std::strerror(errno)), kExitSystem);
+  // Short, or complete into the buffer but with an earlier flush failed:
+  // either way the output is incomplete.
+  if ((len && std::fwrite(data, 1, len, stdout) != len) || std::ferror(stdout)) {
+    const int err = errno ? errno : EIO;
+    if (!first_stdout_errno) first_stdout_errno = err;
+    throw CliError(fmt::format("stdout: cannot write: {}", std::strerror(err)), kExitSystem);
+  }
 }
 
 int finish_stdout() {
   errno = 0;
   if (std::fflush(stdout) == 0 && !std::ferror(stdout)) return kExitOk;
-  int err = errno ? errno : EIO;
+  int err = errno ? errno : first_stdout_errno ? first_stdout_errno : EIO;
   fmt::print(stderr, "a2pack: error: stdout: cannot write: {}\n", std::strerror(err));
   return kExitSystem;
 }

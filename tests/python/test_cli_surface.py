@@ -635,7 +635,7 @@ def test_bash_completion_of_option_values(tmp_path):
     assert _bash_complete(script, "a2pack", "gen", "--policy", "=", "gr") == ["greedy"]
     assert _bash_complete(script, "a2pack", "gen", "--policy", "=") == \
         ["expectimax", "greedy", "random"]
-    assert _bash_complete(script, "a2pack", "pack", "--compress", "''") == ["none", "zstd"]
+    assert _bash_complete(script, "a2pack", "pack", "--compress", "''") == ["none", "zstd", "lz4"]
     assert _bash_complete(script, "a2pack", "bag", "cat", "x.bagz", "--cache", "d") == \
         ["drop", "direct"]
     assert _bash_complete(script, "a2pack", "to-parquet", "--layout", "r") == ["runs"]
@@ -661,7 +661,7 @@ def test_zsh_completion_of_option_values(tmp_path):
 
     assert complete("a2pack", "gen", "--policy", "") == ["expectimax", "greedy", "random"]
     assert complete("a2pack", "gen", "--policy=gr") == ["expectimax", "greedy", "random"]
-    assert complete("a2pack", "pack", "--compress", "") == ["none", "zstd"]
+    assert complete("a2pack", "pack", "--compress", "") == ["none", "zstd", "lz4"]
     assert complete("a2pack", "bag", "info", "--compression", "") == ["auto", "none", "zstd"]
     assert complete("a2pack", "completion", "")[:2] == ["bash", "zsh"]
     assert complete("a2pack", "gen", "--output", "") == ["<files>"]
