@@ -274,7 +274,9 @@ def test_a_dropped_batch_comes_round_as_the_same_objects(ds):
 
 
 def test_holding_every_slot_raises_instead_of_hanging(ds):
-    feed = a2pack.Feed(ds, batch_size=32, depth=2, slots=3, columns=("boards",))
+    # held_timeout: how long next() waits for a slot to be let go first
+    # (test_jax_feed.py has the wait itself); 0 raises at once.
+    feed = a2pack.Feed(ds, batch_size=32, depth=2, slots=3, columns=("boards",), held_timeout=0)
     held = [next(feed) for _ in range(3)]
     copies = [h["boards"].copy() for h in held]
     with pytest.raises(errors.FullError, match="holds all 3 ring slots"):
