@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <utility>
+#include <vector>
 
 #include "base/bytes.hpp"
 #include "base/crc32c.hpp"
@@ -76,13 +77,12 @@ void Sampler::set_epoch(uint64_t e, bool ordered) {
 
 void Sampler::copy_order(uint64_t start, size_t len, int64_t* out) const {
   if (shuffle_ == Shuffle::kIndex) {
-    // The positions land in the upper half of `out`'s bytes, then widen in
-    // place from the front: widening position i writes over positions
-    // 2i - len and 2i - len + 1, both already read (no scratch buffer, so
-    // a fill allocates nothing).
-    static_assert(sizeof(int64_t) == 2 * sizeof(uint32_t));
+    // The positions go through a buffer of the thread's own, kept between
+    // fills (a batch's worth: a fill allocates nothing once it has grown).
+    thread_local std::vector<uint32_t> scratch;
     if (len == 0) return;
-    auto* pos = reinterpret_cast<uint32_t*>(out) + len;
+    if (scratch.size() < len) scratch.resize(len);
+    uint32_t* pos = scratch.data();
     index_.fill(start, len, pos);
     const int64_t* sel = identity_ ? nullptr : idx_->data();
     for (size_t i = 0; i < len; ++i) {
