@@ -239,13 +239,9 @@ Logger::Logger(std::string dir, const Options& opts)
       // would end the process as the members are destroyed.
       {
         std::lock_guard<std::mutex> lk(q_mu_);
-        stop_ = true;
-        append_cv_.notify_all();
-        compress_cv_.notify_all();
+        stop_threads_locked();
       }
-      writer_.join();
-      for (auto& t : compressors_) t.join();
-      compressors_.clear();
+      join_threads();
       throw;
     }
   } catch (...) {
@@ -258,6 +254,18 @@ Logger::Logger(std::string dir, const Options& opts)
 }
 
 bool Logger::forked() const { return fork_stamp_.forked(); }
+
+void Logger::stop_threads_locked() {
+  stop_ = true;
+  append_cv_.notify_all();
+  compress_cv_.notify_all();
+}
+
+void Logger::join_threads() {
+  writer_.join();
+  for (auto& t : compressors_) t.join();
+  compressors_.clear();
+}
 
 Logger::~Logger() {
   if (forked()) {
@@ -547,13 +555,9 @@ void Logger::close() {
   {
     std::unique_lock<std::mutex> lk(q_mu_);
     done_cv_.wait(lk, [&] { return durable_seq_ >= seq || failed_.load(); });
-    stop_ = true;
-    append_cv_.notify_all();
-    compress_cv_.notify_all();
+    stop_threads_locked();
   }
-  writer_.join();
-  for (auto& t : compressors_) t.join();
-  compressors_.clear();
+  join_threads();
   {
     std::lock_guard<std::mutex> lk(reg_mu_);
     slots_.clear();

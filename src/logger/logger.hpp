@@ -133,6 +133,9 @@ class Logger {
   struct Item;
   void appender_loop();
   void compressor_loop();
+  // Tell the threads to stop (q_mu_ held), then wait for them (not held).
+  void stop_threads_locked();
+  void join_threads();
   void configure(void* cctx);  // a ZSTD_CCtx for this logger's options
   bool compress_one(std::unique_lock<std::mutex>& lk, void* cctx);
   void steal_stale(int64_t now_ns);

@@ -20,6 +20,7 @@
 
 using namespace a2pack;
 using namespace a2pack::pack;
+using a2test::expect_error;
 
 namespace {
 
@@ -92,15 +93,6 @@ Prepared frame_entry(const std::string& run, std::string frame, uint32_t reserve
   return p;
 }
 
-Error error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e;
-  }
-  ADD_FAILURE() << "no error thrown";
-  return Error(A2PACK_OK, "");
-}
 
 bool has(const Error& e, const std::string& what) {
   return std::string(e.what()).find(what) != std::string::npos;
@@ -324,16 +316,16 @@ TEST(PackLz4, DamagedFramesFailTheirEntryNamingIt) {
         EXPECT_EQ(str(r.payload(i, true)), run) << i;
         continue;
       }
-      Error e = error_of([&] { r.decode(i, true); });
+      Error e = expect_error([&] { r.decode(i, true); });
       EXPECT_EQ(e.status(), A2PACK_E_CORRUPT) << i << ": " << e.what();
       EXPECT_TRUE(has(e, "d.a2pack: entry " + std::to_string(i) + ":")) << e.what();
       EXPECT_TRUE(has(e, cases[i].says)) << i << ": " << e.what();
       // The same through the other read paths.
       uint64_t one = i;
-      EXPECT_TRUE(has(error_of([&] { r.decode_batch(&one, 1, 1, true); }), "entry " + std::to_string(i)));
-      EXPECT_TRUE(has(error_of([&] { r.payload(i, false); }), cases[i].says));
+      EXPECT_TRUE(has(expect_error([&] { r.decode_batch(&one, 1, 1, true); }), "entry " + std::to_string(i)));
+      EXPECT_TRUE(has(expect_error([&] { r.payload(i, false); }), cases[i].says));
     }
-    Error v = error_of([&] { r.validate(true, 2, {}); });
+    Error v = expect_error([&] { r.validate(true, 2, {}); });
     EXPECT_EQ(v.status(), A2PACK_E_CORRUPT);
     EXPECT_TRUE(has(v, "10 problems found")) << v.what();
     for (size_t i = 1; i < cases.size() - 1; ++i)
@@ -373,12 +365,12 @@ TEST(PackLz4, ClaimsOfAGibibytePerEntryAreRefusedFromTheFrameHeader) {
     Reader r(dir / "h.a2pack", ro);
     for (std::vector<uint64_t> idx : {std::vector<uint64_t>{0, 1}, std::vector<uint64_t>{0, 2},
                                       std::vector<uint64_t>{0, 1, 2, 3, 4, 5, 6}}) {
-      Error e = error_of([&] { r.decode_batch(idx.data(), idx.size(), 2, true); });
+      Error e = expect_error([&] { r.decode_batch(idx.data(), idx.size(), 2, true); });
       EXPECT_EQ(e.status(), A2PACK_E_CORRUPT) << e.what();
       EXPECT_TRUE(has(e, "declares")) << e.what();
       EXPECT_TRUE(has(e, "but the index says 1073741824")) << e.what();
     }
-    for (uint64_t i = 1; i < 7; ++i) EXPECT_TRUE(has(error_of([&] { r.payload(i, true); }), "declares"));
+    for (uint64_t i = 1; i < 7; ++i) EXPECT_TRUE(has(expect_error([&] { r.payload(i, true); }), "declares"));
     EXPECT_EQ(str(r.payload(0, true)), run);
   }
 }
@@ -402,10 +394,10 @@ TEST(PackLz4, EntryCrcAndTheFrameChecksumBothGuard) {
   bytes[e.offset + e.length - 2] ^= 0x01;  // in the content checksum
   a2test::write_bytes(dir / "c2.a2pack", bytes.data(), bytes.size());
   Reader r(dir / "c2.a2pack");
-  Error with_crc = error_of([&] { r.decode(1, true); });
+  Error with_crc = expect_error([&] { r.decode(1, true); });
   EXPECT_EQ(with_crc.status(), A2PACK_E_CHECKSUM) << with_crc.what();
   EXPECT_TRUE(has(with_crc, "entry 1")) << with_crc.what();
-  Error without = error_of([&] { r.decode(1, false); });
+  Error without = expect_error([&] { r.decode(1, false); });
   EXPECT_EQ(without.status(), A2PACK_E_CORRUPT) << without.what();
   EXPECT_TRUE(has(without, "entry 1") && has(without, "LZ4 frame is damaged")) << without.what();
   EXPECT_EQ(str(r.payload(0, true)), runs[0]);
@@ -427,7 +419,7 @@ TEST(PackLz4, UnknownEntryFlagsAreRefusedNamingTheKnownOnes) {
     w.finish();
   }
   Reader r(dir / "u.a2pack");
-  Error e = error_of([&] { r.decode(1, true); });
+  Error e = expect_error([&] { r.decode(1, true); });
   EXPECT_EQ(e.status(), A2PACK_E_UNSUPPORTED);
   EXPECT_TRUE(has(e, "entry 1: unknown entry flags 0x3 (0 = stored, 1 = zstd, 2 = lz4)")) << e.what();
   EXPECT_EQ(str(r.payload(0, true)), runs[0]);

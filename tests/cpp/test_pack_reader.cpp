@@ -19,6 +19,7 @@
 
 using namespace a2pack;
 using namespace a2pack::pack;
+using a2test::expect_error;
 
 namespace {
 
@@ -53,16 +54,6 @@ a2pack_status open_status(const std::string& path, ReaderOptions o = {}) {
   }
 }
 
-template <typename F>
-Error expect_error(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e;
-  }
-  ADD_FAILURE() << "no error thrown";
-  return Error(A2PACK_OK, "");
-}
 
 }  // namespace
 

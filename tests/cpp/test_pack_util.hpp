@@ -2,12 +2,15 @@
 // exactly as the upstream tool writes them.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <cstdint>
 #include <cstring>
 #include <string>
 #include <vector>
 
 #include "base/crc32c.hpp"
+#include "base/error.hpp"
 #include "run/codec.hpp"
 
 namespace a2test {
@@ -121,6 +124,19 @@ inline std::string upstream_pack(const std::vector<std::string>& payloads, uint6
   put32(footer, a2pack::crc32c::compute(footer.data(), 24));
   put32(footer, 0);
   return f + footer;
+}
+
+// The library error `f` throws; a test failure (and an A2PACK_OK error) when
+// it throws none.
+template <typename F>
+a2pack::Error expect_error(F&& f) {
+  try {
+    f();
+  } catch (const a2pack::Error& e) {
+    return e;
+  }
+  ADD_FAILURE() << "no error thrown";
+  return a2pack::Error(A2PACK_OK, "");
 }
 
 }  // namespace a2test
