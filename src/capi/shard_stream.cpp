@@ -1,18 +1,18 @@
-// C API: shard streams over sharded datasets (dataset/shard_stream.hpp).
+// C API: shard streams over sharded datasets (feed/shard_stream.hpp).
 #include <memory>
 
 #include "a2pack.h"
 #include "capi/api_table.hpp"
 #include "capi/columns.hpp"
 #include "capi/common.hpp"
-#include "dataset/shard_stream.hpp"
+#include "feed/shard_stream.hpp"
 
 using namespace a2pack;
 using capi::guard;
 using capi::require;
 
 struct a2pack_shard_stream {
-  std::unique_ptr<dataset::ShardStream> s;
+  std::unique_ptr<feed::ShardStream> s;
 };
 
 A2PACK_EXPORT void a2pack_shard_stream_options_init(a2pack_shard_stream_options* o) {
@@ -34,7 +34,7 @@ A2PACK_EXPORT a2pack_status a2pack_shard_stream_open(const char* dir,
     require(dir, "dir");
     require(out, "out");
     const auto o = capi::read_options(opts, a2pack_shard_stream_options_init);
-    dataset::ShardStreamOptions so;
+    feed::ShardStreamOptions so;
     so.budget_bytes = o.budget_bytes;
     so.batch_size = static_cast<size_t>(o.batch_size);
     so.seed = o.seed;
@@ -44,7 +44,7 @@ A2PACK_EXPORT a2pack_status a2pack_shard_stream_open(const char* dir,
     so.drop_last = o.drop_last != 0;
     so.verify_crc = o.verify_crc != 0;
     so.prefetch = o.prefetch != 0;
-    *out = new a2pack_shard_stream{dataset::ShardStream::open(dir, so)};
+    *out = new a2pack_shard_stream{feed::ShardStream::open(dir, so)};
   });
 }
 

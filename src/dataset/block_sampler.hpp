@@ -57,6 +57,7 @@ class BlockSampler {
   uint64_t seed() const { return seed_; }
   size_t shard_count() const { return rows_.size(); }
   uint64_t shard_rows(size_t i) const { return rows_[i]; }
+  uint64_t first_row(size_t i) const { return first_[i]; }
   // Hash of the first `shards` shards' row counts: a state's check that it
   // is restored over the same shards.
   uint64_t set_hash(size_t shards) const;

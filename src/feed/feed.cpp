@@ -9,32 +9,124 @@
 #include "base/crc32c.hpp"
 #include "base/error.hpp"
 #include "base/spin.hpp"
+#include "order/block_order.hpp"
+#include "order/epoch_order.hpp"
+#include "order/mix_order.hpp"
 
 namespace a2pack::feed {
+
+using order::Position;
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
 // How long next() polls for a batch being gathered before it sleeps.
 constexpr int kSpinMicros = 100;
+// Empty epochs skipped in a row before the feed gives up looking for a
+// batch (a sharded deal can leave an epoch without a whole batch).
+constexpr int kMaxEmptyEpochs = 64;
 uint64_t ns_since(Clock::time_point t0) {
   return static_cast<uint64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count());
 }
 
-// The feed's checkpoint: its own header around the sampler's state.
-//   "A2FS" · u32 version · u32 flags (bit 0: shuffle, bit 1: a mixing
-//   sampler's state) · u32 rows CRC32C · u64 dataset rows · u32 sampler
-//   state length · sampler (or mix) state · u32 CRC32C
-// of everything before it. The dataset's row count and manifest CRC refuse a
-// state taken over another dataset (the sampler's own hash covers the
-// selection, not the rows' contents).
+// The feed's checkpoint: its own header around the order's state.
+//   "A2FS" · u32 version · u32 flags · u32 rows CRC32C · u64 dataset rows ·
+//   u32 order state length · order state · u32 CRC32C
+// of everything before it. Flags: bit 0 an epoch order that shuffles, bit 1
+// a mixing order, bit 2 a sharded dataset's block order. The dataset's row
+// count and manifest CRC refuse a state taken over another dataset (the
+// order's own hash covers the selection, not the rows' contents).
 constexpr char kMagic[4] = {'A', '2', 'F', 'S'};
 constexpr uint32_t kVersion = 1;
 constexpr size_t kHeader = 4 + 4 + 4 + 4 + 8 + 4;
-constexpr uint32_t kFlagShuffle = 1, kFlagMix = 2;
+constexpr uint32_t kFlagShuffle = 1, kFlagMix = 2, kFlagBlocks = 4;
+constexpr uint32_t kKnownFlags = kFlagShuffle | kFlagMix | kFlagBlocks;
 
-// Bytes per row of each column (moves: by type).
+uint32_t state_flags(const order::Order& o) {
+  switch (o.kind()) {
+    case order::Kind::kMix: return kFlagMix;
+    case order::Kind::kBlocks: return kFlagBlocks;
+    case order::Kind::kEpoch: break;
+  }
+  return o.state_flags() & kFlagShuffle;
+}
+const char* kind_words(uint32_t flags) {
+  return flags & kFlagMix ? "a mixing sampler"
+         : flags & kFlagBlocks ? "a block shuffle of shards" : "an epoch sampler";
+}
+
+// The options' own checks, before any order is made.
+Options checked(Options o) {
+  if (o.batch_size == 0) fail(A2PACK_E_INVALID_ARGUMENT, "feed: batch_size must be at least 1");
+  if (o.world == 0 || o.rank >= o.world)
+    fail(A2PACK_E_INVALID_ARGUMENT, "feed: rank {} of a world of {}: expected 0 <= rank < world",
+         o.rank, o.world);
+  if (o.threads == 0) o.threads = 1;
+  if (o.slots == 0) o.slots = o.depth + 2;
+  if (o.slots < o.depth + 1 || o.slots < 1)
+    fail(A2PACK_E_INVALID_ARGUMENT,
+         "feed: {} slots for a depth of {}: the ring needs at least depth + 1 slots (one for "
+         "the consumer)",
+         o.slots, o.depth);
+  return o;
+}
+
+std::unique_ptr<order::Order> epoch_order(const dataset::Dataset& ds, std::vector<int64_t> indices,
+                                          bool all_rows, const Options& o_in) {
+  const Options o = checked(o_in);
+  const uint64_t rows = ds.rows();
+  const uint64_t n = all_rows ? rows : indices.size();
+  if (n == 0)
+    fail(A2PACK_E_INVALID_ARGUMENT, "feed: {}: the selection is empty ({} rows in the dataset)",
+         ds.dir(), rows);
+  if (!all_rows) {
+    for (size_t i = 0; i < indices.size(); ++i)
+      if (indices[i] < 0 || static_cast<uint64_t>(indices[i]) >= rows)
+        fail(A2PACK_E_OUT_OF_RANGE, "feed: {}: index {} (position {} of the selection) is "
+             "outside the {} rows", ds.dir(), indices[i], i, rows);
+  }
+  order::EpochOrder::Options eo;
+  eo.batch_size = o.batch_size;
+  eo.seed = o.seed;
+  eo.shuffle = o.shuffle;
+  eo.shuffle_kind = o.shuffle_kind;
+  eo.drop_last = o.drop_last;
+  eo.rank = o.rank;
+  eo.world = o.world;
+  auto ord = std::make_unique<order::EpochOrder>(std::move(indices), all_rows, rows, eo);
+  ord->set_epoch_limit(o.epochs);
+  return ord;
+}
+
+Options mix_options(const dataset::MixSampler& mix, Options o) {
+  o.batch_size = mix.batch_size();
+  o.seed = mix.seed();
+  o.shuffle = true;
+  o.drop_last = false;
+  o.epochs = 0;
+  o.start_epoch = 0;
+  return o;
+}
+
+std::unique_ptr<order::Order> mix_order(const dataset::Dataset& ds, const dataset::MixSampler& mix,
+                                        uint64_t first_batch, const Options& o_in) {
+  const Options o = checked(mix_options(mix, o_in));
+  const uint64_t rows = ds.rows();
+  if (mix.min_index() < 0 || (mix.max_index() >= 0 && static_cast<uint64_t>(mix.max_index()) >= rows))
+    fail(A2PACK_E_OUT_OF_RANGE, "feed: {}: the mix names row {}, outside the {} rows",
+         ds.dir(), mix.min_index() < 0 ? mix.min_index() : mix.max_index(), rows);
+  auto ord = std::make_unique<order::MixOrder>(mix, o.rank, o.world);
+  // Fetched once here so that a batch the mix cannot give (before its last
+  // weight change or loaded state) is refused at open, not at next().
+  std::vector<int64_t> probe(ord->max_rows() + 1);
+  uint64_t global;
+  ord->fill({0, first_batch}, probe.data(), &global);
+  return ord;
+}
+
+}  // namespace
+
 size_t row_bytes(uint32_t c, MovesType moves) {
   switch (c) {
     case kExponents: return 16;
@@ -50,25 +142,16 @@ size_t row_bytes(uint32_t c, MovesType moves) {
   return 0;
 }
 
-}  // namespace
-
-void Feed::check_options() {
-  if (o_.batch_size == 0) fail(A2PACK_E_INVALID_ARGUMENT, "feed: batch_size must be at least 1");
-  if (o_.world == 0 || o_.rank >= o_.world)
-    fail(A2PACK_E_INVALID_ARGUMENT, "feed: rank {} of a world of {}: expected 0 <= rank < world",
-         o_.rank, o_.world);
-  if (o_.threads == 0) o_.threads = 1;
-  if (o_.slots == 0) o_.slots = o_.depth + 2;
-  if (o_.slots < o_.depth + 1 || o_.slots < 1)
-    fail(A2PACK_E_INVALID_ARGUMENT,
-         "feed: {} slots for a depth of {}: the ring needs at least depth + 1 slots (one for "
-         "the consumer)",
-         o_.slots, o_.depth);
+void Feed::check_forked() const {
+  if (stamp_.forked())
+    fail(A2PACK_E_CLOSED, "feed: this process was forked from the one that opened the feed, and "
+         "its producer threads are not here; open a new feed in this process");
 }
 
-void Feed::make_ring(uint64_t batch_len) {
-  part_max_ = static_cast<size_t>((batch_len + o_.world - 1) / o_.world);
-  if (const auto& m = ds_->manifest(); m) rows_crc_ = m->steps_crc32c;
+void Feed::check_options() { o_ = checked(o_); }
+
+void Feed::make_ring(size_t part_rows) {
+  part_max_ = part_rows;
   std::vector<size_t> bytes(kColumnCount, 0);
   for (uint32_t c = 0; c < kColumnCount; ++c)
     if (c == kIndices || (o_.columns >> c & 1)) bytes[c] = part_max_ * row_bytes(c, o_.moves);
@@ -77,209 +160,108 @@ void Feed::make_ring(uint64_t batch_len) {
   ready_.assign(std::max<uint32_t>(o_.depth, 1), nullptr);
 }
 
-void Feed::begin(uint64_t epoch, uint64_t batch, std::shared_ptr<const dataset::Sampler> s) {
+void Feed::begin(Position p) {
   {
     std::lock_guard<std::mutex> lk(ring_->mu);
-    restart_at(epoch, batch, std::move(s));
+    restart_at(p);
   }
   try {
     start();
   } catch (...) {
-    stop();  // the threads started so far, and the epoch being made ahead
+    stop();  // the threads started so far, and whatever the order made ahead
     throw;
   }
+}
+
+Feed::Feed(std::shared_ptr<const Rows> rows, std::unique_ptr<order::Order> ord, Position first,
+           const Options& o)
+    : rows_(std::move(rows)), o_(o), order_(std::move(ord)) {
+  check_options();
+  make_ring(order_->max_rows());
+  order_->set_helper_entry([this] { placement_.enter_helper(); });
+  begin(first);
 }
 
 Feed::Feed(std::shared_ptr<const dataset::Dataset> ds, std::vector<int64_t> indices,
            bool all_rows, const Options& o)
-    : ds_(std::move(ds)), all_rows_(all_rows), o_(o) {
-  check_options();
-  const uint64_t rows = ds_->rows();
-  uint64_t n = all_rows_ ? rows : indices.size();
-  if (n == 0)
-    fail(A2PACK_E_INVALID_ARGUMENT, "feed: {}: the selection is empty ({} rows in the dataset)",
-         ds_->dir(), rows);
-  if (!all_rows_) {
-    for (size_t i = 0; i < indices.size(); ++i)
-      if (indices[i] < 0 || static_cast<uint64_t>(indices[i]) >= rows)
-        fail(A2PACK_E_OUT_OF_RANGE, "feed: {}: index {} (position {} of the selection) is "
-             "outside the {} rows", ds_->dir(), indices[i], i, rows);
-  }
-  // The samplers of the epochs share the selection (unshuffled batches are
-  // slices of it) and each has its own permutation; the template keeps none
-  // (each costs 4 bytes a row).
-  base_ = std::make_unique<dataset::Sampler>(std::move(indices), all_rows_, n, o_.seed,
-                                             static_cast<size_t>(o_.batch_size), o_.drop_last,
-                                             /*ordered=*/false, o_.shuffle_kind);
-  batch_count_ = base_->batch_count();
-  if (batch_count_ == 0)
-    fail(A2PACK_E_INVALID_ARGUMENT,
-         "feed: {} rows make no whole batch of {} (drop_last is set): an epoch would be empty",
-         n, o_.batch_size);
-  make_ring(std::min<uint64_t>(o_.batch_size, n));
-  begin(o_.start_epoch, 0, sampler_for(o_.start_epoch));
-}
+    : Feed(dataset_rows(ds), epoch_order(*ds, std::move(indices), all_rows, o),
+           Position{o.start_epoch, 0}, o) {}
 
 Feed::Feed(std::shared_ptr<const dataset::Dataset> ds, const dataset::MixSampler& mix,
            uint64_t first_batch, const Options& o)
-    : ds_(std::move(ds)), all_rows_(false), o_(o) {
-  o_.batch_size = mix.batch_size();
-  o_.seed = mix.seed();
-  o_.shuffle = true;
-  o_.drop_last = false;
-  o_.epochs = 0;
-  o_.start_epoch = 0;
-  check_options();
-  const uint64_t rows = ds_->rows();
-  if (mix.min_index() < 0 || (mix.max_index() >= 0 && static_cast<uint64_t>(mix.max_index()) >= rows))
-    fail(A2PACK_E_OUT_OF_RANGE, "feed: {}: the mix names row {}, outside the {} rows",
-         ds_->dir(), mix.min_index() < 0 ? mix.min_index() : mix.max_index(), rows);
-  mix_ = std::make_unique<dataset::MixSampler>(mix);
-  {
-    // Fetched once here so that a batch the mix cannot give (before its last
-    // weight change or loaded state) is refused at open, not at next().
-    std::vector<int64_t> probe(o_.batch_size);
-    mix_->fill_part(first_batch, 0, 1, probe.data(), nullptr);
+    : Feed(dataset_rows(ds), mix_order(*ds, mix, first_batch, o), Position{0, first_batch},
+           mix_options(mix, o)) {}
+
+std::unique_ptr<Feed> Feed::over_shards(const std::string& dir, const ShardOptions& so,
+                                        const Options& o_in) {
+  const Options o = checked(o_in);
+  if (!o.shuffle)
+    fail(A2PACK_E_INVALID_ARGUMENT,
+         "feed: {}: a sharded dataset is read in its block shuffle (shards dealt out to the "
+         "ranks, each window's rows shuffled); shuffle off is not an order it has",
+         dir);
+  if (o.batch_size % o.world)
+    fail(A2PACK_E_INVALID_ARGUMENT,
+         "feed: {}: a global batch of {} rows does not split evenly over {} ranks; each rank "
+         "reads an equal share from its own shards",
+         dir, o.batch_size, o.world);
+  dataset::ShardCacheOptions co;
+  co.budget_bytes = so.budget_bytes;
+  co.verify_crc = so.verify_crc;
+  co.huge_pages = so.huge_pages;
+  std::shared_ptr<const dataset::ShardCache> cache = dataset::ShardCache::open(dir, co);
+  const uint32_t window = cache->window_for(so.window);
+  std::vector<uint64_t> rows, firsts;
+  for (const auto& r : cache->manifest().shards) {
+    rows.push_back(r.rows);
+    firsts.push_back(r.first_row);
   }
-  // One endless epoch: the position is the mix's global batch number.
-  batch_count_ = UINT64_MAX;
-  make_ring(o_.batch_size);
-  begin(0, first_batch, nullptr);
+  dataset::BlockSampler s(std::move(rows), std::move(firsts), o.seed,
+                          static_cast<size_t>(o.batch_size / o.world), o.rank, o.world, window,
+                          o.drop_last);
+  auto ord = std::make_unique<order::BlockOrder>(std::move(s));
+  if (ord->batches_in(o.start_epoch) == 0)
+    fail(A2PACK_E_INVALID_ARGUMENT,
+         "feed: {}: epoch {} holds no batch of {} rows for each of {} ranks (the smallest "
+         "rank's shards hold fewer rows); use smaller batches or fewer ranks",
+         dir, o.start_epoch, o.batch_size / o.world, o.world);
+  return std::make_unique<Feed>(shard_rows(std::move(cache)), std::move(ord),
+                                Position{o.start_epoch, 0}, o);
 }
 
 Feed::~Feed() { stop(); }
 
-Feed::Position Feed::position(uint64_t ticket) const {
-  const uint64_t pos = start_batch_ + ticket;
-  return {start_epoch_ + pos / batch_count_, pos % batch_count_};
-}
-
-std::shared_ptr<const dataset::Sampler> Feed::make_epoch(uint64_t epoch) const {
-  // A copy of the template (O(1)) shuffled for the epoch (O(n)); unshuffled
-  // batches need no permutation.
-  auto s = std::make_shared<dataset::Sampler>(*base_);
-  s->set_epoch(epoch, o_.shuffle);
-  return s;
-}
-
-void Feed::add_epoch(std::shared_ptr<const dataset::Sampler> s) {
-  building_.erase(std::remove(building_.begin(), building_.end(), s->epoch()), building_.end());
-  uint64_t newest = s->epoch();
-  for (const auto& x : epochs_) newest = std::max(newest, x->epoch());
-  epochs_.push_back(std::move(s));
-  keep_epochs_up_to(newest);
-  epoch_cv_.notify_all();
-}
-
-void Feed::keep_epochs_up_to(uint64_t newest) {
-  // The newest, the current one before it and the previous one, whose last
-  // batches threads may still be filling: at most three permutations of 4
-  // bytes a row. Older ones live on in the slots and fills that hold them
-  // (a thread stalled that long remakes its epoch).
-  epochs_.erase(std::remove_if(epochs_.begin(), epochs_.end(),
-                               [newest](const auto& x) { return x->epoch() + 2 < newest; }),
-                epochs_.end());
-}
-
-std::shared_ptr<const dataset::Sampler> Feed::sampler_for(uint64_t epoch) {
-  std::unique_lock<std::mutex> lk(epoch_mu_);
-  for (;;) {
-    for (const auto& s : epochs_)
-      if (s->epoch() == epoch) {
-        auto found = s;  // prepare() may drop older entries from epochs_
-        prepare(epoch + 1, lk);
-        return found;
-      }
-    if (std::find(building_.begin(), building_.end(), epoch) == building_.end()) break;
-    epoch_cv_.wait(lk);  // being made (ahead, or by another producer)
+bool Feed::advance(Position* p) const {
+  const uint64_t n = order_->batches_in(p->epoch);
+  if (n == order::Order::kEndless) {
+    ++p->batch;
+    return true;
   }
-  building_.push_back(epoch);
-  lk.unlock();
-  std::shared_ptr<const dataset::Sampler> s;
-  try {
-    s = make_epoch(epoch);
-  } catch (...) {
-    lk.lock();
-    building_.erase(std::remove(building_.begin(), building_.end(), epoch), building_.end());
-    epoch_cv_.notify_all();
-    throw;
-  }
-  lk.lock();
-  add_epoch(s);
-  prepare(epoch + 1, lk);
-  return s;
+  if (++p->batch >= n) *p = normalized(*p);
+  return !past_end(*p);
 }
 
-void Feed::prepare(uint64_t epoch, std::unique_lock<std::mutex>&) {
-  if (o_.epochs != 0 && epoch >= o_.epochs) return;
-  for (const auto& s : epochs_)
-    if (s->epoch() == epoch) return;
-  if (std::find(building_.begin(), building_.end(), epoch) != building_.end()) return;
-  if (prep_.joinable()) {
-    if (!prep_done_) return;  // one at a time
-    prep_.join();             // finished: it no longer needs the lock
-  }
-  keep_epochs_up_to(epoch);  // before the next one is made, not after
-  building_.push_back(epoch);
-  prep_done_ = false;
-  try {
-    prep_ = std::thread([this, epoch] {
-      placement_.enter_helper();
-      std::shared_ptr<const dataset::Sampler> s;
-      try {
-        s = make_epoch(epoch);
-      } catch (...) {
-        // Made again on demand, where the error reaches the consumer.
-      }
-      std::lock_guard<std::mutex> lk(epoch_mu_);
-      if (s) {
-        add_epoch(std::move(s));
-      } else {
-        building_.erase(std::remove(building_.begin(), building_.end(), epoch), building_.end());
-        epoch_cv_.notify_all();
-      }
-      prep_done_ = true;
-    });
-  } catch (const std::system_error&) {
-    // No thread to make it ahead (out of threads or memory): the producer
-    // that first needs the epoch makes it (sampler_for).
-    building_.erase(std::remove(building_.begin(), building_.end(), epoch), building_.end());
-    prep_done_ = true;
-  }
-}
-
-void Feed::join_prep() {
-  std::thread t;
-  {
-    std::lock_guard<std::mutex> lk(epoch_mu_);
-    t = std::move(prep_);
-  }
-  if (t.joinable()) t.join();
-  std::lock_guard<std::mutex> lk(epoch_mu_);
-  prep_done_ = true;
-}
-
-void Feed::restart_at(uint64_t epoch, uint64_t batch,
-                      std::shared_ptr<const dataset::Sampler> s) {
+Position Feed::normalized(Position p) const {
+  const uint64_t n = order_->batches_in(p.epoch);
+  if (n == order::Order::kEndless || p.batch < n) return p;
   // A state may say "after the last batch of epoch e": that is batch 0 of e + 1.
-  start_epoch_ = epoch + batch / batch_count_;
-  start_batch_ = batch % batch_count_;
-  if (o_.epochs == 0) {
-    total_ = UINT64_MAX;
-  } else {
-    const unsigned __int128 end = static_cast<unsigned __int128>(o_.epochs) * batch_count_;
-    const unsigned __int128 at =
-        static_cast<unsigned __int128>(start_epoch_) * batch_count_ + start_batch_;
-    total_ = end > at ? static_cast<uint64_t>(std::min<unsigned __int128>(end - at, UINT64_MAX))
-                      : 0;
-  }
+  p = {p.epoch + 1, 0};
+  for (int i = 0; i < kMaxEmptyEpochs && !past_end(p) && order_->batches_in(p.epoch) == 0; ++i)
+    ++p.epoch;
+  return p;
+}
+
+void Feed::restart_at(Position p) {
+  issue_pos_ = normalized(p);
+  exhausted_ = past_end(issue_pos_);
+  seq_base_ = order_->sequence(issue_pos_);
+  order_->restart(issue_pos_);
   for (Slot*& r : ready_)
     if (r) {
       ring_->free_list.push_back(r);
       r = nullptr;
     }
   if (returned_) {  // a batch of the old order: made again if the new one has it
-    returned_->sampler.reset();
     ring_->free_list.push_back(returned_);
     returned_ = nullptr;
   }
@@ -290,8 +272,7 @@ void Feed::restart_at(uint64_t epoch, uint64_t batch,
   issued_ = consumed_ = 0;
   stop_ = failed_ = false;
   error_ = nullptr;
-  state_sampler_ = std::move(s);
-  state_next_ = batch;
+  state_next_ = p;
 }
 
 void Feed::start() {
@@ -319,35 +300,22 @@ void Feed::stop() {
   ring_->freed.notify_all();
   for (auto& t : threads_) t.join();
   threads_.clear();
-  join_prep();
+  order_->stop();
 }
 
-void Feed::fill(Slot* s, uint64_t ticket, uint32_t workers) {
-  const Position p = position(ticket);
+bool Feed::take_ticket(uint64_t* ticket, Position* p) {
+  if (exhausted_) return false;
+  *ticket = issued_++;
+  *p = issue_pos_;
+  exhausted_ = !advance(&issue_pos_);
+  return true;
+}
+
+void Feed::fill(Slot* s, Position p, uint64_t sequence, uint32_t workers) {
   auto* idx = reinterpret_cast<int64_t*>(s->base + ring_->offset(kIndices));
-  std::shared_ptr<const dataset::Sampler> smp;
-  size_t len, rows;
-  if (mix_) {
-    len = static_cast<size_t>(o_.batch_size);
-    std::lock_guard<std::mutex> lk(mix_mu_);
-    rows = mix_->fill_part(p.batch, o_.rank, o_.world, idx, nullptr);
-  } else {
-    smp = sampler_for(p.epoch);
-    len = base_->batch_length(static_cast<size_t>(p.batch));
-    if (o_.shuffle) {
-      rows = smp->fill_part(static_cast<size_t>(p.batch), o_.rank, o_.world, idx);
-    } else {
-      size_t lo, hi;
-      dataset::Sampler::part_bounds(len, o_.rank, o_.world, &lo, &hi);
-      rows = hi - lo;
-      const uint64_t first = p.batch * o_.batch_size + lo;
-      if (all_rows_) {
-        for (size_t i = 0; i < rows; ++i) idx[i] = static_cast<int64_t>(first + i);
-      } else {
-        std::memcpy(idx, base_->selection().data() + first, rows * sizeof(int64_t));
-      }
-    }
-  }
+  uint64_t global_rows = 0;
+  const size_t rows = order_->fill(p, idx, &global_rows);
+  rows_->want(order_->residency(p));
   auto col = [&](uint32_t c) -> void* {
     return ring_->has(c) ? s->base + ring_->offset(c) : nullptr;
   };
@@ -364,46 +332,48 @@ void Feed::fill(Slot* s, uint64_t ticket, uint32_t workers) {
   out.run_ids = static_cast<uint32_t*>(col(kRunIds));
   out.step_indices = static_cast<uint16_t*>(col(kStepIndices));
   out.legal_mask = static_cast<uint8_t*>(col(kLegalMask));
-  ds_->gather_columns(idx, rows, out, workers);
+  rows_->gather(idx, rows, out, workers);
   s->epoch = p.epoch;
   s->batch = p.batch;
   s->rows = rows;
-  s->global_rows = len;
-  s->sequence = p.epoch * batch_count_ + p.batch;
-  s->sampler = std::move(smp);
+  s->global_rows = global_rows;
+  s->sequence = sequence;
 }
 
 void Feed::produce(unsigned) {
   placement_.enter_producer();
   std::unique_lock<std::mutex> lk(ring_->mu);
   auto can_take = [this] {
-    return stop_ || (!failed_ && issued_ < total_ && issued_ - consumed_ < o_.depth &&
+    return stop_ || (!failed_ && !exhausted_ && issued_ - consumed_ < o_.depth &&
                      !ring_->free_list.empty());
   };
   for (;;) {
     if (!can_take()) {
       // Idle: waiting for a slot or for the consumer to come within depth
       // (not the wait after the end or after a failure).
-      const bool counts = !failed_ && issued_ < total_;
+      const bool counts = !failed_ && !exhausted_;
       const auto t0 = Clock::now();
       // Told only when the consumer needs a batch at once; otherwise looks
       // again when the consumer's pace says room will have been made. After
       // the end or a failure only stop() (which tells them) changes anything.
       while (!can_take()) {
-        if (failed_ || issued_ >= total_) ring_->freed.wait(lk);
+        if (failed_ || exhausted_) ring_->freed.wait(lk);
         else ring_->freed.wait_until(lk, pace_.next_look(Clock::now()));
       }
       if (counts) idle_ns_.fetch_add(ns_since(t0), std::memory_order_relaxed);
     }
     if (stop_) return;
-    const uint64_t t = issued_++;
+    uint64_t t;
+    Position p;
+    take_ticket(&t, &p);
+    const uint64_t seq = seq_base_ + t;
     Slot* s = ring_->free_list.back();
     ring_->free_list.pop_back();
     lk.unlock();
     const auto t0 = Clock::now();
     std::exception_ptr err;
     try {
-      fill(s, t, 1);
+      fill(s, p, seq, 1);
     } catch (...) {
       err = std::current_exception();
     }
@@ -432,10 +402,7 @@ Slot* Feed::hand_out(Slot* s) {
   ++ring_->held;
   s->refs.store(1, std::memory_order_relaxed);
   s->keep = ring_;
-  // Copied when the epoch changes only: the producers copy the same
-  // shared pointer at every fill, and its count's cache line is theirs.
-  if (state_sampler_ != s->sampler) state_sampler_ = s->sampler;
-  state_next_ = s->batch + 1;
+  state_next_ = {s->epoch, s->batch + 1};
   last_ = s;
   served_.fetch_add(1, std::memory_order_relaxed);
   rows_served_.fetch_add(s->rows, std::memory_order_relaxed);
@@ -452,15 +419,13 @@ void Feed::put_back(Slot* s) {
          : s == returned_             ? "given back already"
          : s != last_ ? "not the last one handed out (or from before a load_state or set_weights)"
                       : "retained elsewhere");
-  // Undo hand_out(): the state is again the one before this batch (its
-  // sampler at its batch is the same place as the previous batch's end).
+  // Undo hand_out(): the state is again the one before this batch.
   --consumed_;
   --ring_->held;
   ++ring_->ready;
   s->refs.store(0, std::memory_order_relaxed);
   s->keep.reset();  // the feed holds the ring meanwhile
-  state_sampler_ = s->sampler;
-  state_next_ = s->batch;
+  state_next_ = {s->epoch, s->batch};
   served_.fetch_sub(1, std::memory_order_relaxed);
   rows_served_.fetch_sub(s->rows, std::memory_order_relaxed);
   returned_ = s;
@@ -469,9 +434,7 @@ void Feed::put_back(Slot* s) {
 
 Slot* Feed::next(std::chrono::milliseconds timeout, bool* ended) {
   *ended = false;
-  if (stamp_.forked())
-    fail(A2PACK_E_CLOSED, "feed: this process was forked from the one that opened the feed, and "
-         "its producer threads are not here; open a new feed in this process");
+  check_forked();
   std::unique_lock<std::mutex> lk(ring_->mu);
   if (returned_) {  // ticket consumed_ itself, ahead of everything else
     Slot* s = std::exchange(returned_, nullptr);
@@ -479,7 +442,7 @@ Slot* Feed::next(std::chrono::milliseconds timeout, bool* ended) {
     return hand_out(s);
   }
   if (failed_ && error_ticket_ == consumed_) std::rethrow_exception(error_);
-  if (consumed_ >= total_) {
+  if (exhausted_ && consumed_ >= issued_) {
     *ended = true;
     return nullptr;
   }
@@ -495,14 +458,22 @@ Slot* Feed::next(std::chrono::milliseconds timeout, bool* ended) {
     if (ring_->free_list.empty()) throw full();
     Slot* s = ring_->free_list.back();
     ring_->free_list.pop_back();
-    const uint64_t t = consumed_;
+    // Taken back if the gather fails, so that the next call tries it again.
+    const Position before = issue_pos_;
+    const bool was_exhausted = exhausted_;
+    uint64_t t;
+    Position p;
+    take_ticket(&t, &p);
     lk.unlock();
     const auto t0 = Clock::now();
     try {
-      fill(s, t, o_.threads);
+      fill(s, p, seq_base_ + t, o_.threads);
     } catch (...) {
       lk.lock();
       ring_->free_list.push_back(s);
+      issue_pos_ = before;
+      exhausted_ = was_exhausted;
+      --issued_;
       throw;
     }
     wait_ns_.fetch_add(ns_since(t0), std::memory_order_relaxed);
@@ -562,7 +533,6 @@ Stats Feed::stats() const {
   st.consumer_wait_ns = wait_ns_.load(std::memory_order_relaxed);
   st.producer_idle_ns = idle_ns_.load(std::memory_order_relaxed);
   st.producer_busy_ns = busy_ns_.load(std::memory_order_relaxed);
-  st.batches_per_epoch = mix_ ? 0 : batch_count_;  // 0: endless (a mix)
   st.slot_bytes = ring_->slot_bytes();
   st.threads = o_.depth ? o_.threads : 0;
   st.depth = o_.depth;
@@ -570,31 +540,30 @@ Stats Feed::stats() const {
   st.pinned = ring_->pinned();
   st.spared_cpu = placement_.spared();
   std::lock_guard<std::mutex> lk(ring_->mu);
-  const Position p = position(consumed_);
+  const Position p = normalized(state_next_);
   st.epoch = p.epoch;
   st.next_batch = p.batch;
+  const uint64_t n = order_->batches_in(p.epoch);
+  st.batches_per_epoch = n == order::Order::kEndless ? 0 : n;  // 0: endless (a mix)
   st.held = ring_->held;
-  st.seed = mix_ ? mix_->seed() : state_sampler_->seed();
+  st.seed = order_->seed();
   st.ready = ring_->ready;
   return st;
 }
 
 std::string Feed::save_state() const {
   std::string inner;
+  uint32_t flags;
   {
     std::lock_guard<std::mutex> lk(ring_->mu);
-    if (mix_) {
-      std::lock_guard<std::mutex> mlk(mix_mu_);
-      inner = mix_->save_state(state_next_);
-    } else {
-      inner = state_sampler_->save_state(state_next_);
-    }
+    inner = order_->save_state(state_next_);
+    flags = state_flags(*order_);
   }
   std::string s(kMagic, 4);
   le::append<uint32_t>(s, kVersion);
-  le::append<uint32_t>(s, (o_.shuffle ? kFlagShuffle : 0u) | (mix_ ? kFlagMix : 0u));
-  le::append<uint32_t>(s, rows_crc_);
-  le::append<uint64_t>(s, ds_->rows());
+  le::append<uint32_t>(s, flags);
+  le::append<uint32_t>(s, rows_->rows_crc());
+  le::append<uint64_t>(s, rows_->rows());
   le::append<uint32_t>(s, static_cast<uint32_t>(inner.size()));
   s += inner;
   le::append<uint32_t>(s, crc32c::compute(s.data(), s.size()));
@@ -602,9 +571,7 @@ std::string Feed::save_state() const {
 }
 
 void Feed::load_state(const void* data, size_t len) {
-  if (stamp_.forked())
-    fail(A2PACK_E_CLOSED, "feed: this process was forked from the one that opened the feed; "
-         "open a new feed in this process");
+  check_forked();
   const auto* p = static_cast<const uint8_t*>(data);
   if (!p || len < kHeader + 4 || std::memcmp(p, kMagic, 4) != 0)
     fail(A2PACK_E_INVALID_ARGUMENT, "not a feed state ({} bytes, no 'A2FS' magic)", len);
@@ -621,73 +588,55 @@ void Feed::load_state(const void* data, size_t len) {
     fail(A2PACK_E_CORRUPT, "feed state damaged: CRC32C {:08x}, expected {:08x}", crc,
          crc32c::compute(p, len - 4));
   const uint32_t flags = le::load<uint32_t>(p + 8);
-  const bool shuffle = flags & kFlagShuffle;
+  if (flags & ~kKnownFlags)
+    fail(A2PACK_E_UNSUPPORTED, "feed state has flags 0x{:x}: this library knows 0x{:x}", flags,
+         kKnownFlags);
   const uint32_t rows_crc = le::load<uint32_t>(p + 12);
   const uint64_t rows = le::load<uint64_t>(p + 16);
-  if (rows != ds_->rows() || rows_crc != rows_crc_)
+  if (rows != rows_->rows() || rows_crc != rows_->rows_crc())
     fail(A2PACK_E_INVALID_ARGUMENT,
          "feed state was taken over another dataset ({} rows, CRC32C {:08x}); {} has {} rows, "
          "CRC32C {:08x}",
-         rows, rows_crc, ds_->dir(), ds_->rows(), rows_crc_);
-  if (bool(flags & kFlagMix) != bool(mix_))
+         rows, rows_crc, rows_->dir(), rows_->rows(), rows_->rows_crc());
+  const uint32_t mine = state_flags(*order_);
+  const uint32_t kinds = kFlagMix | kFlagBlocks;
+  if ((flags & kinds) != (mine & kinds))
     fail(A2PACK_E_INVALID_ARGUMENT, "feed state was taken from a feed over {}; this feed is over {}",
-         flags & kFlagMix ? "a mixing sampler" : "an epoch sampler",
-         mix_ ? "a mixing sampler" : "an epoch sampler");
-  if (mix_) {
-    // The mix adopts the state's seed and weights.
-    change_mix([&](dataset::MixSampler& m) { return m.load_state(p + kHeader, inner_len); });
-    return;
-  }
-  if (shuffle != o_.shuffle)
+         kind_words(flags), kind_words(mine));
+  if (flags != mine)
     fail(A2PACK_E_INVALID_ARGUMENT, "feed state was taken with shuffle {}; this feed has shuffle {}",
-         shuffle ? "on" : "off", o_.shuffle ? "on" : "off");
-  // Checked (and the permutation of its epoch made) before anything changes.
-  auto s = std::make_shared<dataset::Sampler>(*base_);
-  const uint64_t next = s->load_state(p + kHeader, inner_len);  // as base_: no permutation
-  auto base = std::make_unique<dataset::Sampler>(*s);  // the state's seed for later epochs
-  if (o_.shuffle) s->set_epoch(s->epoch());
-  stop();
-  base_ = std::move(base);
-  {
-    std::lock_guard<std::mutex> lk(epoch_mu_);
-    epochs_.assign(1, s);
-    building_.clear();
-  }
-  begin(s->epoch(), next, s);
+         flags & kFlagShuffle ? "on" : "off", mine & kFlagShuffle ? "on" : "off");
+  // Checked (and anything its position needs made) before anything changes.
+  Position next;
+  auto o = order_->load_state(p + kHeader, inner_len, &next);
+  replace_order(std::move(o), next);
 }
 
 void Feed::set_weights(const std::vector<double>& weights) {
-  if (stamp_.forked())
-    fail(A2PACK_E_CLOSED, "feed: this process was forked from the one that opened the feed; "
-         "open a new feed in this process");
-  if (!mix_)
+  check_forked();
+  const auto* mix = dynamic_cast<const order::MixOrder*>(order_.get());
+  if (!mix)
     fail(A2PACK_E_INVALID_ARGUMENT,
-         "feed: set_weights needs a feed over a mixing sampler; this one is over an epoch sampler");
+         "feed: set_weights needs a feed over a mixing sampler; this one is over {}",
+         order_->describe());
   uint64_t from;
   {
     std::lock_guard<std::mutex> lk(ring_->mu);
-    from = position(consumed_).batch;
+    from = normalized(state_next_).batch;
   }
-  change_mix([&](dataset::MixSampler& m) {
-    m.set_weights(weights, from);
-    return from;
-  });
+  // On a copy first: weights the mix refuses (it throws) leave the feed as it was.
+  auto o = mix->with_weights(weights, from);
+  replace_order(std::move(o), Position{0, from});
 }
 
-void Feed::change_mix(const std::function<uint64_t(dataset::MixSampler&)>& change) {
-  // On a copy first: a change the mix refuses (it throws) leaves the feed as it was.
-  std::unique_ptr<dataset::MixSampler> m;
-  {
-    std::lock_guard<std::mutex> lk(mix_mu_);
-    m = std::make_unique<dataset::MixSampler>(*mix_);
-  }
-  const uint64_t next = change(*m);
+void Feed::replace_order(std::unique_ptr<order::Order> o, Position p) {
   stop();
   {
-    std::lock_guard<std::mutex> lk(mix_mu_);
-    mix_ = std::move(m);
+    std::lock_guard<std::mutex> lk(ring_->mu);
+    order_ = std::move(o);
   }
-  begin(0, next, nullptr);
+  order_->set_helper_entry([this] { placement_.enter_helper(); });
+  begin(p);
 }
 
 }  // namespace a2pack::feed

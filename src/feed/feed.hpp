@@ -1,10 +1,12 @@
-// The training feed: producer threads walk the epoch sampler's global batch
-// sequence (or a mixing sampler's endless one), gather each batch's (rank
-// part's) columns into a free ring slot, and the consumer takes the slots
-// strictly in sequence order. Uses the dataset only through its public
-// interface (Dataset::gather_columns, Sampler, MixSampler).
+// The training feed: producer threads walk an order's batch sequence
+// (order/order.hpp), gather each batch's (rank part's) columns into a free
+// ring slot, and the consumer takes the slots strictly in sequence order.
+// The feed knows no order: every sampling order (epochs, a mix, a sharded
+// dataset's block shuffle) is an order::Order, and the rows come through
+// feed/rows.hpp from a dataset or a sharded dataset's resident shards.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -20,9 +22,12 @@
 #include "dataset/dataset.hpp"
 #include "dataset/mix_sampler.hpp"
 #include "dataset/sampler.hpp"
+#include "dataset/shard_cache.hpp"
 #include "feed/pace.hpp"
 #include "feed/placement.hpp"
 #include "feed/ring.hpp"
+#include "feed/rows.hpp"
+#include "order/order.hpp"
 
 namespace a2pack::feed {
 
@@ -32,6 +37,8 @@ enum Column : uint32_t {
   kColumnCount
 };
 enum class MovesType { kU8, kI32, kI64 };
+// Bytes per row of column c (the moves column: by its type).
+size_t row_bytes(uint32_t c, MovesType moves);
 
 struct Options {
   uint64_t batch_size = 4096;
@@ -53,6 +60,14 @@ struct Options {
   bool spare_consumer_cpu = true;  // see feed/placement.hpp
 };
 
+// A sharded dataset read within a memory budget (dataset/shard_cache.hpp).
+struct ShardOptions {
+  uint64_t budget_bytes = uint64_t{1} << 30;
+  uint32_t window = 0;  // shards per window; 0: as many as half the budget holds
+  bool verify_crc = true;
+  bool huge_pages = true;
+};
+
 struct Stats {
   uint64_t batches_served = 0, rows_served = 0;
   uint64_t consumer_wait_ns = 0, producer_idle_ns = 0, producer_busy_ns = 0;
@@ -64,7 +79,12 @@ struct Stats {
 
 class Feed {
  public:
-  // `indices` empty and `all_rows`: every row of the dataset.
+  // Any order over any rows, from position `first` (o's order settings -
+  // batch_size, seed, shuffle, drop_last - are the order's business and
+  // not read here; rank and world are, for the checks).
+  Feed(std::shared_ptr<const Rows> rows, std::unique_ptr<order::Order> order,
+       order::Position first, const Options& o);
+  // Epochs of `ds`'s rows `indices`, or every row when `all_rows`.
   Feed(std::shared_ptr<const dataset::Dataset> ds, std::vector<int64_t> indices, bool all_rows,
        const Options& o);
   // Over a mixing sampler (copied) of `ds`'s rows: its global batches from
@@ -73,6 +93,11 @@ class Feed {
   // apply.
   Feed(std::shared_ptr<const dataset::Dataset> ds, const dataset::MixSampler& mix,
        uint64_t first_batch, const Options& o);
+  // A sharded dataset's block shuffle, its shards resident within a
+  // budget: o.batch_size is the global batch, each of o.world ranks taking
+  // batch_size / world rows of its own shards (batch_size must divide).
+  static std::unique_ptr<Feed> over_shards(const std::string& dir, const ShardOptions& so,
+                                           const Options& o);
   // Stops and joins the producers. Must not run in a forked child (the
   // threads are not there to join): the C ABI leaks the feed there instead.
   ~Feed();
@@ -94,75 +119,54 @@ class Feed {
   void load_state(const void* data, size_t len);
   // A feed over a mix: mix with `weights` from the batch next() hands out
   // next on; batches filled ahead are made again. INVALID_ARGUMENT for a
-  // feed over an epoch sampler or weights the mix refuses (no change).
+  // feed over another order or weights the mix refuses (no change).
   void set_weights(const std::vector<double>& weights);
-  bool mixing() const { return mix_ != nullptr; }
+  const order::Order& order() const { return *order_; }
   const ForkStamp& stamp() const { return stamp_; }
   const Ring& ring() const { return *ring_; }
 
  private:
-  // Where ticket t (counted from the last (re)start) lies.
-  struct Position {
-    uint64_t epoch, batch;
-  };
-  Position position(uint64_t ticket) const;
+  void check_forked() const;
   void check_options();               // rank, world, threads, slots
-  void make_ring(uint64_t batch_len);  // the ring for parts of batches of batch_len rows
-  // Set the order to start at (epoch, batch) and start the producers.
-  void begin(uint64_t epoch, uint64_t batch, std::shared_ptr<const dataset::Sampler> s);
-  // A feed over a mix: `change` alters a copy of the mix and returns the
-  // batch to go on from; then the producers stop, the copy replaces the mix
-  // and they restart there.
-  void change_mix(const std::function<uint64_t(dataset::MixSampler&)>& change);
-  std::shared_ptr<const dataset::Sampler> sampler_for(uint64_t epoch);
-  // Gather ticket t into slot s (any thread; uses `workers` gather threads).
-  void fill(Slot* s, uint64_t ticket, uint32_t workers);
+  void make_ring(size_t part_rows);   // the ring for parts of up to part_rows rows
+  // Replace the order (when `next` is given) and start the producers at p.
+  void begin(order::Position p);
+  // Stop the producers, put `o` in place of the order and restart at p.
+  void replace_order(std::unique_ptr<order::Order> o, order::Position p);
+  // The position after p, skipping empty epochs; false when the feed ends
+  // before it (the epochs limit).
+  bool advance(order::Position* p) const;
+  bool past_end(const order::Position& p) const {
+    return o_.epochs != 0 && p.epoch >= o_.epochs;
+  }
+  order::Position normalized(order::Position p) const;
+  // Gather position p into slot s (any thread; uses `workers` gather threads).
+  void fill(Slot* s, order::Position p, uint64_t sequence, uint32_t workers);
   void produce(unsigned thread);
+  // Take the next ticket's position (ring mu held): false at the end.
+  bool take_ticket(uint64_t* ticket, order::Position* p);
   void start();
   void stop();  // sets stop_, joins; mu must not be held
-  // Reset the order to start at (epoch, batch) with `sampler` for that
-  // epoch; the producers must be stopped.
-  void restart_at(uint64_t epoch, uint64_t batch, std::shared_ptr<const dataset::Sampler> s);
+  // Reset the order's position to p; the producers must be stopped.
+  void restart_at(order::Position p);
   Slot* hand_out(Slot* s);  // mu held
 
-  std::shared_ptr<const dataset::Dataset> ds_;
-  bool all_rows_;
+  std::shared_ptr<const Rows> rows_;
   Options o_;
-  // The template the epochs' samplers are copied from: the selection, seed
-  // and batches, no permutation (null over a mix).
-  std::unique_ptr<dataset::Sampler> base_;
-  // Over a mix: the order, with its own lock (fill_part uses scratch space).
-  std::unique_ptr<dataset::MixSampler> mix_;
-  mutable std::mutex mix_mu_;
-  uint64_t batch_count_ = 0;
+  std::unique_ptr<order::Order> order_;
   size_t part_max_ = 0;  // most rows of a rank's part
-  uint32_t rows_crc_ = 0;
   std::shared_ptr<Ring> ring_;
   ForkStamp stamp_;
 
-  // The epochs' samplers (the newest few), guarded by epoch_mu_. An epoch's
-  // permutation is O(n) to make, so the next epoch's is made ahead on a
-  // helper thread (prep_) while the current one is fed.
-  std::mutex epoch_mu_;
-  std::condition_variable epoch_cv_;  // an epoch's sampler was made (or failed)
-  std::vector<std::shared_ptr<const dataset::Sampler>> epochs_;
-  std::vector<uint64_t> building_;  // epochs being made
-  std::thread prep_;
-  bool prep_done_ = true;
-  std::shared_ptr<const dataset::Sampler> make_epoch(uint64_t epoch) const;
-  void prepare(uint64_t epoch, std::unique_lock<std::mutex>& lk);  // epoch_mu_ held
-  void add_epoch(std::shared_ptr<const dataset::Sampler> s);       // epoch_mu_ held
-  void keep_epochs_up_to(uint64_t newest);                         // epoch_mu_ held
-  void join_prep();
-
-  // The order, guarded by ring_->mu.
-  uint64_t start_epoch_ = 0, start_batch_ = 0;  // the position of ticket 0
-  uint64_t total_ = 0;      // tickets until the end (UINT64_MAX: never ends)
-  uint64_t issued_ = 0;     // tickets producers took
-  uint64_t consumed_ = 0;   // tickets handed to the consumer
-  std::vector<Slot*> ready_;  // ticket t's slot at t % depth once filled
-  Slot* last_ = nullptr;      // the slot handed out last, while put_back() may take it
-  Slot* returned_ = nullptr;  // a slot put back: next() hands it out before anything else
+  // The order's position, guarded by ring_->mu.
+  order::Position issue_pos_;  // of the next ticket a producer takes
+  bool exhausted_ = false;     // no ticket after those issued
+  uint64_t seq_base_ = 0;      // the sequence number of ticket 0
+  uint64_t issued_ = 0;        // tickets producers took
+  uint64_t consumed_ = 0;      // tickets handed to the consumer
+  std::vector<Slot*> ready_;   // ticket t's slot at t % depth once filled
+  Slot* last_ = nullptr;       // the slot handed out last, while put_back() may take it
+  Slot* returned_ = nullptr;   // a slot put back: next() hands it out before anything else
   bool stop_ = false;
   std::exception_ptr error_;
   uint64_t error_ticket_ = 0;
@@ -170,9 +174,9 @@ class Feed {
   std::condition_variable filled_;  // a slot became ready (or an error)
   Pace pace_;                        // the consumer's takes, for idle producers
   std::atomic<uint64_t> fills_{0};  // counts filled_ events, for polling without the lock
-  // The sampler and position after the last batch handed out (the state).
-  std::shared_ptr<const dataset::Sampler> state_sampler_;
-  uint64_t state_next_ = 0;
+  // The position after the last batch handed out (the state's), and of the
+  // batch the consumer gets next (the stats').
+  order::Position state_next_;
   std::vector<std::thread> threads_;
   Placement placement_;  // where the producers may run
 

@@ -77,7 +77,6 @@ void Ring::release(Slot* s) {
   // Taken out first and dropped last, after the lock is released: this may
   // be the ring's last owner, and the lock lives in the ring.
   std::shared_ptr<Ring> keep = std::move(s->keep);
-  std::shared_ptr<const dataset::Sampler> sampler = std::move(s->sampler);
   bool wake;
   {
     std::lock_guard<std::mutex> lk(r->mu);

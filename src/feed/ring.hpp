@@ -16,10 +16,6 @@
 
 #include "base/fork_stamp.hpp"
 
-namespace a2pack::dataset {
-class Sampler;
-}
-
 namespace a2pack::feed {
 
 class CudaHost;
@@ -30,10 +26,8 @@ struct Slot {
   Ring* ring = nullptr;
   uint8_t* base = nullptr;  // the slot's bytes: columns at Ring::offset(c)
   std::atomic<uint32_t> refs{0};
-  // While handed out: the ring (so it outlives the feed) and the sampler of
-  // the batch's epoch (the feed's checkpoint is taken from it).
+  // While handed out: the ring, so that it outlives the feed.
   std::shared_ptr<Ring> keep;
-  std::shared_ptr<const dataset::Sampler> sampler;
   uint64_t epoch = 0, batch = 0, rows = 0, global_rows = 0, sequence = 0;
 };
 

@@ -23,11 +23,13 @@
 #include "dataset/dataset.hpp"
 #include "dataset/fsutil.hpp"
 #include "dataset/npy.hpp"
-#include "dataset/shard_stream.hpp"
+#include "feed/shard_stream.hpp"
 #include "test_dataset_util.hpp"
 
 using namespace a2pack;
 using namespace a2pack::dataset;
+using a2pack::feed::ShardStream;
+using a2pack::feed::ShardStreamOptions;
 using dstest::make_run;
 using dstest::run_child;
 namespace fs = std::filesystem;
