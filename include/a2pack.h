@@ -2517,6 +2517,39 @@ A2PACK_API a2pack_status a2pack_feed_open_mix(const a2pack_dataset *ds,
  * mix refuses. */
 A2PACK_API a2pack_status a2pack_feed_set_weights(a2pack_feed *f, const double *weights, size_t n);
 
+/* How a feed over a sharded dataset keeps its rows (a2pack_feed_open_shards). */
+typedef struct a2pack_feed_shards_options {
+  size_t size;           /* sizeof(a2pack_feed_shards_options) */
+  uint64_t budget_bytes; /* memory for resident shards, default 1 GiB; at least two of the
+                            largest shard (two windows are resident at once) */
+  uint32_t window;       /* shards per window; 0 (default): as many as half the budget holds */
+  int32_t verify_crc;    /* 1 (default): check each shard against the manifest as it loads */
+  int32_t huge_pages;    /* 1 (default): ask for transparent huge pages for resident shards */
+} a2pack_feed_shards_options;
+
+A2PACK_API void a2pack_feed_shards_options_init(a2pack_feed_shards_options *opts);
+
+/* A feed over the sharded dataset in `dir` (a single-file dataset is one
+ * shard) that keeps whole shards in memory within shards->budget_bytes,
+ * least recently used out, loading the next window's shards ahead on a
+ * background thread: the block shuffle of the shard streams (each epoch the
+ * shards are dealt out to the ranks by the seed, and a rank reads its
+ * shards a window at a time, each window's rows in a seeded random order),
+ * with the ring, producers, pinning and checkpoints of every feed.
+ * opts->batch_size is the global batch: each of opts->world ranks takes
+ * batch_size / world rows of its own shards (it must divide); with one
+ * rank the last batch of an epoch may be short unless drop_last. The shard
+ * count, rank count and window are fixed within an epoch: a state taken
+ * mid-epoch loads only into a feed of the same ranks and window, one taken
+ * at an epoch's start into any. A2PACK_E_INVALID_ARGUMENT for a budget
+ * that cannot hold two windows, shuffle NONE (the block shuffle is the
+ * order), a batch size the ranks do not divide, fewer shards than ranks or
+ * an epoch without a batch. `shards` and `opts` may be NULL. */
+A2PACK_API a2pack_status a2pack_feed_open_shards(const char *dir,
+                                                 const a2pack_feed_shards_options *shards,
+                                                 const a2pack_feed_options *opts,
+                                                 a2pack_feed **out);
+
 /* Give back the batch in *batch, the one next() (or advance) handed out
  * last, that the caller never passed on (an interrupt or an error came
  * between): the next next() hands out the same batch again (the same slot,
@@ -2567,6 +2600,10 @@ typedef struct a2pack_feed_api {
   a2pack_status (*batch_info_get)(const a2pack_feed_batch *, a2pack_feed_batch_info *);
   a2pack_status (*state_save)(const a2pack_feed *, uint8_t **, size_t *);
   a2pack_status (*state_load)(a2pack_feed *, const void *, size_t);
+  /* added later: feeds over sharded datasets */
+  void (*shards_options_init)(a2pack_feed_shards_options *);
+  a2pack_status (*open_shards)(const char *, const a2pack_feed_shards_options *,
+                               const a2pack_feed_options *, a2pack_feed **);
 } a2pack_feed_api;
 /* (end of section feed) */
 

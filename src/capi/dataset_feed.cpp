@@ -290,6 +290,36 @@ A2PACK_EXPORT a2pack_status a2pack_feed_open_mix(const a2pack_dataset* ds,
   });
 }
 
+A2PACK_EXPORT void a2pack_feed_shards_options_init(a2pack_feed_shards_options* o) {
+  if (!o) return;
+  *o = a2pack_feed_shards_options{};
+  o->size = sizeof *o;
+  const feed::ShardOptions d;
+  o->budget_bytes = d.budget_bytes;
+  o->window = d.window;
+  o->verify_crc = d.verify_crc ? 1 : 0;
+  o->huge_pages = d.huge_pages ? 1 : 0;
+}
+
+A2PACK_EXPORT a2pack_status a2pack_feed_open_shards(const char* dir,
+                                                    const a2pack_feed_shards_options* shards,
+                                                    const a2pack_feed_options* opts,
+                                                    a2pack_feed** out) {
+  capi::reset_out(out);
+  return guard([&] {
+    require(dir, "dir");
+    require(out, "out");
+    const auto o = convert(capi::read_options(opts, a2pack_feed_options_init));
+    const auto so = capi::read_options(shards, a2pack_feed_shards_options_init);
+    feed::ShardOptions r;
+    r.budget_bytes = so.budget_bytes;
+    r.window = so.window;
+    r.verify_crc = so.verify_crc != 0;
+    r.huge_pages = so.huge_pages != 0;
+    *out = new a2pack_feed{feed::Feed::over_shards(dir, r, o)};
+  });
+}
+
 A2PACK_EXPORT a2pack_status a2pack_feed_set_weights(a2pack_feed* f, const double* weights,
                                                     size_t n) {
   return guard([&] {
@@ -341,6 +371,8 @@ const a2pack_feed_api* feed_api_table() {
       a2pack_feed_batch_info_get,
       a2pack_feed_state_save,
       a2pack_feed_state_load,
+      a2pack_feed_shards_options_init,
+      a2pack_feed_open_shards,
   };
   return &table;
 }

@@ -32,7 +32,7 @@ from typing import (TYPE_CHECKING, Any, Dict, Iterator, List, Mapping, Optional,
 import numpy as np
 import numpy.typing as npt
 
-from ._native import check, ffi, last_error, lib, library_path, view_array
+from ._native import check, ffi, fspath, last_error, lib, library_path, view_array
 from . import _jax_exit
 from .errors import FullError
 
@@ -468,6 +468,17 @@ class Feed(_FeedBase):
     without end (its batch size and seed; ``world``/``rank`` take each
     rank's part); :meth:`set_weights` changes the proportions from the next
     batch on, and checkpoints hold the mix's state.
+
+    A sharded dataset larger than RAM is fed by giving its folder instead
+    of an open dataset: ``Feed("runs.ds", budget_bytes=8 << 30)`` keeps whole
+    shards in memory within the budget (least recently used out), loading
+    the next window's shards ahead, and walks the block shuffle: each epoch
+    the shards are dealt out to the ranks by the seed, and a rank reads its
+    own shards ``window`` at a time (default: as many as half the budget
+    holds), each window's rows in a seeded random order. ``batch_size`` is
+    the global batch, each rank taking ``batch_size // world`` rows of its
+    own shards. Ring, pinning, ``state_dict()`` and ranks work as for any
+    feed; ``verify_crc`` (default True) checks each shard as it loads.
     """
 
     def __init__(self, dataset: Any, indices: Optional[npt.ArrayLike] = None, *,
@@ -478,7 +489,9 @@ class Feed(_FeedBase):
                  drop_last: bool = False, rank: int = 0, world: int = 1, epochs: int = 0,
                  start_epoch: int = 0, pin: str = "auto", sampler: Any = None,
                  mix: Any = None, tensors: Optional[str] = None,
-                 spare_cpu: bool = True, held_timeout: float = 60.0) -> None:
+                 spare_cpu: bool = True, held_timeout: float = 60.0,
+                 budget_bytes: Optional[int] = None, window: Optional[int] = None,
+                 verify_crc: Optional[bool] = None) -> None:
         if tensors not in (None, "numpy", "torch"):
             raise ValueError(f"tensors must be 'numpy' or 'torch', not {tensors!r}")
         self._torch = tensors == "torch"
@@ -523,12 +536,30 @@ class Feed(_FeedBase):
         o.start_epoch = int(start_epoch)
         o.pin = _PIN[pin]
         o.spare_consumer_cpu = bool(spare_cpu)
-        h = dataset._check_open()
         out = ffi.new("a2pack_feed **")
         self._mix = mix
-        if mix is not None:
+        sharded = isinstance(dataset, (str, os.PathLike))
+        if not sharded and (budget_bytes, window, verify_crc) != (None, None, None):
+            raise ValueError("budget_bytes, window and verify_crc are for a sharded dataset "
+                             "given by its folder: Feed('path/to/dataset', budget_bytes=...)")
+        if sharded:
+            if mix is not None or indices is not None or sampler is not None:
+                raise ValueError("a sharded dataset is fed in its block shuffle: give no "
+                                 "indices, sampler or mix")
+            so = ffi.new("a2pack_feed_shards_options *")
+            lib.a2pack_feed_shards_options_init(so)
+            if budget_bytes is not None:
+                so.budget_bytes = int(budget_bytes)
+            if window is not None:
+                so.window = int(window)
+            if verify_crc is not None:
+                so.verify_crc = bool(verify_crc)
+            check(lib.a2pack_feed_open_shards(fspath(dataset), so, o, out))
+        elif mix is not None:
+            h = dataset._check_open()
             check(lib.a2pack_feed_open_mix(h, mix._h, int(mix.next_batch), o, out))
         else:
+            h = dataset._check_open()
             if indices is None:
                 ptr, n = ffi.NULL, 0
             else:

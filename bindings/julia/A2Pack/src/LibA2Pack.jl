@@ -880,6 +880,15 @@ struct a2pack_feed_stats
     spared_cpu::Int32  # int32_t spared_cpu
 end
 
+# a2pack_feed_shards_options
+struct a2pack_feed_shards_options
+    size::Csize_t  # size_t size
+    budget_bytes::UInt64  # uint64_t budget_bytes
+    window::UInt32  # uint32_t window
+    verify_crc::Int32  # int32_t verify_crc
+    huge_pages::Int32  # int32_t huge_pages
+end
+
 # a2pack_feed_api
 struct a2pack_feed_api
     size::Csize_t  # size_t size
@@ -903,6 +912,8 @@ struct a2pack_feed_api
     batch_info_get::Ptr{Cvoid}  # a2pack_status (*batch_info_get)(const a2pack_feed_batch *arg1, a2pack_feed_batch_info *arg2)
     state_save::Ptr{Cvoid}  # a2pack_status (*state_save)(const a2pack_feed *arg1, uint8_t **arg2, size_t *arg3)
     state_load::Ptr{Cvoid}  # a2pack_status (*state_load)(a2pack_feed *arg1, const void *arg2, size_t arg3)
+    shards_options_init::Ptr{Cvoid}  # void (*shards_options_init)(a2pack_feed_shards_options *arg1)
+    open_shards::Ptr{Cvoid}  # a2pack_status (*open_shards)(const char *arg1, const a2pack_feed_shards_options *arg2, const a2pack_feed_options *arg3, a2pack_feed **arg4)
 end
 
 # a2pack_shard_stream (opaque: used through Ptr{a2pack_shard_stream} only)
@@ -1240,6 +1251,8 @@ const _fp_a2pack_feed_load_state = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_feed_state_load = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_feed_open_mix = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_feed_set_weights = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_a2pack_feed_shards_options_init = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_a2pack_feed_open_shards = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_feed_put_back = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_feed_batch_release_cells = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_shard_stream_options_init = Ref{Ptr{Cvoid}}(C_NULL)
@@ -1462,6 +1475,8 @@ const SYMBOLS = (
     (:a2pack_feed_state_load, _fp_a2pack_feed_state_load),
     (:a2pack_feed_open_mix, _fp_a2pack_feed_open_mix),
     (:a2pack_feed_set_weights, _fp_a2pack_feed_set_weights),
+    (:a2pack_feed_shards_options_init, _fp_a2pack_feed_shards_options_init),
+    (:a2pack_feed_open_shards, _fp_a2pack_feed_open_shards),
     (:a2pack_feed_put_back, _fp_a2pack_feed_put_back),
     (:a2pack_feed_batch_release_cells, _fp_a2pack_feed_batch_release_cells),
     (:a2pack_shard_stream_options_init, _fp_a2pack_shard_stream_options_init),
@@ -2515,6 +2530,16 @@ end
 # a2pack_status a2pack_feed_set_weights(a2pack_feed *f, const double *weights, size_t n)
 function a2pack_feed_set_weights(f, weights, n)
     @ccall $(_fp_a2pack_feed_set_weights[])(f::Ptr{a2pack_feed}, weights::Ptr{Cdouble}, n::Csize_t)::a2pack_status
+end
+
+# void a2pack_feed_shards_options_init(a2pack_feed_shards_options *opts)
+function a2pack_feed_shards_options_init(opts)
+    @ccall $(_fp_a2pack_feed_shards_options_init[])(opts::Ptr{a2pack_feed_shards_options})::Cvoid
+end
+
+# a2pack_status a2pack_feed_open_shards(const char *dir, const a2pack_feed_shards_options *shards, const a2pack_feed_options *opts, a2pack_feed **out)
+function a2pack_feed_open_shards(dir, shards, opts, out)
+    @ccall $(_fp_a2pack_feed_open_shards[])(dir::Ptr{Cchar}, shards::Ptr{a2pack_feed_shards_options}, opts::Ptr{a2pack_feed_options}, out::Ptr{Ptr{a2pack_feed}})::a2pack_status
 end
 
 # a2pack_status a2pack_feed_put_back(a2pack_feed *f, a2pack_feed_batch **batch)
