@@ -2289,11 +2289,14 @@ typedef enum a2pack_feed_column {
   A2PACK_FEED_RUN_IDS = 5,      /* uint32 [rows] */
   A2PACK_FEED_STEP_INDICES = 6, /* uint16 [rows]: the step within its run */
   A2PACK_FEED_LEGAL_MASK = 7,   /* uint8 [rows]: the ev_legal bitmask */
-  A2PACK_FEED_INDICES = 8       /* int64 [rows]: the dataset rows of the batch (always filled) */
+  A2PACK_FEED_INDICES = 8,      /* int64 [rows]: the dataset rows of the batch (always filled) */
+  A2PACK_FEED_VALID = 9,        /* bool (uint8 0/1) [rows]: 0 where a window of a run shorter than
+                                   the window is padded (a2pack_feed_open_replay), else 1 */
+  A2PACK_FEED_WEIGHTS = 10      /* float32 [rows]: importance weights of prioritized orders, else 1 */
 } a2pack_feed_column;
 
 enum {
-  A2PACK_FEED_COLUMN_COUNT = 9,
+  A2PACK_FEED_COLUMN_COUNT = 11,
   /* The default selection: exponents, moves, legal, ev_values. */
   A2PACK_FEED_COLUMNS_DEFAULT = 15
 };
@@ -2550,6 +2553,40 @@ A2PACK_API a2pack_status a2pack_feed_open_shards(const char *dir,
                                                  const a2pack_feed_options *opts,
                                                  a2pack_feed **out);
 
+/* The replay orders of a2pack_feed_open_replay. */
+typedef struct a2pack_feed_replay_options {
+  size_t size;          /* sizeof(a2pack_feed_replay_options) */
+  uint64_t window;      /* steps per unit: 1 (default) single rows; T > 1 windows of T consecutive
+                           steps of one run, never across a run's end */
+  uint64_t stride;      /* 1 (default): a window at every step it fits after; `window`: the
+                           run's non-overlapping tiles (a tail shorter than a window left out) */
+  int32_t pad_short;    /* 0 (default): runs shorter than a window are left out; 1: each gives one
+                           window of its steps, its last step repeated, the padding 0 in the
+                           A2PACK_FEED_VALID column */
+  int32_t replacement;  /* 0 (default): epochs, every unit once (shuffled as opts->shuffle says,
+                           the index shuffle when it is on); 1: endless, each unit of each batch
+                           drawn uniformly with replacement from (seed, batch, position) */
+  uint64_t recent;      /* 0 (default): every row; K: only the newest K rows of the dataset
+                           (windows wholly among them) */
+} a2pack_feed_replay_options;
+
+A2PACK_API void a2pack_feed_replay_options_init(a2pack_feed_replay_options *opts);
+
+/* A feed of a replay order over `ds`: opts->batch_size counts units (rows
+ * or windows), a batch of B windows of T steps holding B * T rows (unit i's
+ * steps at rows [i * T, (i + 1) * T), so a column of shape [rows, ...] is
+ * [B, T, ...] in C order); rank opts->rank of opts->world takes its
+ * contiguous part of the units. The order stores nothing per row (the runs'
+ * table, one entry per run, and a stateless shuffle). Checkpoints hold the
+ * position and refuse a feed of other windows, stride, padding, replacement,
+ * recency or runs. A2PACK_E_INVALID_ARGUMENT, naming the value, for a window
+ * of 0, a stride other than 1 or the window, or no unit (a window longer
+ * than every run, without pad_short). `replay` and `opts` may be NULL. */
+A2PACK_API a2pack_status a2pack_feed_open_replay(const a2pack_dataset *ds,
+                                                 const a2pack_feed_replay_options *replay,
+                                                 const a2pack_feed_options *opts,
+                                                 a2pack_feed **out);
+
 /* Give back the batch in *batch, the one next() (or advance) handed out
  * last, that the caller never passed on (an interrupt or an error came
  * between): the next next() hands out the same batch again (the same slot,
@@ -2603,6 +2640,10 @@ typedef struct a2pack_feed_api {
   /* added later: feeds over sharded datasets */
   void (*shards_options_init)(a2pack_feed_shards_options *);
   a2pack_status (*open_shards)(const char *, const a2pack_feed_shards_options *,
+                               const a2pack_feed_options *, a2pack_feed **);
+  /* added later: replay orders */
+  void (*replay_options_init)(a2pack_feed_replay_options *);
+  a2pack_status (*open_replay)(const a2pack_dataset *, const a2pack_feed_replay_options *,
                                const a2pack_feed_options *, a2pack_feed **);
 } a2pack_feed_api;
 /* (end of section feed) */

@@ -101,6 +101,8 @@ Shape shape_of(uint32_t column, uint64_t moves_itemsize) {
     case A2PACK_FEED_RUN_IDS: return {A2PACK_FEED_DTYPE_U32, 1, 1, 4};
     case A2PACK_FEED_STEP_INDICES: return {A2PACK_FEED_DTYPE_U16, 1, 1, 2};
     case A2PACK_FEED_LEGAL_MASK: return {A2PACK_FEED_DTYPE_U8, 1, 1, 1};
+    case A2PACK_FEED_VALID: return {A2PACK_FEED_DTYPE_BOOL, 1, 1, 1};
+    case A2PACK_FEED_WEIGHTS: return {A2PACK_FEED_DTYPE_F32, 1, 1, 4};
     default: return {A2PACK_FEED_DTYPE_I64, 1, 1, 8};  // indices
   }
 }
@@ -320,6 +322,38 @@ A2PACK_EXPORT a2pack_status a2pack_feed_open_shards(const char* dir,
   });
 }
 
+A2PACK_EXPORT void a2pack_feed_replay_options_init(a2pack_feed_replay_options* o) {
+  if (!o) return;
+  *o = a2pack_feed_replay_options{};
+  o->size = sizeof *o;
+  const order::ReplayOrder::Options d;
+  o->window = d.window;
+  o->stride = d.stride;
+  o->pad_short = d.pad_short ? 1 : 0;
+  o->replacement = d.replacement ? 1 : 0;
+  o->recent = d.recent;
+}
+
+A2PACK_EXPORT a2pack_status a2pack_feed_open_replay(const a2pack_dataset* ds,
+                                                    const a2pack_feed_replay_options* replay,
+                                                    const a2pack_feed_options* opts,
+                                                    a2pack_feed** out) {
+  capi::reset_out(out);
+  return guard([&] {
+    require(ds, "dataset");
+    require(out, "out");
+    const auto o = convert(capi::read_options(opts, a2pack_feed_options_init));
+    const auto ro = capi::read_options(replay, a2pack_feed_replay_options_init);
+    order::ReplayOrder::Options r;
+    r.window = ro.window;
+    r.stride = ro.stride;
+    r.pad_short = ro.pad_short != 0;
+    r.replacement = ro.replacement != 0;
+    r.recent = ro.recent;
+    *out = new a2pack_feed{feed::Feed::over_replay(capi::share_dataset(ds), r, o)};
+  });
+}
+
 A2PACK_EXPORT a2pack_status a2pack_feed_set_weights(a2pack_feed* f, const double* weights,
                                                     size_t n) {
   return guard([&] {
@@ -373,6 +407,8 @@ const a2pack_feed_api* feed_api_table() {
       a2pack_feed_state_load,
       a2pack_feed_shards_options_init,
       a2pack_feed_open_shards,
+      a2pack_feed_replay_options_init,
+      a2pack_feed_open_replay,
   };
   return &table;
 }

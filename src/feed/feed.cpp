@@ -34,26 +34,30 @@ uint64_t ns_since(Clock::time_point t0) {
 //   "A2FS" · u32 version · u32 flags · u32 rows CRC32C · u64 dataset rows ·
 //   u32 order state length · order state · u32 CRC32C
 // of everything before it. Flags: bit 0 an epoch order that shuffles, bit 1
-// a mixing order, bit 2 a sharded dataset's block order. The dataset's row
+// a mixing order, bit 2 a sharded dataset's block order, bit 3 a replay
+// order (windows, draws with replacement, recency). The dataset's row
 // count and manifest CRC refuse a state taken over another dataset (the
 // order's own hash covers the selection, not the rows' contents).
 constexpr char kMagic[4] = {'A', '2', 'F', 'S'};
 constexpr uint32_t kVersion = 1;
 constexpr size_t kHeader = 4 + 4 + 4 + 4 + 8 + 4;
-constexpr uint32_t kFlagShuffle = 1, kFlagMix = 2, kFlagBlocks = 4;
-constexpr uint32_t kKnownFlags = kFlagShuffle | kFlagMix | kFlagBlocks;
+constexpr uint32_t kFlagShuffle = 1, kFlagMix = 2, kFlagBlocks = 4, kFlagReplay = 8;
+constexpr uint32_t kKnownFlags = kFlagShuffle | kFlagMix | kFlagBlocks | kFlagReplay;
 
 uint32_t state_flags(const order::Order& o) {
   switch (o.kind()) {
     case order::Kind::kMix: return kFlagMix;
     case order::Kind::kBlocks: return kFlagBlocks;
+    case order::Kind::kReplay: return kFlagReplay;
     case order::Kind::kEpoch: break;
   }
   return o.state_flags() & kFlagShuffle;
 }
 const char* kind_words(uint32_t flags) {
-  return flags & kFlagMix ? "a mixing sampler"
-         : flags & kFlagBlocks ? "a block shuffle of shards" : "an epoch sampler";
+  return flags & kFlagMix      ? "a mixing sampler"
+         : flags & kFlagBlocks  ? "a block shuffle of shards"
+         : flags & kFlagReplay  ? "a replay order (windows, draws with replacement, recency)"
+                                : "an epoch sampler";
 }
 
 // The options' own checks, before any order is made.
@@ -120,8 +124,9 @@ std::unique_ptr<order::Order> mix_order(const dataset::Dataset& ds, const datase
   // Fetched once here so that a batch the mix cannot give (before its last
   // weight change or loaded state) is refused at open, not at next().
   std::vector<int64_t> probe(ord->max_rows() + 1);
-  uint64_t global;
-  ord->fill({0, first_batch}, probe.data(), &global);
+  order::Out out;
+  out.indices = probe.data();
+  ord->fill({0, first_batch}, out);
   return ord;
 }
 
@@ -138,6 +143,8 @@ size_t row_bytes(uint32_t c, MovesType moves) {
     case kStepIndices: return 2;
     case kLegalMask: return 1;
     case kIndices: return 8;
+    case kValid: return 1;
+    case kWeights: return 4;
   }
   return 0;
 }
@@ -229,6 +236,26 @@ std::unique_ptr<Feed> Feed::over_shards(const std::string& dir, const ShardOptio
                                 Position{o.start_epoch, 0}, o);
 }
 
+std::unique_ptr<Feed> Feed::over_replay(std::shared_ptr<const dataset::Dataset> ds,
+                                        order::ReplayOrder::Options ro, const Options& o_in) {
+  const Options o = checked(o_in);
+  ro.batch_size = o.batch_size;
+  ro.seed = o.seed;
+  ro.shuffle = o.shuffle;
+  ro.drop_last = o.drop_last;
+  ro.rank = o.rank;
+  ro.world = o.world;
+  if (ds->rows() == 0)
+    fail(A2PACK_E_INVALID_ARGUMENT, "feed: {}: the dataset holds no rows", ds->dir());
+  // Windows never cross a run's end: they need the runs (one SQL query).
+  const dataset::Ranges runs = ro.window > 1 ? ds->select("", {}) : dataset::Ranges{};
+  auto ord = std::make_unique<order::ReplayOrder>(runs, ds->rows(), ro);
+  const Position first{ro.replacement ? 0 : o.start_epoch, 0};
+  Options fo = o;
+  if (ro.replacement) fo.epochs = 0;  // endless
+  return std::make_unique<Feed>(dataset_rows(std::move(ds)), std::move(ord), first, fo);
+}
+
 Feed::~Feed() { stop(); }
 
 bool Feed::advance(Position* p) const {
@@ -313,12 +340,18 @@ bool Feed::take_ticket(uint64_t* ticket, Position* p) {
 
 void Feed::fill(Slot* s, Position p, uint64_t sequence, uint32_t workers) {
   auto* idx = reinterpret_cast<int64_t*>(s->base + ring_->offset(kIndices));
-  uint64_t global_rows = 0;
-  const size_t rows = order_->fill(p, idx, &global_rows);
-  rows_->want(order_->residency(p));
   auto col = [&](uint32_t c) -> void* {
     return ring_->has(c) ? s->base + ring_->offset(c) : nullptr;
   };
+  order::Out to;
+  to.indices = idx;
+  to.valid = static_cast<uint8_t*>(col(kValid));
+  to.weights = static_cast<float*>(col(kWeights));
+  if (to.valid) std::memset(to.valid, 1, part_max_);
+  if (to.weights) std::fill_n(to.weights, part_max_, 1.0f);
+  const size_t rows = order_->fill(p, to);
+  const uint64_t global_rows = to.global_rows;
+  rows_->want(order_->residency(p));
   dataset::ColumnsOut out;
   out.exponents = static_cast<uint8_t*>(col(kExponents));
   if (void* m = col(kMoves)) {
@@ -599,7 +632,7 @@ void Feed::load_state(const void* data, size_t len) {
          "CRC32C {:08x}",
          rows, rows_crc, rows_->dir(), rows_->rows(), rows_->rows_crc());
   const uint32_t mine = state_flags(*order_);
-  const uint32_t kinds = kFlagMix | kFlagBlocks;
+  const uint32_t kinds = kFlagMix | kFlagBlocks | kFlagReplay;
   if ((flags & kinds) != (mine & kinds))
     fail(A2PACK_E_INVALID_ARGUMENT, "feed state was taken from a feed over {}; this feed is over {}",
          kind_words(flags), kind_words(mine));

@@ -28,13 +28,14 @@
 #include "feed/ring.hpp"
 #include "feed/rows.hpp"
 #include "order/order.hpp"
+#include "order/replay_order.hpp"
 
 namespace a2pack::feed {
 
 // The columns, in the order of a2pack_feed_column.
 enum Column : uint32_t {
   kExponents, kMoves, kLegal, kEvValues, kBoards, kRunIds, kStepIndices, kLegalMask, kIndices,
-  kColumnCount
+  kValid, kWeights, kColumnCount
 };
 enum class MovesType { kU8, kI32, kI64 };
 // Bytes per row of column c (the moves column: by its type).
@@ -98,6 +99,12 @@ class Feed {
   // batch_size / world rows of its own shards (batch_size must divide).
   static std::unique_ptr<Feed> over_shards(const std::string& dir, const ShardOptions& so,
                                            const Options& o);
+  // The replay orders of `ds`'s runs (order/replay_order.hpp). The options'
+  // batch_size counts units (rows or windows), with seed, shuffle,
+  // drop_last, rank and world; ro's own batch_size, seed, shuffle,
+  // drop_last, rank and world are replaced by them.
+  static std::unique_ptr<Feed> over_replay(std::shared_ptr<const dataset::Dataset> ds,
+                                           order::ReplayOrder::Options ro, const Options& o);
   // Stops and joins the producers. Must not run in a forked child (the
   // threads are not there to join): the C ABI leaks the feed there instead.
   ~Feed();

@@ -52,8 +52,9 @@ size_t ShardStream::next(const ColumnsOut& out, int64_t* idx) {
   }
   const order::Position p{epoch_, next_batch_};
   idx_.resize(order_->max_rows());
-  uint64_t global;
-  const size_t n = order_->fill(p, idx_.data(), &global);
+  order::Out o;
+  o.indices = idx_.data();
+  const size_t n = order_->fill(p, o);
   const order::Residency r = order_->residency(p);
   std::vector<RowSpanRef> now, ahead;
   for (const auto& s : r.now) now.push_back({s.first, s.count});
@@ -68,8 +69,9 @@ size_t ShardStream::next(const ColumnsOut& out, int64_t* idx) {
 
 size_t ShardStream::batch_indices(uint64_t b, int64_t* out) {
   if (b >= batches_) return 0;
-  uint64_t global;
-  return order_->fill({epoch_, b}, out, &global);
+  order::Out o;
+  o.indices = out;
+  return order_->fill({epoch_, b}, o);
 }
 
 std::string ShardStream::save_state() const {

@@ -64,7 +64,8 @@ std::shared_ptr<const std::vector<uint32_t>> BlockOrder::window_order(const data
   return perm;
 }
 
-size_t BlockOrder::fill(Position pos, int64_t* out, uint64_t* global_rows) const {
+size_t BlockOrder::fill(Position pos, Out& o) const {
+  int64_t* out = o.indices;
   const auto plan_ptr = plan(pos.epoch);
   const dataset::BlockPlan& p = *plan_ptr;
   if (pos.batch >= p.batches)
@@ -73,7 +74,7 @@ size_t BlockOrder::fill(Position pos, int64_t* out, uint64_t* global_rows) const
   const uint64_t bs = s_.batch_size();
   const uint64_t a = pos.batch * bs, b = std::min(a + bs, p.stream_end);
   // With several ranks every one takes full batches; alone the last may be short.
-  *global_rows = (b - a) * s_.world();
+  o.global_rows = (b - a) * s_.world();
   std::vector<uint64_t> starts;
   uint64_t at = a;
   while (at < b) {

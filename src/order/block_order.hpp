@@ -26,7 +26,7 @@ class BlockOrder final : public Order {
   uint64_t batches_in(uint64_t epoch) const override { return plan(epoch)->batches; }
   uint64_t sequence(Position p) const override;
   size_t max_rows() const override { return s_.batch_size(); }
-  size_t fill(Position p, int64_t* out, uint64_t* global_rows) const override;
+  size_t fill(Position p, Out& out) const override;
   Residency residency(Position p) const override;
   uint64_t seed() const override { return s_.seed(); }
   std::string save_state(Position next) const override;

@@ -147,9 +147,10 @@ void EpochOrder::stop() {
   prep_done_ = true;
 }
 
-size_t EpochOrder::fill(Position p, int64_t* out, uint64_t* global_rows) const {
+size_t EpochOrder::fill(Position p, Out& o) const {
   const size_t len = base_.batch_length(static_cast<size_t>(p.batch));
-  *global_rows = len;
+  o.global_rows = len;
+  int64_t* out = o.indices;
   if (o_.shuffle) {
     return sampler_for(p.epoch)->fill_part(static_cast<size_t>(p.batch), o_.rank, o_.world, out);
   }

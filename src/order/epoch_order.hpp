@@ -38,7 +38,7 @@ class EpochOrder final : public Order {
   uint64_t batches_in(uint64_t) const override { return batch_count_; }
   uint64_t sequence(Position p) const override { return p.epoch * batch_count_ + p.batch; }
   size_t max_rows() const override;
-  size_t fill(Position p, int64_t* out, uint64_t* global_rows) const override;
+  size_t fill(Position p, Out& out) const override;
   uint64_t seed() const override { return base_.seed(); }
   void restart(Position p) override;
   void stop() override;

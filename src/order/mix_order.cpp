@@ -5,10 +5,10 @@ namespace a2pack::order {
 MixOrder::MixOrder(const dataset::MixSampler& mix, uint32_t rank, uint32_t world)
     : mix_(mix), rank_(rank), world_(world) {}
 
-size_t MixOrder::fill(Position p, int64_t* out, uint64_t* global_rows) const {
-  *global_rows = mix_.batch_size();
+size_t MixOrder::fill(Position p, Out& out) const {
+  out.global_rows = mix_.batch_size();
   std::lock_guard<std::mutex> lk(mu_);
-  return mix_.fill_part(p.batch, rank_, world_, out, nullptr);
+  return mix_.fill_part(p.batch, rank_, world_, out.indices, nullptr);
 }
 
 std::string MixOrder::save_state(Position next) const {

@@ -19,7 +19,7 @@ class MixOrder final : public Order {
   uint64_t batches_in(uint64_t) const override { return kEndless; }
   uint64_t sequence(Position p) const override { return p.batch; }
   size_t max_rows() const override { return (mix_.batch_size() + world_ - 1) / world_; }
-  size_t fill(Position p, int64_t* out, uint64_t* global_rows) const override;
+  size_t fill(Position p, Out& out) const override;
   uint64_t seed() const override { return mix_.seed(); }
   std::string save_state(Position next) const override;
   std::unique_ptr<Order> load_state(const void* data, size_t len, Position* next) const override;

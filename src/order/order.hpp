@@ -39,6 +39,18 @@ enum class Kind : uint32_t {
   kEpoch = 1,   // epochs of a selection, shuffled or in order
   kMix = 2,     // a mixing sampler's weighted endless sequence
   kBlocks = 4,  // a sharded dataset's block shuffle
+  kReplay = 8,  // windows, draws with replacement, recency (order/replay_order.hpp)
+};
+
+// Where fill() writes a batch: the dataset rows, and per row the columns
+// an order may have to say something about (null when not asked for; the
+// feed fills them with 1 beforehand, so an order writes them only where it
+// has something else to say).
+struct Out {
+  int64_t* indices = nullptr;  // max_rows() values
+  uint8_t* valid = nullptr;    // 1 a real step, 0 padding (windows of short runs)
+  float* weights = nullptr;    // importance weights (prioritized orders)
+  uint64_t global_rows = 0;    // set by fill(): rows of the whole global batch
 };
 
 class Order {
@@ -59,10 +71,10 @@ class Order {
   virtual uint64_t sequence(Position p) const = 0;
   // The most rows fill() writes for one batch.
   virtual size_t max_rows() const = 0;
-  // Write this rank's rows of batch p to out (at most max_rows()); returns
-  // how many, and the rows of the whole global batch in *global_rows.
+  // Write this rank's rows of batch p to `out` (at most max_rows()); returns
+  // how many, and the rows of the whole global batch in out.global_rows.
   // Thread-safe: producers fill different batches at once.
-  virtual size_t fill(Position p, int64_t* out, uint64_t* global_rows) const = 0;
+  virtual size_t fill(Position p, Out& out) const = 0;
   // The rows batch p and its successors read (empty: the order reads the
   // whole dataset at random and has nothing to say).
   virtual Residency residency(Position) const { return {}; }

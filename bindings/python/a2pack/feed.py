@@ -38,7 +38,7 @@ from .errors import FullError
 
 # Column names, in the order of a2pack_feed_column.
 COLUMNS: Tuple[str, ...] = ("exponents", "moves", "legal", "ev_values", "boards", "run_ids",
-                            "step_indices", "legal_mask", "indices")
+                            "step_indices", "legal_mask", "indices", "valid", "weights")
 DEFAULT_COLUMNS: Tuple[str, ...] = ("exponents", "moves", "legal", "ev_values")
 
 _DTYPES = {
@@ -478,7 +478,21 @@ class Feed(_FeedBase):
     holds), each window's rows in a seeded random order. ``batch_size`` is
     the global batch, each rank taking ``batch_size // world`` rows of its
     own shards. Ring, pinning, ``state_dict()`` and ranks work as for any
-    feed; ``verify_crc`` (default True) checks each shard as it loads.
+    feed; ``verify_crc`` (default True) checks each shard as it loads, and
+    ``shard_window`` sets the shards per window.
+
+    Replay orders (docs/replay.md): ``window=T`` makes every unit a window of
+    T consecutive steps of one run (never across a run's end); then
+    ``batch_size`` counts windows and every column has shape
+    ``[batch_size, T, ...]``. ``stride=1`` (default) starts a window at
+    every step one fits after, ``stride=T`` tiles each run. Runs shorter
+    than T are skipped (``short="skip"``, default) or padded
+    (``short="pad"``: the run's last step repeated, and a bool column
+    ``valid`` that is False on the padding; ask for it in ``columns``).
+    ``replacement=True`` draws every unit of every batch uniformly with
+    replacement, without end; otherwise each epoch holds every unit once,
+    shuffled as ``shuffle`` says. ``recent=K`` reads only the newest K rows.
+    The ``indices`` column gives each row's dataset index.
     """
 
     def __init__(self, dataset: Any, indices: Optional[npt.ArrayLike] = None, *,
@@ -490,8 +504,10 @@ class Feed(_FeedBase):
                  start_epoch: int = 0, pin: str = "auto", sampler: Any = None,
                  mix: Any = None, tensors: Optional[str] = None,
                  spare_cpu: bool = True, held_timeout: float = 60.0,
-                 budget_bytes: Optional[int] = None, window: Optional[int] = None,
-                 verify_crc: Optional[bool] = None) -> None:
+                 budget_bytes: Optional[int] = None, shard_window: Optional[int] = None,
+                 verify_crc: Optional[bool] = None, window: Optional[int] = None,
+                 stride: Optional[int] = None, short: Optional[str] = None,
+                 replacement: Optional[bool] = None, recent: Optional[int] = None) -> None:
         if tensors not in (None, "numpy", "torch"):
             raise ValueError(f"tensors must be 'numpy' or 'torch', not {tensors!r}")
         self._torch = tensors == "torch"
@@ -539,9 +555,22 @@ class Feed(_FeedBase):
         out = ffi.new("a2pack_feed **")
         self._mix = mix
         sharded = isinstance(dataset, (str, os.PathLike))
-        if not sharded and (budget_bytes, window, verify_crc) != (None, None, None):
-            raise ValueError("budget_bytes, window and verify_crc are for a sharded dataset "
-                             "given by its folder: Feed('path/to/dataset', budget_bytes=...)")
+        if not sharded and (budget_bytes, shard_window, verify_crc) != (None, None, None):
+            raise ValueError("budget_bytes, shard_window and verify_crc are for a sharded "
+                             "dataset given by its folder: Feed('path/to/dataset', "
+                             "budget_bytes=...)")
+        replay = (window, stride, short, replacement, recent) != (None,) * 5
+        self._window = int(window) if window is not None else 1
+        if replay:
+            if sharded or mix is not None or indices is not None or sampler is not None:
+                raise ValueError("window, stride, short, replacement and recent take the whole "
+                                 "dataset, opened (not a folder, indices, sampler or mix)")
+            if window is not None and int(window) < 1:
+                raise ValueError(f"window must be at least 1, not {window}")
+            if recent is not None and int(recent) <= 0:
+                raise ValueError(f"recent must be a positive number of rows, not {recent}")
+            if short not in (None, "skip", "pad"):
+                raise ValueError(f"short must be 'skip' or 'pad', not {short!r}")
         if sharded:
             if mix is not None or indices is not None or sampler is not None:
                 raise ValueError("a sharded dataset is fed in its block shuffle: give no "
@@ -550,11 +579,25 @@ class Feed(_FeedBase):
             lib.a2pack_feed_shards_options_init(so)
             if budget_bytes is not None:
                 so.budget_bytes = int(budget_bytes)
-            if window is not None:
-                so.window = int(window)
+            if shard_window is not None:
+                so.window = int(shard_window)
             if verify_crc is not None:
                 so.verify_crc = bool(verify_crc)
             check(lib.a2pack_feed_open_shards(fspath(dataset), so, o, out))
+        elif replay:
+            ro = ffi.new("a2pack_feed_replay_options *")
+            lib.a2pack_feed_replay_options_init(ro)
+            if window is not None:
+                ro.window = int(window)
+            if stride is not None:
+                ro.stride = int(stride)
+            if short is not None:
+                ro.pad_short = short == "pad"
+            if replacement is not None:
+                ro.replacement = bool(replacement)
+            if recent is not None:
+                ro.recent = int(recent)
+            check(lib.a2pack_feed_open_replay(dataset._check_open(), ro, o, out))
         elif mix is not None:
             h = dataset._check_open()
             check(lib.a2pack_feed_open_mix(h, mix._h, int(mix.next_batch), o, out))
@@ -737,6 +780,8 @@ class Feed(_FeedBase):
         for name, cid in self._ids:
             check(lib.a2pack_feed_batch_column(b, cid, v))
             shape: Tuple[int, ...] = (int(v.rows),) if v.ndim == 1 else (int(v.rows), int(v.width))
+            if self._window > 1:  # windows: [windows, steps, ...]
+                shape = (shape[0] // self._window, self._window) + shape[1:]
             cols.append((name, int(ffi.cast("uintptr_t", v.data)), int(v.nbytes), shape,
                          _DTYPES[v.dtype]))
             pinned = bool(v.pinned)

@@ -788,9 +788,11 @@ const A2PACK_FEED_RUN_IDS = a2pack_feed_column(5)
 const A2PACK_FEED_STEP_INDICES = a2pack_feed_column(6)
 const A2PACK_FEED_LEGAL_MASK = a2pack_feed_column(7)
 const A2PACK_FEED_INDICES = a2pack_feed_column(8)
+const A2PACK_FEED_VALID = a2pack_feed_column(9)
+const A2PACK_FEED_WEIGHTS = a2pack_feed_column(10)
 
 # enum { ... }
-const A2PACK_FEED_COLUMN_COUNT = Cint(9)
+const A2PACK_FEED_COLUMN_COUNT = Cint(11)
 const A2PACK_FEED_COLUMNS_DEFAULT = Cint(15)
 
 # a2pack_feed_dtype
@@ -889,6 +891,16 @@ struct a2pack_feed_shards_options
     huge_pages::Int32  # int32_t huge_pages
 end
 
+# a2pack_feed_replay_options
+struct a2pack_feed_replay_options
+    size::Csize_t  # size_t size
+    window::UInt64  # uint64_t window
+    stride::UInt64  # uint64_t stride
+    pad_short::Int32  # int32_t pad_short
+    replacement::Int32  # int32_t replacement
+    recent::UInt64  # uint64_t recent
+end
+
 # a2pack_feed_api
 struct a2pack_feed_api
     size::Csize_t  # size_t size
@@ -914,6 +926,8 @@ struct a2pack_feed_api
     state_load::Ptr{Cvoid}  # a2pack_status (*state_load)(a2pack_feed *arg1, const void *arg2, size_t arg3)
     shards_options_init::Ptr{Cvoid}  # void (*shards_options_init)(a2pack_feed_shards_options *arg1)
     open_shards::Ptr{Cvoid}  # a2pack_status (*open_shards)(const char *arg1, const a2pack_feed_shards_options *arg2, const a2pack_feed_options *arg3, a2pack_feed **arg4)
+    replay_options_init::Ptr{Cvoid}  # void (*replay_options_init)(a2pack_feed_replay_options *arg1)
+    open_replay::Ptr{Cvoid}  # a2pack_status (*open_replay)(const a2pack_dataset *arg1, const a2pack_feed_replay_options *arg2, const a2pack_feed_options *arg3, a2pack_feed **arg4)
 end
 
 # a2pack_shard_stream (opaque: used through Ptr{a2pack_shard_stream} only)
@@ -1253,6 +1267,8 @@ const _fp_a2pack_feed_open_mix = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_feed_set_weights = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_feed_shards_options_init = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_feed_open_shards = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_a2pack_feed_replay_options_init = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_a2pack_feed_open_replay = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_feed_put_back = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_feed_batch_release_cells = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_shard_stream_options_init = Ref{Ptr{Cvoid}}(C_NULL)
@@ -1477,6 +1493,8 @@ const SYMBOLS = (
     (:a2pack_feed_set_weights, _fp_a2pack_feed_set_weights),
     (:a2pack_feed_shards_options_init, _fp_a2pack_feed_shards_options_init),
     (:a2pack_feed_open_shards, _fp_a2pack_feed_open_shards),
+    (:a2pack_feed_replay_options_init, _fp_a2pack_feed_replay_options_init),
+    (:a2pack_feed_open_replay, _fp_a2pack_feed_open_replay),
     (:a2pack_feed_put_back, _fp_a2pack_feed_put_back),
     (:a2pack_feed_batch_release_cells, _fp_a2pack_feed_batch_release_cells),
     (:a2pack_shard_stream_options_init, _fp_a2pack_shard_stream_options_init),
@@ -2540,6 +2558,16 @@ end
 # a2pack_status a2pack_feed_open_shards(const char *dir, const a2pack_feed_shards_options *shards, const a2pack_feed_options *opts, a2pack_feed **out)
 function a2pack_feed_open_shards(dir, shards, opts, out)
     @ccall $(_fp_a2pack_feed_open_shards[])(dir::Ptr{Cchar}, shards::Ptr{a2pack_feed_shards_options}, opts::Ptr{a2pack_feed_options}, out::Ptr{Ptr{a2pack_feed}})::a2pack_status
+end
+
+# void a2pack_feed_replay_options_init(a2pack_feed_replay_options *opts)
+function a2pack_feed_replay_options_init(opts)
+    @ccall $(_fp_a2pack_feed_replay_options_init[])(opts::Ptr{a2pack_feed_replay_options})::Cvoid
+end
+
+# a2pack_status a2pack_feed_open_replay(const a2pack_dataset *ds, const a2pack_feed_replay_options *replay, const a2pack_feed_options *opts, a2pack_feed **out)
+function a2pack_feed_open_replay(ds, replay, opts, out)
+    @ccall $(_fp_a2pack_feed_open_replay[])(ds::Ptr{a2pack_dataset}, replay::Ptr{a2pack_feed_replay_options}, opts::Ptr{a2pack_feed_options}, out::Ptr{Ptr{a2pack_feed}})::a2pack_status
 end
 
 # a2pack_status a2pack_feed_put_back(a2pack_feed *f, a2pack_feed_batch **batch)
