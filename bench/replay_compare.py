@@ -1,0 +1,174 @@
+"""Replay sampling side by side: a2pack's replay orders through the feed
+against TorchRL's replay buffer and the numpy recipe users write by hand,
+over the same rows in the same run.
+
+Cells, per dataset size (rows of runs of 500-2 500 steps, made by
+bench_dataset and reused), each the median time of one batch over --calls
+calls:
+  - uniform with replacement, 4 096 rows: a2pack Feed(replacement=True);
+    TorchRL ReplayBuffer(LazyTensorStorage, RandomSampler); numpy
+    steps[rng.integers(0, n, 4096)];
+  - windows, 256 x 16 steps of one run: a2pack Feed(window=16,
+    replacement=True); TorchRL SliceSampler(num_slices=256, traj_key=run_id);
+    numpy starts[rng.integers(...)] + arange(16);
+  - prioritized, sample 4 096 rows and update 4 096 priorities: TorchRL
+    PrioritizedSampler (a2pack's prioritized order is measured when the
+    package has a2pack.Priorities);
+and the share of a 2 ms step a2pack's loop waits (consumer_wait_s over the
+loop's time). The a2pack time is what the loop receives: next() on a feed
+whose producers fill ahead, columns exponents, moves, legal, ev_values.
+
+Usage: python3 bench/replay_compare.py [--rows N ...] [--calls K] [--no-torchrl]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import pathlib
+import statistics
+import sys
+import time
+
+import numpy as np
+
+import a2pack
+
+HERE = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+from dataset_compare import ensure_dataset  # noqa: E402  (bench/)
+from results import emit  # noqa: E402
+
+COLUMNS = ("exponents", "moves", "legal", "ev_values")
+BATCH, SLICES, SLICE_LEN = 4096, 256, 16
+
+
+def median_ms(fn, calls):
+    fn()  # warm
+    ts = []
+    for _ in range(calls):
+        t = time.perf_counter()
+        fn()
+        ts.append(time.perf_counter() - t)
+    return statistics.median(ts) * 1e3
+
+
+def a2pack_feed(ds, **kw):
+    return a2pack.Feed(ds, columns=COLUMNS, threads=2, depth=4, seed=1, pin="off", **kw)
+
+
+def feed_ms(ds, calls, **kw):
+    with a2pack_feed(ds, **kw) as f:
+        return median_ms(lambda: next(f), calls)
+
+
+def waited_share(ds, step_s=0.002, batches=200, **kw):
+    with a2pack_feed(ds, **kw) as f:
+        next(f)
+        w0 = f.stats()["consumer_wait_s"]
+        t = time.perf_counter()
+        for _ in range(batches):
+            next(f)
+            time.sleep(step_s)
+        wall = time.perf_counter() - t
+        return (f.stats()["consumer_wait_s"] - w0) / wall
+
+
+def numpy_cells(steps, runs, calls, rng):
+    n = len(steps)
+    uniform = median_ms(lambda: steps[rng.integers(0, n, BATCH)], calls)
+    # Every step a window fits after, as a user precomputes them once.
+    starts = np.concatenate([np.arange(f, f + c - SLICE_LEN + 1) for f, c in runs
+                             if c >= SLICE_LEN])
+    offs = np.arange(SLICE_LEN)
+
+    def windows():
+        s = starts[rng.integers(0, len(starts), SLICES)]
+        return steps[s[:, None] + offs]
+    return uniform, median_ms(windows, calls)
+
+
+def torchrl_cells(steps, calls):
+    import torch
+    from tensordict import TensorDict
+    from torchrl.data import LazyTensorStorage, ReplayBuffer
+    from torchrl.data.replay_buffers.samplers import (PrioritizedSampler, RandomSampler,
+                                                      SliceSampler)
+    n = len(steps)
+    td = TensorDict({"board": torch.from_numpy(steps["board"].view(np.int64)),
+                     "move": torch.from_numpy(steps["move"]),
+                     "ev_values": torch.from_numpy(np.ascontiguousarray(steps["ev_values"])),
+                     "run_id": torch.from_numpy(steps["run_id"].astype(np.int64))},
+                    batch_size=[n])
+
+    def buffer(sampler, batch):
+        rb = ReplayBuffer(storage=LazyTensorStorage(n), sampler=sampler, batch_size=batch)
+        rb.extend(td)
+        return rb
+    out = {}
+    rb = buffer(RandomSampler(), BATCH)
+    out["uniform"] = median_ms(rb.sample, calls)
+    rb = buffer(SliceSampler(num_slices=SLICES, traj_key="run_id", strict_length=True),
+                SLICES * SLICE_LEN)
+    out["windows"] = median_ms(rb.sample, calls)
+    ps = PrioritizedSampler(max_capacity=n, alpha=0.6, beta=0.4)
+    rb = buffer(ps, BATCH)
+    pri = torch.rand(BATCH) + 0.1
+
+    def sample_update():
+        _, info = rb.sample(return_info=True)
+        rb.update_priority(info["index"], pri)
+    out["prioritized"] = median_ms(sample_update, calls)
+    return out
+
+
+def runs_of(ds_path):
+    ds = a2pack.Dataset(ds_path)
+    rid = np.load(pathlib.Path(ds_path) / "steps.npy", mmap_mode="r")["run_id"]
+    cut = np.flatnonzero(np.diff(rid)) + 1
+    firsts = np.concatenate([[0], cut])
+    ends = np.concatenate([cut, [len(ds)]])
+    return ds, list(zip(firsts.tolist(), (ends - firsts).tolist()))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rows", type=int, nargs="+", default=[1_000_000, 10_000_000])
+    ap.add_argument("--calls", type=int, default=20)
+    ap.add_argument("--no-torchrl", action="store_true")
+    ap.add_argument("--dataset")
+    args = ap.parse_args()
+    rng = np.random.default_rng(0)
+    print(f"load average {os.getloadavg()[0]:.2f}; median of {args.calls} calls, ms per batch")
+    print(f"{'rows':>12} {'cell':>12} {'a2pack':>9} {'numpy':>9} {'torchrl':>9} "
+          f"{'x numpy':>8} {'x torchrl':>9} {'waited@2ms':>10}")
+    for rows in args.rows:
+        path = ensure_dataset(argparse.Namespace(dataset=args.dataset, rows=rows))
+        ds, runs = runs_of(path)
+        steps = np.load(pathlib.Path(path) / "steps.npy")
+        np_uniform, np_windows = numpy_cells(steps, runs, args.calls, rng)
+        trl = {} if args.no_torchrl else torchrl_cells(steps, args.calls)
+        cells = {
+            "uniform": (dict(batch_size=BATCH, replacement=True), np_uniform),
+            "windows": (dict(batch_size=SLICES, window=SLICE_LEN, replacement=True), np_windows),
+        }
+        for cell, (kw, np_ms) in cells.items():
+            ms = feed_ms(ds, args.calls, **kw)
+            waited = waited_share(ds, **kw)
+            t_ms = trl.get(cell)
+            print(f"{len(ds):>12} {cell:>12} {ms:>9.3f} {np_ms:>9.3f} "
+                  f"{t_ms if t_ms else float('nan'):>9.3f} {np_ms / ms:>8.1f} "
+                  f"{(t_ms / ms) if t_ms else float('nan'):>9.1f} {waited:>10.2%}")
+            emit("replay", f"{cell} {len(ds):,} rows", ms, "numpy by hand", np_ms, "ms/batch",
+                 higher_is_better=False, target=3.0)
+            if t_ms:
+                emit("replay", f"{cell} {len(ds):,} rows", ms, "TorchRL", t_ms, "ms/batch",
+                     higher_is_better=False, target=100.0)
+        if "prioritized" in trl:
+            print(f"{len(ds):>12} {'prioritized':>12} {'-':>9} {'-':>9} "
+                  f"{trl['prioritized']:>9.3f}   (TorchRL sample 4 096 + update 4 096)")
+        del steps
+
+
+if __name__ == "__main__":
+    main()
