@@ -154,3 +154,15 @@ def test_a_state_resumes_exactly(ds, kw):
     with a2pack.Feed(ds, pin="off") as e:
         with pytest.raises(a2pack.errors.InvalidArgumentError, match="replay order"):
             e.load_state_dict(state)
+
+
+def test_the_replay_example_runs_and_resumes_exactly(tmp_path):
+    import importlib.util
+    import pathlib
+    path = pathlib.Path(__file__).resolve().parents[2] / "examples" / "replay_windows.py"
+    spec = importlib.util.spec_from_file_location("replay_windows", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    out = mod.main(["--out", str(tmp_path / "r"), "--games", "8", "--steps", "8"])
+    assert out["rows"] > 0 and len(out["losses"]) == 16
+    assert np.allclose(out["after"], out["resumed"])
