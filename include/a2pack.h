@@ -2568,6 +2568,9 @@ typedef struct a2pack_feed_replay_options {
                            drawn uniformly with replacement from (seed, batch, position) */
   uint64_t recent;      /* 0 (default): every row; K: only the newest K rows of the dataset
                            (windows wholly among them) */
+  struct a2pack_priorities *priorities; /* NULL (default): uniform; else rows drawn by
+                           priority, endlessly (see the priorities section; one priority per
+                           row of the dataset; window must be 1); the feed keeps a reference */
 } a2pack_feed_replay_options;
 
 A2PACK_API void a2pack_feed_replay_options_init(a2pack_feed_replay_options *opts);
@@ -2647,6 +2650,77 @@ typedef struct a2pack_feed_api {
                                const a2pack_feed_options *, a2pack_feed **);
 } a2pack_feed_api;
 /* (end of section feed) */
+
+/* ------------------------------------------------------------------------
+ * Priorities: prioritized experience replay
+ *
+ * One priority p >= 0 per row of a dataset. A replay feed given priorities
+ * (a2pack_feed_replay_options.priorities) draws rows with probability
+ * p^alpha / (the sum over the rows it reads), stratified over the batch and
+ * deterministic in (seed, batch) and the priorities, and fills the
+ * A2PACK_FEED_WEIGHTS column with importance weights (N * P)^-beta divided
+ * by the batch's largest (N: the rows it reads). A learner updates
+ * priorities (from its loss) while the feed's producers draw: a batch
+ * filled ahead has the priorities of when it was filled, at most the feed's
+ * depth of batches old. Sampling and updating are O(log n) per row; the
+ * priorities take 9 bytes a row (the priorities, p^alpha and a sum tree of
+ * doubles over blocks of 16 rows).
+ *
+ * Thread safety: every call may come from any thread at any time; updates
+ * and draws take turns under a reader-writer lock. The feed keeps its own
+ * reference: closing the handle first is fine.
+ * ------------------------------------------------------------------------ */
+typedef struct a2pack_priorities a2pack_priorities;
+
+/* n rows of priority `initial`. A2PACK_E_INVALID_ARGUMENT, naming the value,
+ * for n == 0, alpha or beta negative or not finite, initial negative or not
+ * finite. */
+A2PACK_API a2pack_status a2pack_priorities_open(uint64_t n, double alpha, double beta,
+                                                float initial, a2pack_priorities **out);
+/* Priorities saved by a2pack_priorities_save (or numpy: '<f4', shape (n,)).
+ * `expected_n` (0: any) refuses a file of another length (a priorities file
+ * of another dataset), naming both; A2PACK_E_CORRUPT names what is wrong
+ * with a damaged file. */
+A2PACK_API a2pack_status a2pack_priorities_load(const char *path, double alpha, double beta,
+                                                uint64_t expected_n, a2pack_priorities **out);
+/* Write the priorities as a .npy of f32 (numpy reads it), to a temporary
+ * file beside `path`, synced and renamed over it. */
+A2PACK_API a2pack_status a2pack_priorities_save(const a2pack_priorities *p, const char *path);
+/* Set rows indices[0..n) to values[0..n) (a row named twice takes the
+ * last). Checked first, nothing changed when refused: A2PACK_E_OUT_OF_RANGE
+ * for an index outside the rows, A2PACK_E_INVALID_ARGUMENT for a value
+ * negative, NaN or infinite, each naming it and its position. */
+A2PACK_API a2pack_status a2pack_priorities_update(a2pack_priorities *p, const int64_t *indices,
+                                                  const float *values, size_t n);
+/* The priorities of rows indices[0..n) to out. */
+A2PACK_API a2pack_status a2pack_priorities_get(const a2pack_priorities *p,
+                                               const int64_t *indices, size_t n, float *out);
+
+typedef struct a2pack_priorities_info {
+  size_t size;   /* sizeof(a2pack_priorities_info), set by the caller */
+  uint64_t rows;
+  double alpha;
+  double beta;
+  double total;  /* the sum of p^alpha over the rows */
+} a2pack_priorities_info;
+
+A2PACK_API a2pack_status a2pack_priorities_info_get(const a2pack_priorities *p,
+                                                    a2pack_priorities_info *out);
+/* Drop the handle's reference (a feed keeps its own). Accepts NULL. */
+A2PACK_API void a2pack_priorities_close(a2pack_priorities *p);
+
+/* Every function of this section, for a2pack_api_table.priorities. */
+typedef struct a2pack_priorities_api {
+  size_t size;
+  a2pack_status (*open)(uint64_t, double, double, float, a2pack_priorities **);
+  a2pack_status (*load)(const char *, double, double, uint64_t, a2pack_priorities **);
+  a2pack_status (*save)(const a2pack_priorities *, const char *);
+  a2pack_status (*update)(a2pack_priorities *, const int64_t *, const float *, size_t);
+  a2pack_status (*get)(const a2pack_priorities *, const int64_t *, size_t, float *);
+  a2pack_status (*info_get)(const a2pack_priorities *, a2pack_priorities_info *);
+  void (*close)(a2pack_priorities *);
+} a2pack_priorities_api;
+/* (end of section priorities) */
 
 /* ------------------------------------------------------------------------
  * Shard streams: a dataset larger than RAM, a memory budget at a time
@@ -2888,6 +2962,8 @@ typedef struct a2pack_api_table {
   const struct a2pack_shard_stream_api *shard_stream;
   void (*expectimax_stats_get)(const a2pack_expectimax *, uint64_t *, uint64_t *);
   void (*expectimax_stats_reset)(a2pack_expectimax *);
+  /* added later: priorities (their section; NULL without the dataset capability) */
+  const struct a2pack_priorities_api *priorities;
 } a2pack_api_table;
 
 /* The table of every function, for `abi_version` == A2PACK_ABI_VERSION; NULL

@@ -13,6 +13,7 @@ __attribute__((weak)) const a2pack_logger_api* logger_api_table() { return nullp
 __attribute__((weak)) const a2pack_arrow_api* arrow_api_table() { return nullptr; }
 __attribute__((weak)) const a2pack_feed_api* feed_api_table() { return nullptr; }
 __attribute__((weak)) const a2pack_shard_stream_api* shard_stream_api_table() { return nullptr; }
+__attribute__((weak)) const a2pack_priorities_api* priorities_api_table() { return nullptr; }
 }  // namespace a2pack::capi
 
 namespace {
@@ -81,6 +82,7 @@ const a2pack_api_table kTable = {
     a2pack::capi::shard_stream_api_table(),
     a2pack_expectimax_stats_get,
     a2pack_expectimax_stats_reset,
+    a2pack::capi::priorities_api_table(),
 };
 
 }  // namespace

@@ -12,4 +12,5 @@ const a2pack_logger_api* logger_api_table();
 const a2pack_arrow_api* arrow_api_table();
 const a2pack_feed_api* feed_api_table();
 const a2pack_shard_stream_api* shard_stream_api_table();
+const a2pack_priorities_api* priorities_api_table();
 }  // namespace a2pack::capi

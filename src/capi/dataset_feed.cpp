@@ -7,6 +7,7 @@
 
 #include "capi/api_table.hpp"
 #include "capi/common.hpp"
+#include "capi/priorities_handle.hpp"
 #include "dataset/dataset.hpp"
 #include "feed/feed.hpp"
 
@@ -332,6 +333,7 @@ A2PACK_EXPORT void a2pack_feed_replay_options_init(a2pack_feed_replay_options* o
   o->pad_short = d.pad_short ? 1 : 0;
   o->replacement = d.replacement ? 1 : 0;
   o->recent = d.recent;
+  o->priorities = nullptr;
 }
 
 A2PACK_EXPORT a2pack_status a2pack_feed_open_replay(const a2pack_dataset* ds,
@@ -350,6 +352,7 @@ A2PACK_EXPORT a2pack_status a2pack_feed_open_replay(const a2pack_dataset* ds,
     r.pad_short = ro.pad_short != 0;
     r.replacement = ro.replacement != 0;
     r.recent = ro.recent;
+    if (ro.priorities) r.priorities = ro.priorities->p;
     *out = new a2pack_feed{feed::Feed::over_replay(capi::share_dataset(ds), r, o)};
   });
 }

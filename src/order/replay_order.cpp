@@ -16,7 +16,8 @@ namespace {
 
 // The state: "A2RP" · u32 version · u64 seed, epoch, next batch, batch
 // size, window, stride, recent, units, the runs table's hash, rows · u32 flags
-// (bit 0 shuffle, 1 drop_last, 2 pad_short, 3 replacement) · u32 CRC32C.
+// (bit 0 shuffle, 1 drop_last, 2 pad_short, 3 replacement, 4 priorities) ·
+// u32 CRC32C. The priorities themselves are saved apart (Priorities::save).
 constexpr char kMagic[4] = {'A', '2', 'R', 'P'};
 constexpr uint32_t kVersion = 1;
 constexpr size_t kStateBytes = 4 + 4 + 8 * 10 + 4 + 4;
@@ -42,6 +43,18 @@ ReplayOrder::ReplayOrder(const dataset::Ranges& runs, uint64_t rows, const Optio
          "(non-overlapping tiles)",
          o_.stride, o_.window);
   if (o_.batch_size == 0) fail(A2PACK_E_INVALID_ARGUMENT, "feed: batch_size must be at least 1");
+  if (o_.priorities) {
+    if (o_.window != 1)
+      fail(A2PACK_E_UNSUPPORTED,
+           "feed: prioritized sampling draws rows; windows of {} steps are drawn uniformly "
+           "(replacement) or in epochs",
+           o_.window);
+    if (o_.priorities->size() != rows)
+      fail(A2PACK_E_INVALID_ARGUMENT,
+           "feed: {} priorities for a dataset of {} rows: one priority per row",
+           o_.priorities->size(), rows);
+    o_.replacement = true;
+  }
   first_row_ = o_.recent && o_.recent < rows ? rows - o_.recent : 0;
   uint64_t longest = 0;
   auto add = [&](uint64_t first, uint64_t n) {
@@ -86,7 +99,10 @@ ReplayOrder::ReplayOrder(const dataset::Ranges& runs, uint64_t rows, const Optio
 
 std::string ReplayOrder::describe() const {
   std::string what = o_.window > 1 ? fmt::format("windows of {} steps", o_.window) : "rows";
-  return fmt::format("{} {}{}", what, o_.replacement ? "drawn with replacement" : "in epochs",
+  return fmt::format("{} {}{}", what,
+                     o_.priorities    ? "drawn by priority"
+                     : o_.replacement ? "drawn with replacement"
+                                      : "in epochs",
                      o_.recent ? fmt::format(" of the newest {} rows", o_.recent) : "");
 }
 
@@ -146,6 +162,19 @@ size_t ReplayOrder::fill(Position p, Out& out) const {
   if (n == 0) return 0;
   // The units first, at the back of the indices (a unit's rows are written
   // after it was read: a window of T rows writes T >= 1 values for one).
+  if (o_.priorities) {
+    // The whole global batch is drawn (the strata span it), this rank's
+    // part kept; weights are normalised over the global batch.
+    thread_local std::vector<int64_t> rows;
+    thread_local std::vector<float> w;
+    rows.resize(len);
+    w.resize(len);
+    o_.priorities->sample(first_row_, rows_, static_cast<size_t>(len), o_.seed, p.batch,
+                          rows.data(), w.data());
+    std::memcpy(out.indices, rows.data() + lo, n * sizeof(int64_t));
+    if (out.weights) std::memcpy(out.weights, w.data() + lo, n * sizeof(float));
+    return n;
+  }
   const uint64_t T = o_.window;
   auto* units = reinterpret_cast<uint64_t*>(out.indices + n * T - n);
   batch_units(p, lo, hi, units);
@@ -160,14 +189,18 @@ size_t ReplayOrder::fill(Position p, Out& out) const {
   return static_cast<size_t>(n * T);
 }
 
+uint32_t ReplayOrder::flags() const {
+  return (o_.shuffle ? 1u : 0u) | (o_.drop_last ? 2u : 0u) | (o_.pad_short ? 4u : 0u) |
+         (o_.replacement ? 8u : 0u) | (o_.priorities ? 16u : 0u);
+}
+
 std::string ReplayOrder::save_state(Position next) const {
   std::string s(kMagic, 4);
   le::append<uint32_t>(s, kVersion);
   for (uint64_t v : {o_.seed, next.epoch, next.batch, o_.batch_size, o_.window, o_.stride,
                      o_.recent, units_, table_hash_, rows_})
     le::append<uint64_t>(s, v);
-  le::append<uint32_t>(s, (o_.shuffle ? 1u : 0u) | (o_.drop_last ? 2u : 0u) |
-                              (o_.pad_short ? 4u : 0u) | (o_.replacement ? 8u : 0u));
+  le::append<uint32_t>(s, flags());
   le::append<uint32_t>(s, crc32c::compute(s.data(), s.size()));
   return s;
 }
@@ -184,14 +217,13 @@ std::unique_ptr<Order> ReplayOrder::load_state(const void* data, size_t len,
     fail(A2PACK_E_CORRUPT, "replay order state damaged (CRC32C)");
   uint64_t v[10];
   for (int i = 0; i < 10; ++i) v[i] = le::load<uint64_t>(p + 8 + 8 * i);
-  const uint32_t flags = le::load<uint32_t>(p + 88);
-  const uint32_t mine = (o_.shuffle ? 1u : 0u) | (o_.drop_last ? 2u : 0u) |
-                        (o_.pad_short ? 4u : 0u) | (o_.replacement ? 8u : 0u);
-  if (v[3] != o_.batch_size || v[4] != o_.window || v[5] != o_.stride || flags != mine)
+  const uint32_t theirs = le::load<uint32_t>(p + 88);
+  const uint32_t mine = flags();
+  if (v[3] != o_.batch_size || v[4] != o_.window || v[5] != o_.stride || theirs != mine)
     fail(A2PACK_E_INVALID_ARGUMENT,
          "feed state is of batches of {} units, windows of {} with stride {}, flags {:#x} "
-         "(shuffle, drop_last, pad, replacement); this feed has {}, {}, {}, {:#x}",
-         v[3], v[4], v[5], flags, o_.batch_size, o_.window, o_.stride, mine);
+         "(shuffle, drop_last, pad, replacement, priorities); this feed has {}, {}, {}, {:#x}",
+         v[3], v[4], v[5], theirs, o_.batch_size, o_.window, o_.stride, mine);
   if (v[6] != o_.recent || v[7] != units_ || v[8] != table_hash_)
     fail(A2PACK_E_INVALID_ARGUMENT,
          "feed state was taken over {} units (recent {}) of other runs; this feed has {} units "

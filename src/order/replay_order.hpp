@@ -9,14 +9,23 @@
 // left out, or with pad_short gives one window of its steps, padded by
 // repeating its last step, the padding marked in the valid column.
 //
+// With priorities (order/priorities.hpp) rows are drawn endlessly with
+// probability p^alpha from the rows the order reads, each batch stratified
+// and deterministic in (seed, batch) and the priorities when it is filled:
+// a batch filled ahead has the priorities of that moment (at most the
+// feed's depth of batches old).
+//
 // Batches count units: a batch of B windows is B * window rows, rank r of
 // `world` taking its contiguous part of the B units. Nothing is stored per
 // row: the units are the runs' table (one entry per run) and the shuffle is
 // stateless, so the order adds O(runs) memory at any row count.
 #pragma once
 
+#include <memory>
+
 #include "dataset/dataset.hpp"
 #include "order/order.hpp"
+#include "order/priorities.hpp"
 
 namespace a2pack::order {
 
@@ -33,6 +42,10 @@ class ReplayOrder final : public Order {
     bool pad_short = false;
     bool replacement = false;  // endless uniform draws
     uint64_t recent = 0;       // 0: every row; K: the newest K rows only
+    // Rows drawn with probability p^alpha (endless, with replacement), and
+    // their importance weights in the weights column; one priority per row
+    // of the dataset. Shared: the learner updates it while producers draw.
+    std::shared_ptr<const Priorities> priorities;
   };
   // `runs`: the dataset's runs in row order (each run's rows); `rows`: its
   // row count. Fails, naming the value, for a window of 0, a stride other
@@ -64,6 +77,7 @@ class ReplayOrder final : public Order {
     uint64_t first, rows, units_before;
   };
   uint64_t units_of(uint64_t rows) const;
+  uint32_t flags() const;  // the state's
   // Write units [a, b) of batch (epoch, batch)'s order to out.
   void batch_units(Position p, size_t a, size_t b, uint64_t* out) const;
 

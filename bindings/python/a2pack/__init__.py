@@ -30,6 +30,7 @@ from .pack import PackReader, PackWriter, PackStats, PackEntry, PackBuildSummary
 # capability: dataset
 from .dataset import STEP_DTYPE, Dataset, EpochSampler, build_dataset, append_dataset, verify_dataset
 from .feed import Feed, FeedBatch  # the training feed (docs/training.md)
+from .priorities import Priorities  # prioritized replay (docs/replay.md)
 from .shards import ShardStream  # datasets larger than RAM (docs/dataset.md)
 # capability: bag (the sackli-compatible API is the submodule a2pack.bag)
 from . import bag

@@ -493,6 +493,12 @@ class Feed(_FeedBase):
     replacement, without end; otherwise each epoch holds every unit once,
     shuffled as ``shuffle`` says. ``recent=K`` reads only the newest K rows.
     The ``indices`` column gives each row's dataset index.
+
+    ``priority=`` an :class:`~a2pack.Priorities` of ``len(ds)`` draws rows
+    with probability p^alpha, endlessly, and adds the ``weights`` column
+    (importance weights); :meth:`update_priorities` changes them while the
+    feed runs (a batch filled ahead keeps the priorities of when it was
+    filled: at most ``depth`` batches old).
     """
 
     def __init__(self, dataset: Any, indices: Optional[npt.ArrayLike] = None, *,
@@ -507,10 +513,14 @@ class Feed(_FeedBase):
                  budget_bytes: Optional[int] = None, shard_window: Optional[int] = None,
                  verify_crc: Optional[bool] = None, window: Optional[int] = None,
                  stride: Optional[int] = None, short: Optional[str] = None,
-                 replacement: Optional[bool] = None, recent: Optional[int] = None) -> None:
+                 replacement: Optional[bool] = None, recent: Optional[int] = None,
+                 priority: Any = None) -> None:
         if tensors not in (None, "numpy", "torch"):
             raise ValueError(f"tensors must be 'numpy' or 'torch', not {tensors!r}")
         self._torch = tensors == "torch"
+        self._priorities = priority
+        if priority is not None and "weights" not in columns:
+            columns = tuple(columns) + ("weights",)
         self._held_timeout = float(held_timeout)
         if mix is not None and (sampler is not None or indices is not None):
             raise ValueError("give mix alone: it names the rows (not indices or sampler)")
@@ -559,7 +569,7 @@ class Feed(_FeedBase):
             raise ValueError("budget_bytes, shard_window and verify_crc are for a sharded "
                              "dataset given by its folder: Feed('path/to/dataset', "
                              "budget_bytes=...)")
-        replay = (window, stride, short, replacement, recent) != (None,) * 5
+        replay = (window, stride, short, replacement, recent, priority) != (None,) * 6
         self._window = int(window) if window is not None else 1
         if replay:
             if sharded or mix is not None or indices is not None or sampler is not None:
@@ -597,6 +607,8 @@ class Feed(_FeedBase):
                 ro.replacement = bool(replacement)
             if recent is not None:
                 ro.recent = int(recent)
+            if priority is not None:
+                ro.priorities = priority._h
             check(lib.a2pack_feed_open_replay(dataset._check_open(), ro, o, out))
         elif mix is not None:
             h = dataset._check_open()
@@ -926,6 +938,15 @@ class Feed(_FeedBase):
             "seed": int(s.seed),
             "spared_cpu": None if s.spared_cpu < 0 else int(s.spared_cpu),
         }
+
+    def update_priorities(self, indices: npt.ArrayLike, values: npt.ArrayLike) -> None:
+        """Set the priorities of rows ``indices`` (e.g. a batch's
+        ``indices`` column) to ``values`` (e.g. its absolute TD errors);
+        thread-safe while the producers draw. For a feed opened with
+        ``priority=``."""
+        if self._priorities is None:
+            raise ValueError("this feed was opened without priority=a2pack.Priorities(...)")
+        self._priorities.update(indices, values)
 
     def state_dict(self) -> Dict[str, Any]:
         """The position after the batches handed out so far: ``state`` (the

@@ -891,6 +891,9 @@ struct a2pack_feed_shards_options
     huge_pages::Int32  # int32_t huge_pages
 end
 
+# a2pack_priorities (opaque: used through Ptr{a2pack_priorities} only)
+mutable struct a2pack_priorities end
+
 # a2pack_feed_replay_options
 struct a2pack_feed_replay_options
     size::Csize_t  # size_t size
@@ -899,6 +902,7 @@ struct a2pack_feed_replay_options
     pad_short::Int32  # int32_t pad_short
     replacement::Int32  # int32_t replacement
     recent::UInt64  # uint64_t recent
+    priorities::Ptr{a2pack_priorities}  # struct a2pack_priorities *priorities
 end
 
 # a2pack_feed_api
@@ -928,6 +932,27 @@ struct a2pack_feed_api
     open_shards::Ptr{Cvoid}  # a2pack_status (*open_shards)(const char *arg1, const a2pack_feed_shards_options *arg2, const a2pack_feed_options *arg3, a2pack_feed **arg4)
     replay_options_init::Ptr{Cvoid}  # void (*replay_options_init)(a2pack_feed_replay_options *arg1)
     open_replay::Ptr{Cvoid}  # a2pack_status (*open_replay)(const a2pack_dataset *arg1, const a2pack_feed_replay_options *arg2, const a2pack_feed_options *arg3, a2pack_feed **arg4)
+end
+
+# a2pack_priorities_info
+struct a2pack_priorities_info
+    size::Csize_t  # size_t size
+    rows::UInt64  # uint64_t rows
+    alpha::Cdouble  # double alpha
+    beta::Cdouble  # double beta
+    total::Cdouble  # double total
+end
+
+# a2pack_priorities_api
+struct a2pack_priorities_api
+    size::Csize_t  # size_t size
+    open::Ptr{Cvoid}  # a2pack_status (*open)(uint64_t arg1, double arg2, double arg3, float arg4, a2pack_priorities **arg5)
+    load::Ptr{Cvoid}  # a2pack_status (*load)(const char *arg1, double arg2, double arg3, uint64_t arg4, a2pack_priorities **arg5)
+    save::Ptr{Cvoid}  # a2pack_status (*save)(const a2pack_priorities *arg1, const char *arg2)
+    update::Ptr{Cvoid}  # a2pack_status (*update)(a2pack_priorities *arg1, const int64_t *arg2, const float *arg3, size_t arg4)
+    get::Ptr{Cvoid}  # a2pack_status (*get)(const a2pack_priorities *arg1, const int64_t *arg2, size_t arg3, float *arg4)
+    info_get::Ptr{Cvoid}  # a2pack_status (*info_get)(const a2pack_priorities *arg1, a2pack_priorities_info *arg2)
+    close::Ptr{Cvoid}  # void (*close)(a2pack_priorities *arg1)
 end
 
 # a2pack_shard_stream (opaque: used through Ptr{a2pack_shard_stream} only)
@@ -1059,6 +1084,7 @@ struct a2pack_api_table
     shard_stream::Ptr{a2pack_shard_stream_api}  # const struct a2pack_shard_stream_api *shard_stream
     expectimax_stats_get::Ptr{Cvoid}  # void (*expectimax_stats_get)(const a2pack_expectimax *arg1, uint64_t *arg2, uint64_t *arg3)
     expectimax_stats_reset::Ptr{Cvoid}  # void (*expectimax_stats_reset)(a2pack_expectimax *arg1)
+    priorities::Ptr{a2pack_priorities_api}  # const struct a2pack_priorities_api *priorities
 end
 
 # ---------------------------------------------------------------- functions
@@ -1271,6 +1297,13 @@ const _fp_a2pack_feed_replay_options_init = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_feed_open_replay = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_feed_put_back = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_feed_batch_release_cells = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_a2pack_priorities_open = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_a2pack_priorities_load = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_a2pack_priorities_save = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_a2pack_priorities_update = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_a2pack_priorities_get = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_a2pack_priorities_info_get = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_a2pack_priorities_close = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_shard_stream_options_init = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_shard_stream_open = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_shard_stream_close = Ref{Ptr{Cvoid}}(C_NULL)
@@ -1497,6 +1530,13 @@ const SYMBOLS = (
     (:a2pack_feed_open_replay, _fp_a2pack_feed_open_replay),
     (:a2pack_feed_put_back, _fp_a2pack_feed_put_back),
     (:a2pack_feed_batch_release_cells, _fp_a2pack_feed_batch_release_cells),
+    (:a2pack_priorities_open, _fp_a2pack_priorities_open),
+    (:a2pack_priorities_load, _fp_a2pack_priorities_load),
+    (:a2pack_priorities_save, _fp_a2pack_priorities_save),
+    (:a2pack_priorities_update, _fp_a2pack_priorities_update),
+    (:a2pack_priorities_get, _fp_a2pack_priorities_get),
+    (:a2pack_priorities_info_get, _fp_a2pack_priorities_info_get),
+    (:a2pack_priorities_close, _fp_a2pack_priorities_close),
     (:a2pack_shard_stream_options_init, _fp_a2pack_shard_stream_options_init),
     (:a2pack_shard_stream_open, _fp_a2pack_shard_stream_open),
     (:a2pack_shard_stream_close, _fp_a2pack_shard_stream_close),
@@ -2578,6 +2618,41 @@ end
 # void a2pack_feed_batch_release_cells(a2pack_feed_batch **const *cells, size_t n)
 function a2pack_feed_batch_release_cells(cells, n)
     @ccall $(_fp_a2pack_feed_batch_release_cells[])(cells::Ptr{Ptr{Ptr{a2pack_feed_batch}}}, n::Csize_t)::Cvoid
+end
+
+# a2pack_status a2pack_priorities_open(uint64_t n, double alpha, double beta, float initial, a2pack_priorities **out)
+function a2pack_priorities_open(n, alpha, beta, initial, out)
+    @ccall $(_fp_a2pack_priorities_open[])(n::UInt64, alpha::Cdouble, beta::Cdouble, initial::Cfloat, out::Ptr{Ptr{a2pack_priorities}})::a2pack_status
+end
+
+# a2pack_status a2pack_priorities_load(const char *path, double alpha, double beta, uint64_t expected_n, a2pack_priorities **out)
+function a2pack_priorities_load(path, alpha, beta, expected_n, out)
+    @ccall $(_fp_a2pack_priorities_load[])(path::Ptr{Cchar}, alpha::Cdouble, beta::Cdouble, expected_n::UInt64, out::Ptr{Ptr{a2pack_priorities}})::a2pack_status
+end
+
+# a2pack_status a2pack_priorities_save(const a2pack_priorities *p, const char *path)
+function a2pack_priorities_save(p, path)
+    @ccall $(_fp_a2pack_priorities_save[])(p::Ptr{a2pack_priorities}, path::Ptr{Cchar})::a2pack_status
+end
+
+# a2pack_status a2pack_priorities_update(a2pack_priorities *p, const int64_t *indices, const float *values, size_t n)
+function a2pack_priorities_update(p, indices, values, n)
+    @ccall $(_fp_a2pack_priorities_update[])(p::Ptr{a2pack_priorities}, indices::Ptr{Int64}, values::Ptr{Cfloat}, n::Csize_t)::a2pack_status
+end
+
+# a2pack_status a2pack_priorities_get(const a2pack_priorities *p, const int64_t *indices, size_t n, float *out)
+function a2pack_priorities_get(p, indices, n, out)
+    @ccall $(_fp_a2pack_priorities_get[])(p::Ptr{a2pack_priorities}, indices::Ptr{Int64}, n::Csize_t, out::Ptr{Cfloat})::a2pack_status
+end
+
+# a2pack_status a2pack_priorities_info_get(const a2pack_priorities *p, a2pack_priorities_info *out)
+function a2pack_priorities_info_get(p, out)
+    @ccall $(_fp_a2pack_priorities_info_get[])(p::Ptr{a2pack_priorities}, out::Ptr{a2pack_priorities_info})::a2pack_status
+end
+
+# void a2pack_priorities_close(a2pack_priorities *p)
+function a2pack_priorities_close(p)
+    @ccall $(_fp_a2pack_priorities_close[])(p::Ptr{a2pack_priorities})::Cvoid
 end
 
 # void a2pack_shard_stream_options_init(a2pack_shard_stream_options *opts)
