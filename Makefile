@@ -245,8 +245,9 @@ demo: setup $(BUILD)/build.ninja python
 	A2PACK=$(CURDIR)/$(BUILD)/a2pack PYTHON=$(PYTHON) bash scripts/demo.sh
 
 # ---------------------------------------------------------------- bench
-# Baselines only the benchmarks compare against (bench/bag_compare.py).
-BENCH_PIP_PACKAGES := array-record zstandard grain litdata
+# Baselines only the benchmarks compare against (bench/bag_compare.py,
+# bench/replay_compare.py).
+BENCH_PIP_PACKAGES := array-record zstandard grain litdata torchrl
 
 $(STAMPS)/pip-bench: Makefile | setup
 	$(call pip_install_missing,$(BENCH_PIP_PACKAGES))

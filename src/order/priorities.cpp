@@ -34,6 +34,14 @@ std::string npy_f32_header(uint64_t n) {
 
 double uniform01(SplitMix64& r) { return static_cast<double>(r.next() >> 11) * 0x1.0p-53; }
 
+// p^alpha, with the common exponents exact and cheap.
+float power(float p, double alpha) {
+  if (alpha == 1.0) return p;
+  if (alpha == 0.5) return std::sqrt(p);
+  if (alpha == 0.0) return 1.0f;
+  return std::pow(p, static_cast<float>(alpha));
+}
+
 }  // namespace
 
 Priorities::Priorities(uint64_t n, double alpha, double beta, float initial)
@@ -43,7 +51,7 @@ Priorities::Priorities(uint64_t n, double alpha, double beta, float initial)
   check_parameter("beta", beta);
   check_value(initial, 0);
   p_.assign(n, initial);
-  pa_.assign(n, static_cast<float>(std::pow(static_cast<double>(initial), alpha_)));
+  pa_.assign(n, power(initial, alpha_));
   rebuild();
 }
 
@@ -76,16 +84,6 @@ void Priorities::rebuild() {
   for (uint64_t i = leaves_ - 1; i >= 1; --i) tree_[i] = tree_[2 * i] + tree_[2 * i + 1];
 }
 
-void Priorities::set_block(uint64_t b) {
-  double s = 0;
-  for (uint64_t i = b * kBlock; i < std::min<uint64_t>(p_.size(), (b + 1) * kBlock); ++i) s += pa_[i];
-  uint64_t node = leaves_ + b;
-  tree_[node] = s;
-  // Recomputed from the children, not adjusted by a difference, so that
-  // rounding never accumulates over updates.
-  for (node /= 2; node >= 1; node /= 2) tree_[node] = tree_[2 * node] + tree_[2 * node + 1];
-}
-
 void Priorities::get(const int64_t* idx, size_t k, float* out) const {
   std::shared_lock<std::shared_mutex> lk(mu_);
   for (size_t i = 0; i < k; ++i) {
@@ -107,7 +105,7 @@ void Priorities::update(const int64_t* idx, const float* values, size_t k) {
   for (size_t i = 0; i < k; ++i) {
     const auto r = static_cast<size_t>(idx[i]);
     p_[r] = values[i];
-    pa_[r] = static_cast<float>(std::pow(static_cast<double>(values[i]), alpha_));
+    pa_[r] = power(values[i], alpha_);
   }
   // Each touched block once (sorted), however many of its rows changed.
   thread_local std::vector<uint64_t> blocks;
@@ -115,7 +113,26 @@ void Priorities::update(const int64_t* idx, const float* values, size_t k) {
   for (size_t i = 0; i < k; ++i) blocks[i] = static_cast<uint64_t>(idx[i]) / kBlock;
   std::sort(blocks.begin(), blocks.end());
   blocks.erase(std::unique(blocks.begin(), blocks.end()), blocks.end());
-  for (uint64_t b : blocks) set_block(b);
+  // The blocks' sums, then each level's touched nodes once (the upper
+  // levels are shared by many blocks).
+  for (uint64_t& b : blocks) {
+    double sum = 0;
+    for (uint64_t i = b * kBlock; i < std::min<uint64_t>(p_.size(), (b + 1) * kBlock); ++i)
+      sum += pa_[i];
+    b += leaves_;
+    tree_[b] = sum;
+  }
+  while (!blocks.empty() && blocks.front() > 1) {
+    size_t m = 0;
+    for (uint64_t node : blocks) {
+      const uint64_t up = node / 2;
+      if (m == 0 || blocks[m - 1] != up) blocks[m++] = up;
+    }
+    blocks.resize(m);
+    // Recomputed from the children, not adjusted by a difference, so that
+    // rounding never accumulates over updates.
+    for (uint64_t node : blocks) tree_[node] = tree_[2 * node] + tree_[2 * node + 1];
+  }
 }
 
 void Priorities::grow(uint64_t new_n, float initial) {
@@ -123,7 +140,7 @@ void Priorities::grow(uint64_t new_n, float initial) {
   std::unique_lock<std::shared_mutex> lk(mu_);
   if (new_n <= p_.size()) return;
   p_.resize(new_n, initial);
-  pa_.resize(new_n, static_cast<float>(std::pow(static_cast<double>(initial), alpha_)));
+  pa_.resize(new_n, power(initial, alpha_));
   rebuild();
 }
 
@@ -146,18 +163,25 @@ double Priorities::prefix(uint64_t row) const {
   return s;
 }
 
-uint64_t Priorities::find(double target, uint64_t lo, uint64_t hi) const {
-  uint64_t node = 1;
-  while (node < leaves_) {
-    const double left = tree_[2 * node];
-    if (target < left) {
-      node = 2 * node;
-    } else {
-      target -= left;
-      node = 2 * node + 1;
-    }
+void Priorities::descend(uint64_t node, double before, const double* t, size_t a, size_t b,
+                         uint64_t lo, uint64_t hi, int64_t* out) const {
+  if (node >= leaves_) {
+    for (size_t i = a; i < b; ++i)
+      out[i] = static_cast<int64_t>(find_in_block(node - leaves_, t[i] - before, lo, hi));
+    return;
   }
-  uint64_t row = (node - leaves_) * kBlock;
+  const double left = before + tree_[2 * node];
+  const size_t split = static_cast<size_t>(std::lower_bound(t + a, t + b, left,
+                                                            [](double x, double v) {
+                                                              return !(x >= v);
+                                                            }) - t);
+  if (a < split) descend(2 * node, before, t, a, split, lo, hi, out);
+  if (split < b) descend(2 * node + 1, left, t, split, b, lo, hi, out);
+}
+
+uint64_t Priorities::find_in_block(uint64_t block, double target, uint64_t lo,
+                                   uint64_t hi) const {
+  uint64_t row = block * kBlock;
   const uint64_t end = std::min<uint64_t>(p_.size(), row + kBlock);
   uint64_t last = UINT64_MAX;
   for (; row < end; ++row) {
@@ -191,10 +215,13 @@ void Priorities::sample(uint64_t lo, uint64_t hi, size_t k, uint64_t seed, uint6
   SplitMix64 r{seed ^ 0x7A3F8C5D1E2B4096ull};
   SplitMix64 s{r.next() ^ stream * 0x9E3779B97F4A7C15ull};
   const double part = mass / static_cast<double>(k);
-  for (size_t i = 0; i < k; ++i) {
-    const double t = base + part * (static_cast<double>(i) + uniform01(s));
-    out[i] = static_cast<int64_t>(find(std::min(t, base + mass), lo, hi));
-  }
+  thread_local std::vector<double> targets;
+  targets.resize(k);
+  for (size_t i = 0; i < k; ++i)
+    targets[i] = std::min(base + part * (static_cast<double>(i) + uniform01(s)), base + mass);
+  // Stratified targets are ascending: one walk down the tree serves them
+  // all, each node visited once however many targets pass through it.
+  descend(1, 0.0, targets.data(), 0, k, lo, hi, out);
   if (!weights) return;
   // w = (N * P)^-beta / max w; the largest weight is the smallest P's.
   const double n = static_cast<double>(hi - lo);
@@ -261,7 +288,7 @@ std::unique_ptr<Priorities> Priorities::load(const std::string& path, double alp
     if (!std::isfinite(p->p_[i]) || p->p_[i] < 0)
       fail(A2PACK_E_CORRUPT, "{}: priority {} of row {} is not finite and at least 0", path,
            p->p_[i], i);
-    p->pa_[i] = static_cast<float>(std::pow(static_cast<double>(p->p_[i]), alpha));
+    p->pa_[i] = power(p->p_[i], alpha);
   }
   p->rebuild();
   return p;

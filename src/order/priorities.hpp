@@ -71,9 +71,14 @@ class Priorities {
   static constexpr uint64_t kBlock = 16;
   void check_value(float v, size_t position) const;
   void rebuild();  // every block sum and the tree, from pa_
-  void set_block(uint64_t block);  // the block's sum and its ancestors
   double prefix(uint64_t row) const;  // sum of p^alpha over rows [0, row)
-  uint64_t find(double target, uint64_t lo, uint64_t hi) const;  // the row the mass target falls on
+  // Targets t[a, b) (ascending masses) below `node`, whose subtree starts
+  // at mass `before`: the rows they fall on, to out[a, b).
+  void descend(uint64_t node, double before, const double* t, size_t a, size_t b, uint64_t lo,
+               uint64_t hi, int64_t* out) const;
+  // The row of `block` that mass `target` (from the block's start) falls on,
+  // kept inside [lo, hi) and off rows without mass.
+  uint64_t find_in_block(uint64_t block, double target, uint64_t lo, uint64_t hi) const;
 
   double alpha_, beta_;
   std::vector<float> p_, pa_;   // the priorities, and p^alpha
