@@ -14,6 +14,7 @@
 #include "dataset/dataset.hpp"
 #include "dataset/mix_sampler.hpp"
 #include "feed/feed.hpp"
+#include "test_built_dataset.hpp"
 #include "test_dataset_util.hpp"
 
 using namespace a2pack;
@@ -27,14 +28,7 @@ struct Fixture {
   Fixture() {
     std::vector<run::Run> runs;
     for (int i = 0; i < 5; ++i) runs.push_back(dstest::make_run(i, 20 + 3 * i));
-    dstest::write_runs(tmp / "runs", runs);
-    BuildOptions bo;
-    bo.workers = 1;
-    DirSource src(tmp / "runs");
-    build(src, tmp / "ds", bo);
-    OpenOptions oo;
-    oo.workers = 1;
-    ds = Dataset::open(tmp / "ds", oo);
+    ds = dstest::built_dataset(tmp.path(), runs);
   }
 };
 

@@ -15,6 +15,7 @@
 #include "dataset/dataset.hpp"
 #include "feed/feed.hpp"
 #include "order/replay_order.hpp"
+#include "test_built_dataset.hpp"
 #include "test_dataset_util.hpp"
 
 using namespace a2pack;
@@ -28,14 +29,7 @@ struct Fixture {
   Fixture() {
     std::vector<run::Run> runs;
     for (int i = 0; i < 12; ++i) runs.push_back(dstest::make_run(i, 20 + 7 * i));
-    dstest::write_runs(tmp / "runs", runs);
-    BuildOptions bo;
-    bo.workers = 1;
-    DirSource src(tmp / "runs");
-    build(src, tmp / "ds", bo);
-    OpenOptions oo;
-    oo.workers = 1;
-    ds = Dataset::open(tmp / "ds", oo);
+    ds = dstest::built_dataset(tmp.path(), runs);
   }
 };
 
