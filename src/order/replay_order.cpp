@@ -140,10 +140,12 @@ void ReplayOrder::batch_units(Position p, size_t a, size_t b, uint64_t* out) con
     for (size_t i = 0; i < b - a; ++i) out[i] = start + i;
     return;
   }
-  // The index shuffle writes 32-bit positions; widened in place from the back.
-  auto* pos = reinterpret_cast<uint32_t*>(out);
-  dataset::IndexShuffle(units_, o_.seed, p.epoch).fill(start, b - a, pos);
-  for (size_t i = b - a; i-- > 0;) out[i] = pos[i];
+  // The index shuffle writes 32-bit positions: through a buffer of that
+  // type, then widened.
+  thread_local std::vector<uint32_t> pos;
+  pos.resize(b - a);
+  dataset::IndexShuffle(units_, o_.seed, p.epoch).fill(start, b - a, pos.data());
+  for (size_t i = 0; i < b - a; ++i) out[i] = pos[i];
 }
 
 size_t ReplayOrder::fill(Position p, Out& out) const {
