@@ -37,6 +37,10 @@ pub enum FeedColumn {
     LegalMask,
     /// The dataset rows of the batch (always filled).
     Indices,
+    /// `u8` 0/1: 0 where a window of a short run is padded (replay feeds).
+    Valid,
+    /// `f32`: importance weights of prioritized feeds (1 otherwise).
+    Weights,
 }
 
 impl FeedColumn {
@@ -51,6 +55,8 @@ impl FeedColumn {
             FeedColumn::StepIndices => sys::A2PACK_FEED_STEP_INDICES,
             FeedColumn::LegalMask => sys::A2PACK_FEED_LEGAL_MASK,
             FeedColumn::Indices => sys::A2PACK_FEED_INDICES,
+            FeedColumn::Valid => sys::A2PACK_FEED_VALID,
+            FeedColumn::Weights => sys::A2PACK_FEED_WEIGHTS,
         }
     }
 }
@@ -107,6 +113,10 @@ impl Default for FeedOptions {
 }
 
 impl FeedOptions {
+    pub(crate) fn raw(&self) -> &sys::a2pack_feed_options {
+        &self.raw
+    }
+
     /// The library's defaults: batches of 4096 rows, depth 4, one producer
     /// thread, exponents + moves (u8) + legal + ev_values, seed 0,
     /// shuffled, short last batch kept, rank 0 of 1, no end.
@@ -317,6 +327,10 @@ impl fmt::Debug for Feed {
 }
 
 impl Feed {
+    pub(crate) fn from_raw(raw: *mut sys::a2pack_feed) -> Feed {
+        Feed { raw, ended: false }
+    }
+
     /// Open a feed over the rows `indices` of `ds` (copied), or over every
     /// row when `None`. Producer threads start at once.
     pub fn open(ds: &Dataset, indices: Option<&[usize]>, opts: &FeedOptions) -> Result<Feed> {
@@ -663,5 +677,15 @@ impl FeedBatch {
         const _: () = assert!(std::mem::size_of::<usize>() == std::mem::size_of::<i64>());
         // The library's int64 positions are non-negative: read as usize.
         self.column(FeedColumn::Indices, &[sys::A2PACK_FEED_DTYPE_I64], 1)
+    }
+
+    /// 1 for a real step, 0 for padding (replay feeds with `pad_short`).
+    pub fn valid(&self) -> Result<&[u8]> {
+        self.column(FeedColumn::Valid, &[sys::A2PACK_FEED_DTYPE_BOOL], 1)
+    }
+
+    /// Importance weights (prioritized replay feeds; 1 otherwise).
+    pub fn weights(&self) -> Result<&[f32]> {
+        self.column(FeedColumn::Weights, &[sys::A2PACK_FEED_DTYPE_F32], 1)
     }
 }

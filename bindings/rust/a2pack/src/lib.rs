@@ -34,6 +34,7 @@ mod feed;
 mod ffi;
 mod gen;
 mod pack;
+mod replay;
 mod run;
 mod shards;
 
@@ -57,6 +58,7 @@ pub use pack::{
     PackIterOptions, PackOptions, PackStats, PackWriter, PackWriterOptions, ReadFlags,
 };
 pub use run::{Branches, Run, RunBatch, RunColumns, RunKind, RunMeta, Steps};
+pub use replay::{Priorities, ReplayOptions, ShardFeedOptions};
 pub use shards::{ShardStream, ShardStreamInfo, ShardStreamOptions, ShardStreamStats};
 
 use std::ffi::CStr;
