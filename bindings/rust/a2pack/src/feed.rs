@@ -178,11 +178,8 @@ impl FeedOptions {
     /// keyed bijection computed batch by batch (nothing stored); `false`:
     /// the rows in the order given, every epoch.
     pub fn shuffle(mut self, on: bool) -> Self {
-        self.raw.shuffle = if on {
-            sys::A2PACK_FEED_SHUFFLE_INDEX as i32
-        } else {
-            sys::A2PACK_FEED_SHUFFLE_NONE as i32
-        };
+        self.raw.shuffle =
+            if on { sys::A2PACK_FEED_SHUFFLE_INDEX as i32 } else { sys::A2PACK_FEED_SHUFFLE_NONE as i32 };
         self
     }
 

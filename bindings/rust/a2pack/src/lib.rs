@@ -57,8 +57,8 @@ pub use pack::{
     pack_dir, BuildSummary, JsonlMode, Pack, PackBatch, PackCompression, PackEntry, PackHistograms, PackIter,
     PackIterOptions, PackOptions, PackStats, PackWriter, PackWriterOptions, ReadFlags,
 };
-pub use run::{Branches, Run, RunBatch, RunColumns, RunKind, RunMeta, Steps};
 pub use replay::{Priorities, ReplayOptions, ShardFeedOptions};
+pub use run::{Branches, Run, RunBatch, RunColumns, RunKind, RunMeta, Steps};
 pub use shards::{ShardStream, ShardStreamInfo, ShardStreamOptions, ShardStreamStats};
 
 use std::ffi::CStr;

@@ -164,21 +164,20 @@ impl Priorities {
     pub fn update(&self, rows: &[usize], values: &[f32]) -> Result<()> {
         assert_eq!(rows.len(), values.len(), "one value per row");
         // SAFETY: len values each, read during the call; positions fit i64.
-        check(unsafe {
-            sys::a2pack_priorities_update(self.raw, rows.as_ptr().cast(), values.as_ptr(), rows.len())
-        })
+        check(unsafe { sys::a2pack_priorities_update(self.raw, rows.as_ptr().cast(), values.as_ptr(), rows.len()) })
     }
     /// The priorities of `rows`.
     pub fn get(&self, rows: &[usize]) -> Result<Vec<f32>> {
         let mut out = vec![0f32; rows.len()];
         // SAFETY: len values each way.
-        check(unsafe {
-            sys::a2pack_priorities_get(self.raw, rows.as_ptr().cast(), rows.len(), out.as_mut_ptr())
-        })?;
+        check(unsafe { sys::a2pack_priorities_get(self.raw, rows.as_ptr().cast(), rows.len(), out.as_mut_ptr()) })?;
         Ok(out)
     }
     fn info(&self) -> sys::a2pack_priorities_info {
-        let mut i = sys::a2pack_priorities_info { size: std::mem::size_of::<sys::a2pack_priorities_info>(), ..Default::default() };
+        let mut i = sys::a2pack_priorities_info {
+            size: std::mem::size_of::<sys::a2pack_priorities_info>(),
+            ..Default::default()
+        };
         // SAFETY: valid handle; sized struct.
         unsafe { sys::a2pack_priorities_info_get(self.raw, &mut i) };
         i
@@ -212,8 +211,12 @@ impl Feed {
     /// A feed of a replay order over `ds`; `opts`' batch size counts units
     /// (rows or windows). With `priorities`, rows are drawn by priority,
     /// endlessly.
-    pub fn open_replay(ds: &Dataset, replay: &ReplayOptions, priorities: Option<&Priorities>,
-                       opts: &FeedOptions) -> Result<Feed> {
+    pub fn open_replay(
+        ds: &Dataset,
+        replay: &ReplayOptions,
+        priorities: Option<&Priorities>,
+        opts: &FeedOptions,
+    ) -> Result<Feed> {
         let mut r = replay.raw;
         r.priorities = priorities.map_or(std::ptr::null_mut(), |p| p.raw);
         let mut out = std::ptr::null_mut();

@@ -5,8 +5,10 @@
 
 mod common;
 
-use a2pack::{dataset, BuildOptions, Dataset, Feed, FeedColumn, FeedOptions, Pin, Priorities, ReplayOptions,
-             ShardFeedOptions, Status};
+use a2pack::{
+    dataset, BuildOptions, Dataset, Feed, FeedColumn, FeedOptions, Pin, Priorities, ReplayOptions, ShardFeedOptions,
+    Status,
+};
 
 fn built(dir: &std::path::Path, shard_rows: u64) -> std::path::PathBuf {
     let runs = dir.join("runs");
@@ -17,11 +19,11 @@ fn built(dir: &std::path::Path, shard_rows: u64) -> std::path::PathBuf {
 }
 
 fn opts(batch: u64) -> FeedOptions {
-    FeedOptions::new()
-        .batch_size(batch)
-        .pin(Pin::Off)
-        .seed(3)
-        .columns(&[FeedColumn::RunIds, FeedColumn::Indices, FeedColumn::Weights])
+    FeedOptions::new().batch_size(batch).pin(Pin::Off).seed(3).columns(&[
+        FeedColumn::RunIds,
+        FeedColumn::Indices,
+        FeedColumn::Weights,
+    ])
 }
 
 #[test]
