@@ -306,6 +306,8 @@ pub struct FeedStats {
 pub struct Feed {
     raw: *mut sys::a2pack_feed,
     ended: bool,
+    /// Steps per unit: T for a feed of windows, else 1.
+    window: usize,
 }
 
 unsafe_send!(Feed);
@@ -324,8 +326,9 @@ impl fmt::Debug for Feed {
 }
 
 impl Feed {
-    pub(crate) fn from_raw(raw: *mut sys::a2pack_feed) -> Feed {
-        Feed { raw, ended: false }
+    /// Owns `raw`, a feed whose units are `window` consecutive rows.
+    pub(crate) fn from_raw(raw: *mut sys::a2pack_feed, window: usize) -> Feed {
+        Feed { raw, ended: false, window }
     }
 
     /// Open a feed over the rows `indices` of `ds` (copied), or over every
@@ -335,7 +338,7 @@ impl Feed {
         let mut out = std::ptr::null_mut();
         // SAFETY: valid dataset; n indices or NULL (copied); options sized by init.
         check(unsafe { sys::a2pack_feed_open(ds.as_ptr(), ptr, n, &opts.raw, &mut out) })?;
-        Ok(Feed { raw: out, ended: false })
+        Ok(Feed::from_raw(out, 1))
     }
 
     /// A feed over a [`Mix`] (copied) of `ds`'s rows: the mix's weighted
@@ -348,7 +351,7 @@ impl Feed {
         let mut out = std::ptr::null_mut();
         // SAFETY: valid dataset and mix (copied); options sized by init.
         check(unsafe { sys::a2pack_feed_open_mix(ds.as_ptr(), mix.as_ptr(), mix.position(), &opts.raw, &mut out) })?;
-        Ok(Feed { raw: out, ended: false })
+        Ok(Feed::from_raw(out, 1))
     }
 
     /// A feed over a mix: mix with `weights` (one per source) from the next
@@ -370,7 +373,7 @@ impl Feed {
             self.ended = true;
             return Ok(None);
         }
-        FeedBatch::new(out).map(Some)
+        FeedBatch::new(out, self.window).map(Some)
     }
 
     /// As [`next_batch`](Feed::next_batch), waiting at most `timeout`:
@@ -385,7 +388,15 @@ impl Feed {
         if out.is_null() {
             return Ok(None);
         }
-        FeedBatch::new(out).map(Some)
+        FeedBatch::new(out, self.window).map(Some)
+    }
+
+    /// Steps per unit: T for a feed of windows
+    /// ([`open_replay`](Feed::open_replay) with
+    /// [`ReplayOptions::window`](crate::ReplayOptions::window)), else 1. Each
+    /// batch says the same ([`FeedBatch::window`]).
+    pub fn window(&self) -> usize {
+        self.window
     }
 
     /// Whether a call found the end: every batch up to
@@ -517,6 +528,7 @@ impl Moves<'_> {
 pub struct FeedBatch {
     raw: *mut sys::a2pack_feed_batch,
     info: FeedBatchInfo,
+    window: usize,
 }
 
 // SAFETY: releasing, retaining and reading batches is thread-safe (the
@@ -535,20 +547,21 @@ impl Clone for FeedBatch {
     fn clone(&self) -> Self {
         // SAFETY: a held batch; the new value owns the added reference.
         unsafe { sys::a2pack_feed_batch_retain(self.raw) };
-        FeedBatch { raw: self.raw, info: self.info }
+        FeedBatch { raw: self.raw, info: self.info, window: self.window }
     }
 }
 
 impl fmt::Debug for FeedBatch {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("FeedBatch").field("info", &self.info).finish()
+        f.debug_struct("FeedBatch").field("info", &self.info).field("window", &self.window).finish()
     }
 }
 
 impl FeedBatch {
-    /// Takes ownership of the reference `raw` holds.
-    fn new(raw: *mut sys::a2pack_feed_batch) -> Result<FeedBatch> {
-        let mut batch = FeedBatch { raw, info: FeedBatchInfo::default() };
+    /// Takes ownership of the reference `raw` holds; its units are `window`
+    /// consecutive rows.
+    fn new(raw: *mut sys::a2pack_feed_batch, window: usize) -> Result<FeedBatch> {
+        let mut batch = FeedBatch { raw, info: FeedBatchInfo::default(), window };
         let mut i = sys::a2pack_feed_batch_info {
             size: std::mem::size_of::<sys::a2pack_feed_batch_info>(),
             ..Default::default()
@@ -578,6 +591,51 @@ impl FeedBatch {
     /// No rows (a rank whose part of a short batch is empty).
     pub fn is_empty(&self) -> bool {
         self.info.rows == 0
+    }
+
+    /// Steps per unit, as its feed's [`Feed::window`]: T when the batch holds
+    /// windows, else 1. Window `i` is rows `i * T .. (i + 1) * T`, so every
+    /// column is `[windows, T, ...]` in C order, and
+    /// `chunks_exact(T * width)` of a column's slice walks the windows.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// # a2pack::GenOptions::new().policy(a2pack::Policy::Greedy).max_steps(40).write_dir(dir.path().join("runs"), 4, 1)?;
+    /// # a2pack::dataset::build(dir.path().join("runs"), dir.path().join("ds"), &Default::default(), None)?;
+    /// use a2pack::{Dataset, Feed, FeedColumn, FeedOptions, ReplayOptions};
+    /// let ds = Dataset::open(dir.path().join("ds"))?;
+    /// let opts = FeedOptions::new().batch_size(4).columns(&[FeedColumn::Exponents]);
+    /// let mut feed = Feed::open_replay(&ds, &ReplayOptions::new().window(8), None, &opts)?;
+    /// let batch = feed.next_batch()?.unwrap();
+    /// assert_eq!((batch.windows(), batch.window()), (4, 8));
+    /// assert_eq!(batch.shape(FeedColumn::Exponents)?, [4, 8, 16]);
+    /// for window in batch.exponents()?.chunks_exact(batch.window() * 16) {
+    ///     assert_eq!(window.len(), 8 * 16); // 8 consecutive steps of one run
+    /// }
+    /// # Ok::<(), a2pack::Error>(())
+    /// ```
+    pub fn window(&self) -> usize {
+        self.window
+    }
+
+    /// Units of this rank's part of the batch: windows of
+    /// [`window`](FeedBatch::window) rows each, or rows when the window is 1.
+    pub fn windows(&self) -> usize {
+        self.len() / self.window
+    }
+
+    /// The shape of `column` in this batch, units first: `[windows, T]` or
+    /// `[windows, T, width]` for a feed of windows, `[rows]` or
+    /// `[rows, width]` otherwise (as the Python binding shapes its arrays).
+    /// `Status::NotFound` for a column the feed does not fill.
+    pub fn shape(&self, column: FeedColumn) -> Result<Vec<usize>> {
+        let v = self.column_view(column)?;
+        let mut shape =
+            if self.window > 1 { vec![v.rows as usize / self.window, self.window] } else { vec![v.rows as usize] };
+        if v.ndim > 1 {
+            shape.push(v.width as usize);
+        }
+        Ok(shape)
     }
 
     /// The raw handle, for calls through `a2pack-sys` (still owned by `self`).

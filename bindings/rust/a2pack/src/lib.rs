@@ -6,7 +6,10 @@
 //! - [`Run`], [`RunBatch`]: `.a2run2` run files (v1 and v2), columnar batches;
 //! - [`Pack`], [`PackWriter`]: packfiles;
 //! - [`Dataset`], [`dataset::build`], [`Sampler`]: step datasets;
-//! - [`Feed`]: training batches gathered ahead by library threads;
+//! - [`Feed`]: training batches gathered ahead by library threads, also of
+//!   replay orders ([`Feed::open_replay`]: windows, draws with replacement,
+//!   the newest rows, [`Priorities`]) and of sharded datasets within a
+//!   memory budget ([`Feed::open_shards`]);
 //! - [`bag::Reader`], [`bag::Writer`]: Bagz record files;
 //! - [`DataLogger`], [`logger::decode`]: the sparse-vector data logger;
 //! - [`Board`], [`GenOptions`]: boards and the game generator;

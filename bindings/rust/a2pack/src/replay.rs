@@ -205,12 +205,19 @@ impl Feed {
         let mut out = std::ptr::null_mut();
         // SAFETY: valid string; options sized by their init.
         check(unsafe { sys::a2pack_feed_open_shards(c.as_ptr(), &shards.raw, opts.raw(), &mut out) })?;
-        Ok(Feed::from_raw(out))
+        Ok(Feed::from_raw(out, 1))
     }
 
     /// A feed of a replay order over `ds`; `opts`' batch size counts units
-    /// (rows or windows). With `priorities`, rows are drawn by priority,
-    /// endlessly.
+    /// (rows or windows): a batch of B windows of T steps holds B * T rows,
+    /// its columns `[B, T, ...]` ([`FeedBatch::window`],
+    /// [`FeedBatch::shape`]). With `priorities`, rows are drawn by priority,
+    /// endlessly. Refused, naming the value, for a window of 0, a stride
+    /// other than 1 or the window, or options that leave no unit (a window
+    /// longer than every run, without [`pad_short`](ReplayOptions::pad_short)).
+    ///
+    /// [`FeedBatch::window`]: crate::FeedBatch::window
+    /// [`FeedBatch::shape`]: crate::FeedBatch::shape
     pub fn open_replay(
         ds: &Dataset,
         replay: &ReplayOptions,
@@ -223,6 +230,31 @@ impl Feed {
         // SAFETY: valid dataset and priorities (the feed takes its own
         // reference); options sized by their init.
         check(unsafe { sys::a2pack_feed_open_replay(ds.as_ptr(), &r, opts.raw(), &mut out) })?;
-        Ok(Feed::from_raw(out))
+        // The library refused a window of 0, and a window it accepted fits
+        // in memory, so in usize.
+        Ok(Feed::from_raw(out, replay.window_len() as usize))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // The options start from the library's init (sized, its defaults), and a
+    // setter changes only its own field.
+    #[test]
+    fn options_start_from_the_library_defaults() {
+        let s = ShardFeedOptions::new();
+        assert_eq!(s.raw.size, std::mem::size_of::<sys::a2pack_feed_shards_options>());
+        assert_eq!((s.raw.budget_bytes, s.raw.window, s.raw.verify_crc, s.raw.huge_pages), (1 << 30, 0, 1, 1));
+        let s = s.window(3);
+        assert_eq!((s.raw.budget_bytes, s.raw.window), (1 << 30, 3));
+
+        let r = ReplayOptions::new();
+        assert_eq!(r.raw.size, std::mem::size_of::<sys::a2pack_feed_replay_options>());
+        assert_eq!((r.raw.window, r.raw.stride, r.raw.pad_short, r.raw.replacement, r.raw.recent), (1, 1, 0, 0, 0));
+        assert!(r.raw.priorities.is_null());
+        let r = r.window(8).recent(100);
+        assert_eq!((r.raw.window, r.raw.stride, r.raw.recent, r.window_len()), (8, 1, 100, 8));
     }
 }
