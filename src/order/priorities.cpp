@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <mutex>
 
 #include "base/error.hpp"
 #include "base/file_io.hpp"
@@ -13,6 +12,9 @@
 namespace a2pack::order {
 
 namespace {
+
+// checked_power's position for the priority new rows start with.
+constexpr size_t kInitial = SIZE_MAX;
 
 void check_parameter(const char* name, double v) {
   if (!std::isfinite(v) || v < 0)
@@ -34,8 +36,10 @@ std::string npy_f32_header(uint64_t n) {
 
 double uniform01(SplitMix64& r) { return static_cast<double>(r.next() >> 11) * 0x1.0p-53; }
 
-// p^alpha, with the common exponents exact and cheap.
+// p^alpha, with the common exponents exact and cheap. A priority of 0 has
+// no mass whatever alpha (0^0 included): 0 is how a row is left out.
 float power(float p, double alpha) {
+  if (p == 0) return 0.0f;
   if (alpha == 1.0) return p;
   if (alpha == 0.5) return std::sqrt(p);
   if (alpha == 0.0) return 1.0f;
@@ -49,26 +53,52 @@ Priorities::Priorities(uint64_t n, double alpha, double beta, float initial)
   if (n == 0) fail(A2PACK_E_INVALID_ARGUMENT, "priorities: n must be at least 1");
   check_parameter("alpha", alpha);
   check_parameter("beta", beta);
-  check_value(initial, 0);
+  const float pa = checked_power(initial, kInitial);
   p_.assign(n, initial);
-  pa_.assign(n, power(initial, alpha_));
+  pa_.assign(n, pa);
   rebuild();
 }
 
-void Priorities::check_value(float v, size_t position) const {
+float Priorities::checked_power(float v, size_t position) const {
+  auto name = [&] {
+    return position == kInitial ? fmt::format("initial priority {}", v)
+                                : fmt::format("value {} (position {})", v, position);
+  };
   if (!std::isfinite(v) || v < 0)
-    fail(A2PACK_E_INVALID_ARGUMENT,
-         "priorities: value {} (position {}) must be finite and at least 0", v, position);
+    fail(A2PACK_E_INVALID_ARGUMENT, "priorities: {} must be finite and at least 0", name());
+  const float pa = power(v, alpha_);
+  // An infinite p^alpha would make every sum above it infinite.
+  if (!std::isfinite(pa))
+    fail(A2PACK_E_INVALID_ARGUMENT, "priorities: {} to the power alpha {} is beyond a float",
+         name(), alpha_);
+  return pa;
+}
+
+std::shared_lock<std::shared_mutex> Priorities::read_lock() const {
+  { std::lock_guard<std::mutex> pass(gate_); }
+  return std::shared_lock<std::shared_mutex>(mu_);
+}
+
+std::unique_lock<std::shared_mutex> Priorities::write_lock() {
+  std::lock_guard<std::mutex> hold(gate_);
+  return std::unique_lock<std::shared_mutex>(mu_);
 }
 
 uint64_t Priorities::size() const {
-  std::shared_lock<std::shared_mutex> lk(mu_);
+  auto lk = read_lock();
   return p_.size();
 }
 
 double Priorities::total() const {
-  std::shared_lock<std::shared_mutex> lk(mu_);
+  auto lk = read_lock();
   return tree_[1];
+}
+
+double Priorities::block_sum(uint64_t block) const {
+  double s = 0;
+  const uint64_t end = std::min<uint64_t>(p_.size(), (block + 1) * kBlock);
+  for (uint64_t i = block * kBlock; i < end; ++i) s += pa_[i];
+  return s;
 }
 
 void Priorities::rebuild() {
@@ -76,16 +106,24 @@ void Priorities::rebuild() {
   leaves_ = 1;
   while (leaves_ < blocks) leaves_ *= 2;
   tree_.assign(2 * leaves_, 0.0);
-  for (uint64_t b = 0; b < blocks; ++b) {
-    double s = 0;
-    for (uint64_t i = b * kBlock; i < std::min<uint64_t>(p_.size(), (b + 1) * kBlock); ++i) s += pa_[i];
-    tree_[leaves_ + b] = s;
+  refresh_blocks(0, blocks);
+}
+
+void Priorities::refresh_blocks(uint64_t first, uint64_t end) {
+  if (first >= end) return;
+  for (uint64_t b = first; b < end; ++b) tree_[leaves_ + b] = block_sum(b);
+  // Each level's nodes above the blocks, recomputed from their children
+  // (never adjusted by a difference, so rounding does not accumulate).
+  uint64_t lo = leaves_ + first, hi = leaves_ + end - 1;
+  while (lo > 1) {
+    lo /= 2;
+    hi /= 2;
+    for (uint64_t node = lo; node <= hi; ++node) tree_[node] = tree_[2 * node] + tree_[2 * node + 1];
   }
-  for (uint64_t i = leaves_ - 1; i >= 1; --i) tree_[i] = tree_[2 * i] + tree_[2 * i + 1];
 }
 
 void Priorities::get(const int64_t* idx, size_t k, float* out) const {
-  std::shared_lock<std::shared_mutex> lk(mu_);
+  auto lk = read_lock();
   for (size_t i = 0; i < k; ++i) {
     if (idx[i] < 0 || static_cast<uint64_t>(idx[i]) >= p_.size())
       fail(A2PACK_E_OUT_OF_RANGE, "priorities: index {} (position {}) is outside the {} rows",
@@ -95,17 +133,19 @@ void Priorities::get(const int64_t* idx, size_t k, float* out) const {
 }
 
 void Priorities::update(const int64_t* idx, const float* values, size_t k) {
-  std::unique_lock<std::shared_mutex> lk(mu_);
+  auto lk = write_lock();
+  thread_local std::vector<float> powered;
+  powered.resize(k);
   for (size_t i = 0; i < k; ++i) {
     if (idx[i] < 0 || static_cast<uint64_t>(idx[i]) >= p_.size())
       fail(A2PACK_E_OUT_OF_RANGE, "priorities: index {} (position {}) is outside the {} rows",
            idx[i], i, p_.size());
-    check_value(values[i], i);
+    powered[i] = checked_power(values[i], i);
   }
   for (size_t i = 0; i < k; ++i) {
     const auto r = static_cast<size_t>(idx[i]);
     p_[r] = values[i];
-    pa_[r] = power(values[i], alpha_);
+    pa_[r] = powered[i];
   }
   // Each touched block once (sorted), however many of its rows changed.
   thread_local std::vector<uint64_t> blocks;
@@ -116,9 +156,7 @@ void Priorities::update(const int64_t* idx, const float* values, size_t k) {
   // The blocks' sums, then each level's touched nodes once (the upper
   // levels are shared by many blocks).
   for (uint64_t& b : blocks) {
-    double sum = 0;
-    for (uint64_t i = b * kBlock; i < std::min<uint64_t>(p_.size(), (b + 1) * kBlock); ++i)
-      sum += pa_[i];
+    const double sum = block_sum(b);
     b += leaves_;
     tree_[b] = sum;
   }
@@ -136,79 +174,100 @@ void Priorities::update(const int64_t* idx, const float* values, size_t k) {
 }
 
 void Priorities::grow(uint64_t new_n, float initial) {
-  check_value(initial, 0);
-  std::unique_lock<std::shared_mutex> lk(mu_);
-  if (new_n <= p_.size()) return;
+  const float pa = checked_power(initial, kInitial);
+  auto lk = write_lock();
+  const uint64_t old = p_.size();
+  if (new_n <= old) return;
   p_.resize(new_n, initial);
-  pa_.resize(new_n, power(initial, alpha_));
-  rebuild();
+  pa_.resize(new_n, pa);
+  const uint64_t blocks = (new_n + kBlock - 1) / kBlock;
+  if (blocks > leaves_)
+    rebuild();  // the tree doubles (or more): amortised over the rows that filled it
+  else
+    refresh_blocks(old / kBlock, blocks);
 }
 
-double Priorities::prefix(uint64_t row) const {
-  // The blocks before row's block (walking down the tree), then its leaves.
-  const uint64_t b = row / kBlock;
-  double s = 0;
-  uint64_t node = 1, lo = 0, width = leaves_;
-  while (node < leaves_) {
-    width /= 2;
-    if (b >= lo + width) {
-      s += tree_[2 * node];
-      lo += width;
-      node = 2 * node + 1;
-    } else {
-      node = 2 * node;
-    }
+void Priorities::pieces(uint64_t lo, uint64_t hi, std::vector<Piece>& out) const {
+  out.clear();
+  auto rows = [&](uint64_t first, uint64_t end) {
+    double s = 0;
+    for (uint64_t i = first; i < end; ++i) s += pa_[i];
+    out.push_back({0, first, end, s});
+  };
+  const uint64_t first_block = (lo + kBlock - 1) / kBlock, end_block = hi / kBlock;
+  if (first_block > end_block) {  // inside one block
+    rows(lo, hi);
+    return;
   }
-  for (uint64_t i = b * kBlock; i < row; ++i) s += pa_[i];
-  return s;
+  if (lo < first_block * kBlock) rows(lo, first_block * kBlock);
+  if (first_block < end_block) cover(1, 0, leaves_, first_block, end_block, out);
+  if (end_block * kBlock < hi) rows(end_block * kBlock, hi);
+}
+
+void Priorities::cover(uint64_t node, uint64_t node_first, uint64_t width, uint64_t first,
+                       uint64_t end, std::vector<Piece>& out) const {
+  if (node_first >= end || node_first + width <= first) return;
+  if (first <= node_first && node_first + width <= end) {
+    out.push_back({node, node_first * kBlock, (node_first + width) * kBlock, tree_[node]});
+    return;
+  }
+  const uint64_t half = width / 2;
+  cover(2 * node, node_first, half, first, end, out);
+  cover(2 * node + 1, node_first + half, half, first, end, out);
 }
 
 void Priorities::descend(uint64_t node, double before, const double* t, size_t a, size_t b,
-                         uint64_t lo, uint64_t hi, int64_t* out) const {
+                         int64_t* out) const {
   if (node >= leaves_) {
-    for (size_t i = a; i < b; ++i)
-      out[i] = static_cast<int64_t>(find_in_block(node - leaves_, t[i] - before, lo, hi));
+    const uint64_t first = (node - leaves_) * kBlock;
+    const uint64_t end = std::min<uint64_t>(p_.size(), first + kBlock);
+    for (size_t i = a; i < b; ++i) out[i] = static_cast<int64_t>(find_in_rows(first, end, t[i] - before));
     return;
   }
-  const double left = before + tree_[2 * node];
-  const size_t split = static_cast<size_t>(std::lower_bound(t + a, t + b, left,
-                                                            [](double x, double v) {
-                                                              return !(x >= v);
-                                                            }) - t);
-  if (a < split) descend(2 * node, before, t, a, split, lo, hi, out);
-  if (split < b) descend(2 * node + 1, left, t, split, b, lo, hi, out);
+  const double left_mass = tree_[2 * node], right_mass = tree_[2 * node + 1];
+  const double left = before + left_mass;
+  // A child without mass takes no target, even one that rounding put there.
+  size_t split;
+  if (!(left_mass > 0))
+    split = a;
+  else if (!(right_mass > 0))
+    split = b;
+  else
+    split = static_cast<size_t>(std::lower_bound(t + a, t + b, left) - t);
+  if (a < split) descend(2 * node, before, t, a, split, out);
+  if (split < b) descend(2 * node + 1, left, t, split, b, out);
 }
 
-uint64_t Priorities::find_in_block(uint64_t block, double target, uint64_t lo,
-                                   uint64_t hi) const {
-  uint64_t row = block * kBlock;
-  const uint64_t end = std::min<uint64_t>(p_.size(), row + kBlock);
-  uint64_t last = UINT64_MAX;
-  for (; row < end; ++row) {
-    if (pa_[row] > 0) last = row;
-    if (target < pa_[row]) break;
-    target -= pa_[row];
+uint64_t Priorities::find_in_rows(uint64_t first, uint64_t end, double target) const {
+  uint64_t last = end;
+  for (uint64_t row = first; row < end; ++row) {
+    const float m = pa_[row];
+    if (!(m > 0)) continue;
+    if (target < m) return row;
+    target -= m;
+    last = row;
   }
-  if (row >= end) row = last;  // rounding ran past the block: its last row with mass
-  // Rounding may also land just outside the range or on a row without mass:
-  // the nearest row of the range that has some.
-  if (row == UINT64_MAX || row < lo || row >= hi || pa_[row] <= 0) {
-    const uint64_t from = std::clamp<uint64_t>(row == UINT64_MAX ? lo : row, lo, hi - 1);
-    for (uint64_t d = 0; d < hi - lo; ++d) {
-      if (from + d < hi && pa_[from + d] > 0) return from + d;
-      if (from >= lo + d && pa_[from - d] > 0) return from - d;
-    }
-  }
-  return row;
+  // Rounding ran past the end: the last row with mass (there is one: the
+  // caller's mass for these rows was not 0).
+  if (last == end)
+    fail(A2PACK_E_INTERNAL, "priorities: rows [{}, {}) have no mass where their sum had some",
+         first, end);
+  return last;
 }
 
 void Priorities::sample(uint64_t lo, uint64_t hi, size_t k, uint64_t seed, uint64_t stream,
                         int64_t* out, float* weights) const {
-  std::shared_lock<std::shared_mutex> lk(mu_);
+  auto lk = read_lock();
   if (hi > p_.size() || lo >= hi)
     fail(A2PACK_E_OUT_OF_RANGE, "priorities: rows [{}, {}) of {}", lo, hi, p_.size());
-  const double base = prefix(lo);
-  const double mass = prefix(hi) - base;
+  thread_local std::vector<Piece> parts;
+  pieces(lo, hi, parts);
+  double mass = 0;
+  size_t last = 0;
+  for (size_t j = 0; j < parts.size(); ++j) {
+    mass += parts[j].mass;
+    if (parts[j].mass > 0) last = j;
+  }
   if (!(mass > 0))
     fail(A2PACK_E_INVALID_ARGUMENT,
          "priorities: every priority of rows [{}, {}) is 0: there is nothing to draw", lo, hi);
@@ -218,10 +277,28 @@ void Priorities::sample(uint64_t lo, uint64_t hi, size_t k, uint64_t seed, uint6
   thread_local std::vector<double> targets;
   targets.resize(k);
   for (size_t i = 0; i < k; ++i)
-    targets[i] = std::min(base + part * (static_cast<double>(i) + uniform01(s)), base + mass);
-  // Stratified targets are ascending: one walk down the tree serves them
-  // all, each node visited once however many targets pass through it.
-  descend(1, 0.0, targets.data(), 0, k, lo, hi, out);
+    targets[i] = std::min(part * (static_cast<double>(i) + uniform01(s)), mass);
+  // Stratified targets ascend: each piece of the range takes those below
+  // its end (the last piece with mass the rest), and one walk down its
+  // subtree serves them all.
+  const double* t = targets.data();
+  double before = 0;
+  size_t a = 0;
+  for (size_t j = 0; j < parts.size() && a < k; ++j) {
+    const Piece& piece = parts[j];
+    const double end = before + piece.mass;
+    const size_t b =
+        j == last ? k : static_cast<size_t>(std::lower_bound(t + a, t + k, end) - t);
+    if (a < b && piece.mass > 0) {
+      if (piece.node)
+        descend(piece.node, before, t, a, b, out);
+      else
+        for (size_t i = a; i < b; ++i)
+          out[i] = static_cast<int64_t>(find_in_rows(piece.first, piece.end, t[i] - before));
+    }
+    a = b;
+    before = end;
+  }
   if (!weights) return;
   // w = (N * P)^-beta / max w; the largest weight is the smallest P's.
   const double n = static_cast<double>(hi - lo);
@@ -234,7 +311,7 @@ void Priorities::sample(uint64_t lo, uint64_t hi, size_t k, uint64_t seed, uint6
 }
 
 void Priorities::save(const std::string& path) const {
-  std::shared_lock<std::shared_mutex> lk(mu_);
+  auto lk = read_lock();
   dataset::TempFile f(path);
   const std::string h = npy_f32_header(p_.size());
   f.write(h.data(), h.size());
@@ -245,27 +322,33 @@ void Priorities::save(const std::string& path) const {
 
 std::unique_ptr<Priorities> Priorities::load(const std::string& path, double alpha, double beta,
                                              uint64_t expected_n) {
-  const std::vector<uint8_t> raw = read_file(path);
-  const std::string bytes(reinterpret_cast<const char*>(raw.data()), raw.size());
+  check_parameter("alpha", alpha);
+  check_parameter("beta", beta);
   auto bad = [&](const std::string& what) {
     return Error(A2PACK_E_CORRUPT, fmt::format("{}: not a priorities file: {}", path, what));
   };
-  if (bytes.size() < 10 || bytes.compare(0, 6, "\x93NUMPY") != 0) throw bad("no NPY magic");
-  const int major = static_cast<unsigned char>(bytes[6]);
-  size_t header_len, dict_at;
+  ReadFd f(path);
+  const uint64_t size = f.size();
+  unsigned char head[12] = {};
+  f.pread_exact(head, static_cast<size_t>(std::min<uint64_t>(size, sizeof head)), 0);
+  if (size < 6 || std::memcmp(head, "\x93NUMPY", 6) != 0) throw bad("no NPY magic");
+  if (size < 10) throw bad("truncated header");
+  const int major = head[6];
+  uint64_t header_len, dict_at;
   if (major == 1) {
-    header_len = static_cast<unsigned char>(bytes[8]) | static_cast<unsigned char>(bytes[9]) << 8;
+    header_len = head[8] | head[9] << 8;
     dict_at = 10;
   } else if (major == 2 || major == 3) {
-    if (bytes.size() < 12) throw bad("truncated header");
+    if (size < 12) throw bad("truncated header");
     header_len = 0;
-    for (int i = 0; i < 4; ++i) header_len |= size_t{static_cast<unsigned char>(bytes[8 + i])} << (8 * i);
+    for (int i = 0; i < 4; ++i) header_len |= uint64_t{head[8 + i]} << (8 * i);
     dict_at = 12;
   } else {
     throw bad(fmt::format("NPY version {}", major));
   }
-  if (dict_at + header_len > bytes.size()) throw bad("truncated header");
-  const std::string dict = bytes.substr(dict_at, header_len);
+  if (dict_at + header_len > size) throw bad("truncated header");
+  std::string dict(static_cast<size_t>(header_len), '\0');
+  f.pread_exact(dict.data(), dict.size(), dict_at);
   auto has = [&](const char* s) { return dict.find(s) != std::string::npos; };
   if (!has("'descr': '<f4'")) throw bad("its dtype is not '<f4' (little-endian float32)");
   if (!has("'fortran_order': False")) throw bad("Fortran order");
@@ -274,21 +357,29 @@ std::unique_ptr<Priorities> Priorities::load(const std::string& path, double alp
   char* end = nullptr;
   const unsigned long long n = std::strtoull(dict.c_str() + sh + 10, &end, 10);
   if (!end || std::strncmp(end, ",)", 2) != 0) throw bad("its shape is not (n,)");
-  const size_t data = dict_at + header_len;
-  if (bytes.size() != data + n * sizeof(float))
-    throw bad(fmt::format("{} bytes of data for {} priorities (4 each)", bytes.size() - data, n));
+  const uint64_t data = dict_at + header_len, stored = size - data;
+  // Compared by division: a claimed length whose bytes wrap around 64 bits
+  // must not pass.
+  if (stored % sizeof(float) != 0 || stored / sizeof(float) != n)
+    throw bad(fmt::format("{} bytes of data for {} priorities (4 each)", stored, n));
+  if (n == 0) throw bad("no priorities (shape (0,))");
   if (expected_n && n != expected_n)
     fail(A2PACK_E_INVALID_ARGUMENT,
          "{}: {} priorities, for {} rows: a priorities file of another dataset (or of this one "
          "at another size)",
          path, n, expected_n);
-  auto p = std::make_unique<Priorities>(n, alpha, beta, 0.0f);
-  std::memcpy(p->p_.data(), bytes.data() + data, n * sizeof(float));
+  std::unique_ptr<Priorities> p(new Priorities(alpha, beta));
+  p->p_.resize(n);
+  f.pread_exact(p->p_.data(), n * sizeof(float), data);  // one read: the disk's speed
+  p->pa_.resize(n);
   for (uint64_t i = 0; i < n; ++i) {
-    if (!std::isfinite(p->p_[i]) || p->p_[i] < 0)
-      fail(A2PACK_E_CORRUPT, "{}: priority {} of row {} is not finite and at least 0", path,
-           p->p_[i], i);
-    p->pa_[i] = power(p->p_[i], alpha);
+    const float v = p->p_[i];
+    if (!std::isfinite(v) || v < 0)
+      fail(A2PACK_E_CORRUPT, "{}: priority {} of row {} is not finite and at least 0", path, v, i);
+    p->pa_[i] = power(v, alpha);
+    if (!std::isfinite(p->pa_[i]))
+      fail(A2PACK_E_INVALID_ARGUMENT, "{}: priority {} of row {} to the power alpha {} is beyond a float",
+           path, v, i, alpha);
   }
   p->rebuild();
   return p;
