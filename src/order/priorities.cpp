@@ -300,14 +300,12 @@ void Priorities::sample(uint64_t lo, uint64_t hi, size_t k, uint64_t seed, uint6
     before = end;
   }
   if (!weights) return;
-  // w = (N * P)^-beta / max w; the largest weight is the smallest P's.
-  const double n = static_cast<double>(hi - lo);
+  // w = (N * P)^-beta / max w, where the largest weight is the smallest P's:
+  // (P / P_min)^-beta, which no beta makes overflow (the ratio is >= 1).
   double least = INFINITY;
   for (size_t i = 0; i < k; ++i) least = std::min<double>(least, pa_[static_cast<size_t>(out[i])]);
-  const double wmax = std::pow(n * least / mass, -beta_);
   for (size_t i = 0; i < k; ++i)
-    weights[i] = static_cast<float>(
-        std::pow(n * pa_[static_cast<size_t>(out[i])] / mass, -beta_) / wmax);
+    weights[i] = static_cast<float>(std::pow(pa_[static_cast<size_t>(out[i])] / least, -beta_));
 }
 
 void Priorities::save(const std::string& path) const {

@@ -232,6 +232,23 @@ TEST(Priorities, WeightsAreTheirFormulaNormalisedByTheLargest) {
     }
     EXPECT_FLOAT_EQ(largest, 1.0f);
   }
+  // A large beta over a wide range of priorities: the weights stay in (0, 1].
+  Priorities steep(300, 1.0, 40.0, 1.0f);
+  std::vector<float> wide(300);
+  for (size_t i = 0; i < wide.size(); ++i) wide[i] = std::pow(10.0f, static_cast<float>(i % 20) - 10);
+  set_all(steep, wide);
+  {
+    std::vector<int64_t> out(256);
+    std::vector<float> w(256);
+    steep.sample(0, 300, out.size(), 3, 3, out.data(), w.data());
+    float largest = 0;
+    for (float x : w) {
+      EXPECT_GE(x, 0.0f);
+      EXPECT_LE(x, 1.0f);
+      largest = std::max(largest, x);
+    }
+    EXPECT_EQ(largest, 1.0f);
+  }
   // beta 0: every weight 1.
   Priorities flat(300, alpha, 0.0, 1.0f);
   set_all(flat, v);
