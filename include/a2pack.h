@@ -2663,7 +2663,7 @@ typedef struct a2pack_feed_api {
  * priorities (from its loss) while the feed's producers draw: a batch
  * filled ahead has the priorities of when it was filled, at most the feed's
  * depth of batches old. Sampling and updating are O(log n) per row; the
- * priorities take 9 bytes a row (the priorities, p^alpha and a sum tree of
+ * priorities take 9 to 10 bytes a row (the priorities, p^alpha and a sum tree of
  * doubles over blocks of 16 rows).
  *
  * Thread safety: every call may come from any thread at any time; updates
