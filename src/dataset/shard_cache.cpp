@@ -233,6 +233,10 @@ void ShardCache::want(const std::vector<RowSpanRef>& now,
   shards_of(next, &b);
   {
     std::lock_guard<std::mutex> lk(mu_);
+    // Most batches of a window wish what the one before did: nothing to redo.
+    if (a == wished_now_ && b == wished_next_) return;
+    wished_now_ = a;
+    wished_next_ = b;
     std::fill(wanted_.begin(), wanted_.end(), 0);
     for (uint32_t s : a) wanted_[s] = 1;
     for (uint32_t s : b) wanted_[s] = 1;

@@ -106,6 +106,7 @@ class ShardCache {
   std::unique_ptr<std::condition_variable> cv_ = std::make_unique<std::condition_variable>();
   mutable std::vector<std::unique_ptr<Resident>> res_;
   mutable std::vector<char> wanted_;
+  mutable std::vector<uint32_t> wished_now_, wished_next_;  // want()'s last shards
   mutable std::deque<uint32_t> queue_;
   mutable uint64_t resident_bytes_ = 0, clock_ = 0;
   mutable ShardCacheStats st_;

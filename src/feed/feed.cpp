@@ -217,16 +217,9 @@ std::unique_ptr<Feed> Feed::over_shards(const std::string& dir, const ShardOptio
   co.verify_crc = so.verify_crc;
   co.huge_pages = so.huge_pages;
   std::shared_ptr<const dataset::ShardCache> cache = dataset::ShardCache::open(dir, co);
-  const uint32_t window = cache->window_for(so.window);
-  std::vector<uint64_t> rows, firsts;
-  for (const auto& r : cache->manifest().shards) {
-    rows.push_back(r.rows);
-    firsts.push_back(r.first_row);
-  }
-  dataset::BlockSampler s(std::move(rows), std::move(firsts), o.seed,
-                          static_cast<size_t>(o.batch_size / o.world), o.rank, o.world, window,
-                          o.drop_last);
-  auto ord = std::make_unique<order::BlockOrder>(std::move(s));
+  auto ord = order::BlockOrder::of(*cache, so.window, o.seed,
+                                   static_cast<size_t>(o.batch_size / o.world), o.rank, o.world,
+                                   o.drop_last);
   if (ord->batches_in(o.start_epoch) == 0)
     fail(A2PACK_E_INVALID_ARGUMENT,
          "feed: {}: epoch {} holds no batch of {} rows for each of {} ranks (the smallest "

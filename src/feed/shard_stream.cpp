@@ -5,7 +5,6 @@
 
 namespace a2pack::feed {
 
-
 std::unique_ptr<ShardStream> ShardStream::open(const std::string& dir,
                                                const ShardStreamOptions& o) {
   ShardCacheOptions co;
@@ -13,22 +12,15 @@ std::unique_ptr<ShardStream> ShardStream::open(const std::string& dir,
   co.verify_crc = o.verify_crc;
   co.prefetch = o.prefetch;
   co.huge_pages = o.huge_pages;
-  auto cache = ShardCache::open(dir, co);
-  const uint32_t window = cache->window_for(o.window);
-  std::vector<uint64_t> rows, firsts;
-  for (const auto& r : cache->manifest().shards) {
-    rows.push_back(r.rows);
-    firsts.push_back(r.first_row);
-  }
-  BlockSampler s(std::move(rows), std::move(firsts), o.seed, o.batch_size, o.rank, o.world, window,
-                 o.drop_last);
-  return std::unique_ptr<ShardStream>(
-      new ShardStream(std::move(cache), std::make_unique<order::BlockOrder>(std::move(s))));
+  std::shared_ptr<const ShardCache> cache = ShardCache::open(dir, co);
+  auto order = order::BlockOrder::of(*cache, o.window, o.seed, o.batch_size, o.rank, o.world,
+                                     o.drop_last);
+  return std::unique_ptr<ShardStream>(new ShardStream(std::move(cache), std::move(order)));
 }
 
-ShardStream::ShardStream(std::unique_ptr<ShardCache> cache,
+ShardStream::ShardStream(std::shared_ptr<const ShardCache> cache,
                          std::unique_ptr<order::BlockOrder> order)
-    : cache_(std::move(cache)), order_(std::move(order)) {
+    : cache_(cache), rows_(shard_rows(std::move(cache))), order_(std::move(order)) {
   start_epoch(0, 0);
 }
 
@@ -55,12 +47,8 @@ size_t ShardStream::next(const ColumnsOut& out, int64_t* idx) {
   order::Out o;
   o.indices = idx_.data();
   const size_t n = order_->fill(p, o);
-  const order::Residency r = order_->residency(p);
-  std::vector<RowSpanRef> now, ahead;
-  for (const auto& s : r.now) now.push_back({s.first, s.count});
-  for (const auto& s : r.next) ahead.push_back({s.first, s.count});
-  cache_->want(now, ahead);
-  cache_->gather_columns(idx_.data(), n, out);
+  rows_->want(order_->residency(p));
+  rows_->gather(idx_.data(), n, out, 1);
   if (idx) std::copy(idx_.begin(), idx_.begin() + static_cast<std::ptrdiff_t>(n), idx);
   ++next_batch_;
   ++batches_served_;

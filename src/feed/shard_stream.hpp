@@ -22,6 +22,7 @@
 #include "dataset/columns.hpp"
 #include "dataset/manifest.hpp"
 #include "dataset/shard_cache.hpp"
+#include "feed/rows.hpp"
 
 namespace a2pack::order {
 class BlockOrder;
@@ -36,7 +37,6 @@ using dataset::Manifest;
 using dataset::ShardCache;
 using dataset::ShardCacheOptions;
 using dataset::ShardCacheStats;
-using dataset::RowSpanRef;
 
 
 struct ShardStreamOptions {
@@ -93,10 +93,11 @@ class ShardStream {
   ShardStreamStats stats() const;
 
  private:
-  ShardStream(std::unique_ptr<ShardCache> cache, std::unique_ptr<order::BlockOrder> order);
+  ShardStream(std::shared_ptr<const ShardCache> cache, std::unique_ptr<order::BlockOrder> order);
   void start_epoch(uint64_t e, uint64_t next_batch);
 
-  std::unique_ptr<ShardCache> cache_;
+  std::shared_ptr<const ShardCache> cache_;
+  std::shared_ptr<const Rows> rows_;  // the cache, as the feed reads it
   std::unique_ptr<order::BlockOrder> order_;
   std::shared_ptr<const BlockPlan> plan_;
   uint64_t epoch_ = 0, next_batch_ = 0, batches_ = 0, batches_served_ = 0;

@@ -23,6 +23,19 @@ BlockOrder::BlockOrder(dataset::BlockSampler sampler, uint64_t first_epoch, size
       first_epoch_(first_epoch),
       first_shards_(std::min(first_shards, s_.shard_count())) {}
 
+std::unique_ptr<BlockOrder> BlockOrder::of(const dataset::ShardCache& shards, uint32_t window,
+                                           uint64_t seed, size_t batch, uint32_t rank,
+                                           uint32_t world, bool drop_last) {
+  std::vector<uint64_t> rows, firsts;
+  for (const auto& r : shards.manifest().shards) {
+    rows.push_back(r.rows);
+    firsts.push_back(r.first_row);
+  }
+  return std::make_unique<BlockOrder>(dataset::BlockSampler(std::move(rows), std::move(firsts),
+                                                            seed, batch, rank, world,
+                                                            shards.window_for(window), drop_last));
+}
+
 std::shared_ptr<const dataset::BlockPlan> BlockOrder::plan(uint64_t epoch) const {
   {
     std::lock_guard<std::mutex> lk(mu_);

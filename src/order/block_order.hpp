@@ -9,6 +9,7 @@
 #include <mutex>
 
 #include "dataset/block_sampler.hpp"
+#include "dataset/shard_cache.hpp"
 #include "order/order.hpp"
 
 namespace a2pack::order {
@@ -31,6 +32,12 @@ class BlockOrder final : public Order {
   uint64_t seed() const override { return s_.seed(); }
   std::string save_state(Position next) const override;
   std::unique_ptr<Order> load_state(const void* data, size_t len, Position* next) const override;
+
+  // The block shuffle of `shards`' dataset: `window` shards per window (0:
+  // as many as half its budget holds), `batch` rows per rank.
+  static std::unique_ptr<BlockOrder> of(const dataset::ShardCache& shards, uint32_t window,
+                                        uint64_t seed, size_t batch, uint32_t rank,
+                                        uint32_t world, bool drop_last);
 
   const dataset::BlockSampler& sampler() const { return s_; }
   std::shared_ptr<const dataset::BlockPlan> plan(uint64_t epoch) const;

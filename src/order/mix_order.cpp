@@ -16,23 +16,20 @@ std::string MixOrder::save_state(Position next) const {
   return mix_.save_state(next.batch);
 }
 
+std::unique_ptr<MixOrder> MixOrder::copy() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return std::make_unique<MixOrder>(mix_, rank_, world_);
+}
+
 std::unique_ptr<Order> MixOrder::load_state(const void* data, size_t len, Position* next) const {
-  std::unique_ptr<MixOrder> o;
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    o = std::make_unique<MixOrder>(mix_, rank_, world_);
-  }
+  auto o = copy();
   *next = {0, o->mix_.load_state(data, len)};  // adopts the state's seed and weights
   return o;
 }
 
 std::unique_ptr<MixOrder> MixOrder::with_weights(const std::vector<double>& weights,
                                                  uint64_t from) const {
-  std::unique_ptr<MixOrder> o;
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    o = std::make_unique<MixOrder>(mix_, rank_, world_);
-  }
+  auto o = copy();
   o->mix_.set_weights(weights, from);
   return o;
 }

@@ -30,6 +30,7 @@ class MixOrder final : public Order {
   const dataset::MixSampler& mix() const { return mix_; }
 
  private:
+  std::unique_ptr<MixOrder> copy() const;  // taken under the lock
   // fill_part uses the sampler's scratch space: one fill at a time.
   mutable std::mutex mu_;
   mutable dataset::MixSampler mix_;
