@@ -965,6 +965,36 @@ A2PACK_API a2pack_status a2pack_dataset_build_from_rows(const char *out_dir, con
                                                         const a2pack_dataset_rows_options *opts,
                                                         a2pack_dataset_build_result *result);
 
+/* One run of a2pack_dataset_append_runs: the bytes of an .a2run2 file, in
+ * memory or in a file. An element of an array, so this layout never changes. */
+typedef struct a2pack_dataset_run_bytes {
+  const void *data;   /* `length` bytes, read during the call only; NULL: read them from
+                         `path` at `offset` */
+  const char *path;   /* with data NULL: the file holding them (a run file with offset 0
+                         and length its size, or a file of many runs end to end) */
+  uint64_t offset;
+  uint64_t length;
+  const char *label;  /* names the run in errors, to on_bad_input and in skip_bad's report
+                         (UTF-8); NULL: "run <i>" */
+} a2pack_dataset_run_bytes;
+
+/* Append the runs `runs[0..n_runs)` to the dataset in `dataset_dir` exactly as
+ * a2pack_dataset_append appends the runs of a folder in that order (same
+ * code, same locking, recovery, duplicate checks and commit: the dataset's
+ * files are byte-identical to that append's but for the manifest's source),
+ * for runs that are not a folder of files: made in memory by a game loop, or
+ * staged by distributed writers. `source_input` and `source_kind` are what the
+ * manifest records as the append's source (NULL: "runs"). A range that lies
+ * beyond its file is A2PACK_E_CORRUPT naming the run; nothing is changed on
+ * any error. `runs` and what it points to are read during the call only. Any
+ * thread; `opts` and `result` may be NULL. */
+A2PACK_API a2pack_status a2pack_dataset_append_runs(const char *dataset_dir,
+                                                    const a2pack_dataset_run_bytes *runs,
+                                                    uint64_t n_runs, const char *source_input,
+                                                    const char *source_kind,
+                                                    const a2pack_dataset_build_options *opts,
+                                                    a2pack_dataset_build_result *result);
+
 enum a2pack_dataset_verify_flags {
   /* First bring an interrupted append back to the committed state: remove
    * temporary files, and the uncommitted runs and rows of a2pack's own
@@ -1406,6 +1436,10 @@ typedef struct a2pack_dataset_api {
                                       uint64_t *);
   a2pack_status (*mix_state_save)(const a2pack_dataset_mix *, uint64_t, uint8_t **, size_t *);
   a2pack_status (*mix_state_load)(a2pack_dataset_mix *, const void *, size_t, uint64_t *);
+  /* added later: runs handed over rather than a folder */
+  a2pack_status (*append_runs)(const char *, const a2pack_dataset_run_bytes *, uint64_t,
+                               const char *, const char *, const a2pack_dataset_build_options *,
+                               a2pack_dataset_build_result *);
 } a2pack_dataset_api;
 
 /* (end of section dataset) */
@@ -2363,6 +2397,25 @@ typedef struct a2pack_feed_options {
                                  one calling next()), when the process may use another, so
                                  that their gathers do not evict the training loop's caches;
                                  0: they run anywhere */
+  int32_t live;           /* 1: follow appends to the dataset (another process's `a2pack
+                             dataset append`): a committed append is seen at the next batch
+                             (one stat of manifest.json per batch; the folder is opened again
+                             on a helper thread), its rows join the endless orders at once and
+                             the epoch orders at the next epoch; never a row not committed.
+                             For every row of a single-file dataset (a2pack_feed_open without
+                             indices, a2pack_feed_open_replay); a state saved over N rows
+                             resumes over N + k. Default 0 */
+  /* Rate limiting, for self-play (live feeds): next() waits while the
+   * learner is ahead of the actors, as Reverb's SampleToInsertRatio. A
+   * batch is served when the dataset holds at least min_size rows and the
+   * units (rows, or windows) the feed served before it are fewer than
+   * samples_per_insert * (rows - min_size + 1); counted from the feed's
+   * position, so a resumed feed keeps its count. */
+  double samples_per_insert; /* 0 (default): no limit */
+  uint64_t min_size;         /* rows before the first batch, default 0 */
+  int64_t rate_timeout_ms;   /* how long next() waits for the actors before failing with
+                                A2PACK_E_FULL naming the limit; default 60000, < 0: as long
+                                as it takes */
 } a2pack_feed_options;
 
 A2PACK_API void a2pack_feed_options_init(a2pack_feed_options *opts);
@@ -2590,6 +2643,15 @@ A2PACK_API a2pack_status a2pack_feed_open_replay(const a2pack_dataset *ds,
                                                  const a2pack_feed_options *opts,
                                                  a2pack_feed **out);
 
+/* A live feed (a2pack_feed_options.live): take in now what was appended and
+ * committed until this call (waiting for the folder to be opened again), so
+ * that the next batch sees it; *rows (may be NULL) gets the rows the feed
+ * reads. A2PACK_E_INVALID_ARGUMENT for a feed that is not live; what went
+ * wrong in opening the folder again (the dataset rebuilt or replaced by
+ * other rows, damaged) is returned, naming it. The consumer's thread, as
+ * next(). */
+A2PACK_API a2pack_status a2pack_feed_refresh(a2pack_feed *f, uint64_t *rows);
+
 /* Give back the batch in *batch, the one next() (or advance) handed out
  * last, that the caller never passed on (an interrupt or an error came
  * between): the next next() hands out the same batch again (the same slot,
@@ -2648,6 +2710,8 @@ typedef struct a2pack_feed_api {
   void (*replay_options_init)(a2pack_feed_replay_options *);
   a2pack_status (*open_replay)(const a2pack_dataset *, const a2pack_feed_replay_options *,
                                const a2pack_feed_options *, a2pack_feed **);
+  /* added later: live feeds */
+  a2pack_status (*refresh)(a2pack_feed *, uint64_t *);
 } a2pack_feed_api;
 /* (end of section feed) */
 

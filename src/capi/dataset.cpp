@@ -212,6 +212,33 @@ A2PACK_EXPORT a2pack_status a2pack_dataset_append(const char* dataset_dir, const
   });
 }
 
+A2PACK_EXPORT a2pack_status a2pack_dataset_append_runs(
+    const char* dataset_dir, const a2pack_dataset_run_bytes* runs, uint64_t n_runs,
+    const char* source_input, const char* source_kind, const a2pack_dataset_build_options* opts,
+    a2pack_dataset_build_result* result) {
+  return guard([&] {
+    require(dataset_dir, "dataset_dir");
+    if (!n_runs) fail(A2PACK_E_INVALID_ARGUMENT, "{}: no runs to append", dataset_dir);
+    require(runs, "runs");
+    auto o = convert(opts);
+    std::vector<dataset::BytesSource::Entry> entries(n_runs);
+    for (uint64_t i = 0; i < n_runs; ++i) {
+      const a2pack_dataset_run_bytes& r = runs[i];
+      auto& e = entries[i];
+      e.label = r.label ? std::string(r.label) : fmt::format("run {}", i);
+      if (!r.data && !r.path)
+        fail(A2PACK_E_INVALID_ARGUMENT, "{}: neither data nor path is set", e.label);
+      e.data = static_cast<const uint8_t*>(r.data);
+      if (!r.data) e.path = r.path;
+      e.offset = r.offset;
+      e.length = r.length;
+    }
+    dataset::BytesSource src(std::move(entries), source_input ? source_input : "runs",
+                             source_kind ? source_kind : "runs");
+    fill_result(result, dataset::append(src, dataset_dir, o));
+  });
+}
+
 A2PACK_EXPORT void a2pack_dataset_rows_options_init(a2pack_dataset_rows_options* o) {
   if (!o) return;
   *o = a2pack_dataset_rows_options{};
@@ -629,6 +656,7 @@ const a2pack_dataset_api* dataset_api_table() {
       a2pack_dataset_sampler_state_load,
       a2pack_dataset_mix_state_save,
       a2pack_dataset_mix_state_load,
+      a2pack_dataset_append_runs,
   };
   return &table;
 }

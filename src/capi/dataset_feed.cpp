@@ -2,6 +2,7 @@
 // views, stats, checkpoints. Named dataset_* so a build without the dataset
 // capability leaves it out with the dataset's other files.
 #include <chrono>
+#include <cmath>
 #include <memory>
 #include <vector>
 
@@ -73,6 +74,14 @@ feed::Options convert(const a2pack_feed_options& o) {
            capi::enum_int(o.pin));
   }
   r.spare_consumer_cpu = o.spare_consumer_cpu != 0;
+  r.live = o.live != 0;
+  if (!(o.samples_per_insert >= 0) || !std::isfinite(o.samples_per_insert))
+    fail(A2PACK_E_INVALID_ARGUMENT,
+         "feed options: samples_per_insert {} must be finite and at least 0 (0: no limit)",
+         o.samples_per_insert);
+  r.samples_per_insert = o.samples_per_insert;
+  r.min_size = o.min_size;
+  r.rate_timeout_ms = o.rate_timeout_ms;
   return r;
 }
 
@@ -129,6 +138,7 @@ A2PACK_EXPORT void a2pack_feed_options_init(a2pack_feed_options* o) {
   o->start_epoch = 0;
   o->pin = A2PACK_FEED_PIN_AUTO;
   o->spare_consumer_cpu = 1;
+  o->rate_timeout_ms = 60000;
 }
 
 A2PACK_EXPORT a2pack_status a2pack_feed_open(const a2pack_dataset* ds, const int64_t* indices,
@@ -293,6 +303,14 @@ A2PACK_EXPORT a2pack_status a2pack_feed_open_mix(const a2pack_dataset* ds,
   });
 }
 
+A2PACK_EXPORT a2pack_status a2pack_feed_refresh(a2pack_feed* f, uint64_t* rows) {
+  return guard([&] {
+    require_parent(f);
+    const uint64_t n = f->f->refresh();
+    if (rows) *rows = n;
+  });
+}
+
 A2PACK_EXPORT void a2pack_feed_shards_options_init(a2pack_feed_shards_options* o) {
   if (!o) return;
   *o = a2pack_feed_shards_options{};
@@ -412,6 +430,7 @@ const a2pack_feed_api* feed_api_table() {
       a2pack_feed_open_shards,
       a2pack_feed_replay_options_init,
       a2pack_feed_open_replay,
+      a2pack_feed_refresh,
   };
   return &table;
 }

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <filesystem>
+#include <utility>
 
 #include "base/error.hpp"
 #include "base/file_io.hpp"
@@ -43,6 +44,30 @@ PayloadView DirSource::payload(size_t i, std::vector<uint8_t>& scratch) const {
     fail(A2PACK_E_UNSUPPORTED, "{}: {} bytes is too large for a run file", files_[i], size);
   scratch.resize(size);
   if (size) f.pread_exact(scratch.data(), size, 0);
+  return {scratch.data(), scratch.size()};
+}
+
+BytesSource::BytesSource(std::vector<Entry> entries, std::string input, std::string kind)
+    : entries_(std::move(entries)), input_(std::move(input)), kind_(std::move(kind)) {
+  if (entries_.empty()) fail(A2PACK_E_INVALID_ARGUMENT, "{}: no runs given", input_);
+  for (const Entry& e : entries_) {
+    if (e.length > (uint64_t{1} << 32))
+      fail(A2PACK_E_UNSUPPORTED, "{}: {} bytes is too large for a run file", e.label, e.length);
+    if (!e.data && e.path.empty())
+      fail(A2PACK_E_INVALID_ARGUMENT, "{}: neither bytes nor a file holding them", e.label);
+  }
+}
+
+PayloadView BytesSource::payload(size_t i, std::vector<uint8_t>& scratch) const {
+  const Entry& e = entries_[i];
+  if (e.data) return {e.data, static_cast<size_t>(e.length)};
+  ReadFd f(e.path);
+  uint64_t size = f.size();
+  if (e.offset > size || e.length > size - e.offset)
+    fail(A2PACK_E_CORRUPT, "{}: bytes {}..{} of {} asked for, but the file has {}", e.label,
+         e.offset, e.offset + e.length, e.path, size);
+  scratch.resize(e.length);
+  if (e.length) f.pread_exact(scratch.data(), e.length, e.offset);
   return {scratch.data(), scratch.size()};
 }
 

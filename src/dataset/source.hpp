@@ -50,6 +50,31 @@ class DirSource final : public RunSource {
   std::vector<std::string> files_;
 };
 
+// Runs whose bytes a caller hands over: each in memory, or a range of a file
+// (a run file, or a file of many runs end to end, as staged by distributed
+// writers). `input` and `kind` are what the manifest records as the source.
+// Memory entries are read in place and must outlive the build or append.
+class BytesSource final : public RunSource {
+ public:
+  struct Entry {
+    const uint8_t* data = nullptr;  // nullptr: read `length` bytes of `path` at `offset`
+    std::string path;
+    uint64_t offset = 0;
+    uint64_t length = 0;
+    std::string label;
+  };
+  BytesSource(std::vector<Entry> entries, std::string input, std::string kind);
+  size_t count() const override { return entries_.size(); }
+  PayloadView payload(size_t i, std::vector<uint8_t>& scratch) const override;
+  std::string label(size_t i) const override { return entries_[i].label; }
+  std::string input() const override { return input_; }
+  std::string kind() const override { return kind_; }
+
+ private:
+  std::vector<Entry> entries_;
+  std::string input_, kind_;
+};
+
 // Open the source for an --input argument: a folder, or a packfile (not yet
 // wired: UNSUPPORTED with a message saying so).
 std::unique_ptr<RunSource> open_source(const std::string& input);

@@ -11,6 +11,7 @@
 #include "base/spin.hpp"
 #include "order/block_order.hpp"
 #include "order/epoch_order.hpp"
+#include "order/live_order.hpp"
 #include "order/mix_order.hpp"
 
 namespace a2pack::feed {
@@ -35,14 +36,17 @@ uint64_t ns_since(Clock::time_point t0) {
 //   u32 order state length · order state · u32 CRC32C
 // of everything before it. Flags: bit 0 an epoch order that shuffles, bit 1
 // a mixing order, bit 2 a sharded dataset's block order, bit 3 a replay
-// order (windows, draws with replacement, recency). The dataset's row
+// order (windows, draws with replacement, recency), bit 4 a live feed (the
+// order's state is order/live_order.hpp's, the rows those it had read: a
+// prefix of the dataset's now). The dataset's row
 // count and manifest CRC refuse a state taken over another dataset (the
 // order's own hash covers the selection, not the rows' contents).
 constexpr char kMagic[4] = {'A', '2', 'F', 'S'};
 constexpr uint32_t kVersion = 1;
 constexpr size_t kHeader = 4 + 4 + 4 + 4 + 8 + 4;
-constexpr uint32_t kFlagShuffle = 1, kFlagMix = 2, kFlagBlocks = 4, kFlagReplay = 8;
-constexpr uint32_t kKnownFlags = kFlagShuffle | kFlagMix | kFlagBlocks | kFlagReplay;
+constexpr uint32_t kFlagShuffle = 1, kFlagMix = 2, kFlagBlocks = 4, kFlagReplay = 8,
+                   kFlagLive = 16;
+constexpr uint32_t kKnownFlags = kFlagShuffle | kFlagMix | kFlagBlocks | kFlagReplay | kFlagLive;
 
 uint32_t state_flags(const order::Order& o) {
   switch (o.kind()) {
@@ -66,6 +70,9 @@ Options checked(Options o) {
   if (o.world == 0 || o.rank >= o.world)
     fail(A2PACK_E_INVALID_ARGUMENT, "feed: rank {} of a world of {}: expected 0 <= rank < world",
          o.rank, o.world);
+  if (o.samples_per_insert > 0 && !o.live)
+    fail(A2PACK_E_INVALID_ARGUMENT,
+         "feed: a rate limit waits for rows to be appended: open the feed with live");
   if (o.threads == 0) o.threads = 1;
   if (o.slots == 0) o.slots = o.depth + 2;
   if (o.slots < o.depth + 1 || o.slots < 1)
@@ -98,9 +105,39 @@ std::unique_ptr<order::Order> epoch_order(const dataset::Dataset& ds, std::vecto
   eo.drop_last = o.drop_last;
   eo.rank = o.rank;
   eo.world = o.world;
+  if (o.live) {
+    if (!all_rows)
+      fail(A2PACK_E_INVALID_ARGUMENT,
+           "feed: {}: live follows every row of a growing dataset; a selection of {} rows does "
+           "not grow (open the feed over the whole dataset)",
+           ds.dir(), indices.size());
+    if (o.shuffle && o.shuffle_kind == dataset::Shuffle::kStored)
+      fail(A2PACK_E_INVALID_ARGUMENT,
+           "feed: {}: live takes the index shuffle or no shuffle; a stored permutation is made "
+           "for one row count",
+           ds.dir());
+    const uint64_t epochs = o.epochs;
+    return std::make_unique<order::LiveOrder>(
+        [eo, epochs](uint64_t n, uint64_t seed) {
+          auto e = eo;
+          e.seed = seed;
+          auto ord = std::make_shared<order::EpochOrder>(std::vector<int64_t>{}, true, n, e);
+          ord->set_epoch_limit(epochs);
+          return ord;
+        },
+        rows, o.seed);
+  }
   auto ord = std::make_unique<order::EpochOrder>(std::move(indices), all_rows, rows, eo);
   ord->set_epoch_limit(o.epochs);
   return ord;
+}
+
+dataset::OpenOptions reopen_options(const dataset::Dataset& ds) {
+  dataset::OpenOptions oo;
+  oo.mmap = ds.mapped();
+  oo.huge_pages = ds.huge_pages();
+  oo.verify_crc = true;
+  return oo;
 }
 
 Options mix_options(const dataset::MixSampler& mix, Options o) {
@@ -116,6 +153,11 @@ Options mix_options(const dataset::MixSampler& mix, Options o) {
 std::unique_ptr<order::Order> mix_order(const dataset::Dataset& ds, const dataset::MixSampler& mix,
                                         uint64_t first_batch, const Options& o_in) {
   const Options o = checked(mix_options(mix, o_in));
+  if (o.live)
+    fail(A2PACK_E_UNSUPPORTED,
+         "feed: {}: live follows the epoch and replay orders of a growing dataset; a mix names "
+         "its rows when it is made (weight the newest rows with recent= instead)",
+         ds.dir());
   const uint64_t rows = ds.rows();
   if (mix.min_index() < 0 || (mix.max_index() >= 0 && static_cast<uint64_t>(mix.max_index()) >= rows))
     fail(A2PACK_E_OUT_OF_RANGE, "feed: {}: the mix names row {}, outside the {} rows",
@@ -192,7 +234,94 @@ Feed::Feed(std::shared_ptr<const Rows> rows, std::unique_ptr<order::Order> ord, 
 Feed::Feed(std::shared_ptr<const dataset::Dataset> ds, std::vector<int64_t> indices,
            bool all_rows, const Options& o)
     : Feed(dataset_rows(ds), epoch_order(*ds, std::move(indices), all_rows, o),
-           Position{o.start_epoch, 0}, o) {}
+           Position{o.start_epoch, 0}, o) {
+  if (o.live) go_live(std::move(ds), false);
+}
+
+dataset::Ranges LiveTables::runs_within(uint64_t rows) {
+  std::lock_guard<std::mutex> lk(mu);
+  dataset::Ranges out;
+  for (const auto& r : runs) {
+    if (static_cast<uint64_t>(r.first + r.count) > rows) break;  // runs are in row order
+    out.push_back(r);
+  }
+  return out;
+}
+
+uint64_t Feed::refresh() {
+  check_forked();
+  if (!live_)
+    fail(A2PACK_E_INVALID_ARGUMENT,
+         "feed: refresh takes in what was appended to the dataset of a live feed; this feed "
+         "was opened without live");
+  live_->settle();
+  follow_growth();
+  std::lock_guard<std::mutex> lk(ring_->mu);
+  return rows_->rows();
+}
+
+bool Feed::wait_for_inserts(std::chrono::milliseconds timeout) {
+  const auto t0 = Clock::now();
+  for (;;) {
+    uint64_t rows, served;
+    {
+      std::lock_guard<std::mutex> lk(ring_->mu);
+      rows = rows_->rows();
+      served = order_->sequence(normalized(state_next_)) * o_.batch_size;
+    }
+    if (rows >= o_.min_size &&
+        static_cast<double>(served) <
+            o_.samples_per_insert * static_cast<double>(rows - o_.min_size + 1)) {
+      rate_wait_since_.reset();
+      return true;
+    }
+    const auto now = Clock::now();
+    if (!rate_wait_since_) rate_wait_since_ = now;
+    const auto waited =
+        std::chrono::duration_cast<std::chrono::milliseconds>(now - *rate_wait_since_);
+    if (o_.rate_timeout_ms >= 0 && waited.count() >= o_.rate_timeout_ms) {
+      rate_wait_since_.reset();  // the next call waits its own timeout again
+      fail(A2PACK_E_FULL,
+           "feed: rate limit: {} units served and the dataset holds {} rows; at {} samples per "
+           "insert after {} rows the next batch needs more rows appended, and none came in {} "
+           "ms (the learner is ahead of the actors)",
+           served, rows, o_.samples_per_insert, o_.min_size, o_.rate_timeout_ms);
+    }
+    if (timeout.count() >= 0 && now - t0 >= timeout) return false;
+    // The actors' next commit: looked for every few milliseconds (a stat).
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    follow_growth();
+  }
+}
+
+void Feed::go_live(std::shared_ptr<const dataset::Dataset> ds, bool runs) {
+  try {
+    live_ = std::make_unique<LiveRows>(ds, reopen_options(*ds), runs);
+  } catch (...) {
+    stop();
+    throw;
+  }
+}
+
+void Feed::follow_growth() {
+  std::optional<LiveRows::Grown> g = live_->poll();
+  if (!g) return;
+  const auto& live = static_cast<const order::LiveOrder&>(*order_);  // a live feed's order
+  const uint64_t rows = g->ds->rows();
+  if (live_tables_) {
+    std::lock_guard<std::mutex> lk(live_tables_->mu);
+    live_tables_->runs = std::move(g->runs);
+    // New rows join at the largest priority the rows had: each is drawn
+    // soon, and its first update says what it is worth.
+    if (auto& pr = live_tables_->priorities) pr->grow(rows, pr->largest());
+  }
+  Position at;
+  {
+    std::lock_guard<std::mutex> lk(ring_->mu);
+    at = normalized(state_next_);
+  }
+  replace_order(live.grown(rows, at), at, dataset_rows(std::move(g->ds)));
+}
 
 Feed::Feed(std::shared_ptr<const dataset::Dataset> ds, const dataset::MixSampler& mix,
            uint64_t first_batch, const Options& o)
@@ -202,6 +331,11 @@ Feed::Feed(std::shared_ptr<const dataset::Dataset> ds, const dataset::MixSampler
 std::unique_ptr<Feed> Feed::over_shards(const std::string& dir, const ShardOptions& so,
                                         const Options& o_in) {
   const Options o = checked(o_in);
+  if (o.live)
+    fail(A2PACK_E_UNSUPPORTED,
+         "feed: {}: live follows a single-file dataset; a sharded dataset's block order does not "
+         "follow appends yet (reopen the feed after an append)",
+         dir);
   if (!o.shuffle)
     fail(A2PACK_E_INVALID_ARGUMENT,
          "feed: {}: a sharded dataset is read in its block shuffle (shards dealt out to the "
@@ -240,13 +374,35 @@ std::unique_ptr<Feed> Feed::over_replay(std::shared_ptr<const dataset::Dataset> 
   ro.world = o.world;
   if (ds->rows() == 0)
     fail(A2PACK_E_INVALID_ARGUMENT, "feed: {}: the dataset holds no rows", ds->dir());
+  if (ro.priorities && ro.priorities->size() != ds->rows())
+    fail(A2PACK_E_INVALID_ARGUMENT,
+         "feed: {} priorities for a dataset of {} rows: one priority per row",
+         ro.priorities->size(), ds->rows());
   // Windows never cross a run's end: they need the runs (one SQL query).
-  const dataset::Ranges runs = ro.window > 1 ? ds->select("", {}) : dataset::Ranges{};
-  auto ord = std::make_unique<order::ReplayOrder>(runs, ds->rows(), ro);
-  const Position first{ro.replacement ? 0 : o.start_epoch, 0};
+  const bool windows = ro.window > 1;
+  const dataset::Ranges runs = windows ? ds->select("", {}) : dataset::Ranges{};
+  const Position first{ro.replacement || ro.priorities ? 0 : o.start_epoch, 0};
   Options fo = o;
-  if (ro.replacement) fo.epochs = 0;  // endless
-  return std::make_unique<Feed>(dataset_rows(std::move(ds)), std::move(ord), first, fo);
+  if (ro.replacement || ro.priorities) fo.epochs = 0;  // endless
+  if (!o.live) {
+    auto ord = std::make_unique<order::ReplayOrder>(runs, ds->rows(), ro);
+    return std::make_unique<Feed>(dataset_rows(std::move(ds)), std::move(ord), first, fo);
+  }
+  auto tables = std::make_shared<LiveTables>();
+  tables->runs = runs;
+  tables->priorities = ro.priorities;
+  auto ord = std::make_unique<order::LiveOrder>(
+      [tables, ro](uint64_t n, uint64_t seed) {
+        auto r = ro;
+        r.seed = seed;
+        return std::make_shared<order::ReplayOrder>(
+            r.window > 1 ? tables->runs_within(n) : dataset::Ranges{}, n, r);
+      },
+      ds->rows(), ro.seed);
+  auto f = std::make_unique<Feed>(dataset_rows(ds), std::move(ord), first, fo);
+  f->live_tables_ = std::move(tables);
+  f->go_live(std::move(ds), windows);
+  return f;
 }
 
 Feed::~Feed() { stop(); }
@@ -461,6 +617,11 @@ void Feed::put_back(Slot* s) {
 Slot* Feed::next(std::chrono::milliseconds timeout, bool* ended) {
   *ended = false;
   check_forked();
+  // A batch put back is handed out again as it was, before any growth.
+  if (live_ && !returned_) {
+    follow_growth();
+    if (o_.samples_per_insert > 0 && !wait_for_inserts(timeout)) return nullptr;
+  }
   std::unique_lock<std::mutex> lk(ring_->mu);
   if (returned_) {  // ticket consumed_ itself, ahead of everything else
     Slot* s = std::exchange(returned_, nullptr);
@@ -583,7 +744,7 @@ std::string Feed::save_state() const {
   {
     std::lock_guard<std::mutex> lk(ring_->mu);
     inner = order_->save_state(state_next_);
-    flags = state_flags(*order_);
+    flags = state_flags(*order_) | (live_ ? kFlagLive : 0u);
   }
   std::string s(kMagic, 4);
   le::append<uint32_t>(s, kVersion);
@@ -619,12 +780,19 @@ void Feed::load_state(const void* data, size_t len) {
          kKnownFlags);
   const uint32_t rows_crc = le::load<uint32_t>(p + 12);
   const uint64_t rows = le::load<uint64_t>(p + 16);
-  if (rows != rows_->rows() || rows_crc != rows_->rows_crc())
+  const bool same_rows = live_ ? rows <= rows_->rows() && rows_crc == rows_->prefix_crc(rows)
+                               : rows == rows_->rows() && rows_crc == rows_->rows_crc();
+  if (!same_rows)
     fail(A2PACK_E_INVALID_ARGUMENT,
          "feed state was taken over another dataset ({} rows, CRC32C {:08x}); {} has {} rows, "
-         "CRC32C {:08x}",
-         rows, rows_crc, rows_->dir(), rows_->rows(), rows_->rows_crc());
-  const uint32_t mine = state_flags(*order_);
+         "CRC32C {:08x}{}",
+         rows, rows_crc, rows_->dir(), rows_->rows(), rows_->rows_crc(),
+         live_ ? " (a live feed resumes over the rows the state read, and rows appended after)"
+               : "");
+  const uint32_t mine = state_flags(*order_) | (live_ ? kFlagLive : 0u);
+  if ((flags & kFlagLive) != (mine & kFlagLive))
+    fail(A2PACK_E_INVALID_ARGUMENT, "feed state was taken from a feed {} live; this one is {}",
+         flags & kFlagLive ? "with" : "without", live_ ? "live" : "not");
   const uint32_t kinds = kFlagMix | kFlagBlocks | kFlagReplay;
   if ((flags & kinds) != (mine & kinds))
     fail(A2PACK_E_INVALID_ARGUMENT, "feed state was taken from a feed over {}; this feed is over {}",
@@ -635,6 +803,11 @@ void Feed::load_state(const void* data, size_t len) {
   // Checked (and anything its position needs made) before anything changes.
   Position next;
   auto o = order_->load_state(p + kHeader, inner_len, &next);
+  if (live_) {
+    // Rows appended after the state was taken join at its position.
+    const auto& loaded = static_cast<const order::LiveOrder&>(*o);
+    if (loaded.rows() < rows_->rows()) o = loaded.grown(rows_->rows(), next);
+  }
   replace_order(std::move(o), next);
 }
 
@@ -655,11 +828,13 @@ void Feed::set_weights(const std::vector<double>& weights) {
   replace_order(std::move(o), Position{0, from});
 }
 
-void Feed::replace_order(std::unique_ptr<order::Order> o, Position p) {
+void Feed::replace_order(std::unique_ptr<order::Order> o, Position p,
+                         std::shared_ptr<const Rows> rows) {
   stop();
   {
     std::lock_guard<std::mutex> lk(ring_->mu);
     order_ = std::move(o);
+    if (rows) rows_ = std::move(rows);
   }
   order_->set_helper_entry([this] { placement_.enter_helper(); });
   begin(p);

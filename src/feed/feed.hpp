@@ -14,6 +14,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -23,6 +24,7 @@
 #include "dataset/mix_sampler.hpp"
 #include "dataset/sampler.hpp"
 #include "dataset/shard_cache.hpp"
+#include "feed/live_rows.hpp"
 #include "feed/pace.hpp"
 #include "feed/placement.hpp"
 #include "feed/ring.hpp"
@@ -59,6 +61,16 @@ struct Options {
   uint64_t start_epoch = 0;
   Pin pin = Pin::kAuto;
   bool spare_consumer_cpu = true;  // see feed/placement.hpp
+  // Follow appends to the dataset (feed/live_rows.hpp, order/live_order.hpp):
+  // epoch orders over every row and the replay orders.
+  bool live = false;
+  // Rate limiting (live feeds): a batch waits until the dataset holds
+  // min_size rows and the units served before it are fewer than
+  // samples_per_insert * (rows - min_size + 1); after rate_timeout_ms
+  // (< 0: never) FULL, naming the limit. 0: no limit.
+  double samples_per_insert = 0;
+  uint64_t min_size = 0;
+  int64_t rate_timeout_ms = 60000;
 };
 
 // A sharded dataset read within a memory budget (dataset/shard_cache.hpp).
@@ -76,6 +88,15 @@ struct Stats {
   uint32_t threads = 0, depth = 0, slots = 0, held = 0, ready = 0;
   bool pinned = false;
   int spared_cpu = -1;  // the CPU the producers keep off, or -1
+};
+
+// What a live feed's orders are made again from as the dataset grows.
+struct LiveTables {
+  std::mutex mu;
+  dataset::Ranges runs;  // the dataset's runs (window orders)
+  std::shared_ptr<order::Priorities> priorities;  // grown with the rows (prioritized orders)
+  // The runs that end within the first `rows` rows.
+  dataset::Ranges runs_within(uint64_t rows);
 };
 
 class Feed {
@@ -128,6 +149,9 @@ class Feed {
   // next on; batches filled ahead are made again. INVALID_ARGUMENT for a
   // feed over another order or weights the mix refuses (no change).
   void set_weights(const std::vector<double>& weights);
+  // A live feed: take in what was committed until now (waiting for the
+  // folder to be opened again); the rows the feed reads.
+  uint64_t refresh();
   const order::Order& order() const { return *order_; }
   const ForkStamp& stamp() const { return stamp_; }
   const Ring& ring() const { return *ring_; }
@@ -138,8 +162,21 @@ class Feed {
   void make_ring(size_t part_rows);   // the ring for parts of up to part_rows rows
   // Replace the order (when `next` is given) and start the producers at p.
   void begin(order::Position p);
-  // Stop the producers, put `o` in place of the order and restart at p.
-  void replace_order(std::unique_ptr<order::Order> o, order::Position p);
+  // Stop the producers, put `o` in place of the order (and `rows` in place
+  // of the rows, when given) and restart at p.
+  void replace_order(std::unique_ptr<order::Order> o, order::Position p,
+                     std::shared_ptr<const Rows> rows = nullptr);
+  // A live feed: take in the rows an append added, if one committed
+  // (feed/live_rows.hpp); the consumer's thread, before a batch.
+  void follow_growth();
+  // Rate limiting: wait until the actors have appended enough for the
+  // batch at the feed's position: false when `timeout` (< 0: none) ran out
+  // first; FULL when the limit's own timeout has, counted from the first
+  // call that waited for this batch.
+  bool wait_for_inserts(std::chrono::milliseconds timeout);
+  // A live feed over `ds`: what follows its folder, and the order made
+  // again over the rows it grows to.
+  void go_live(std::shared_ptr<const dataset::Dataset> ds, bool runs);
   // The position after p, skipping empty epochs; false when the feed ends
   // before it (the epochs limit).
   bool advance(order::Position* p) const;
@@ -160,6 +197,11 @@ class Feed {
 
   std::shared_ptr<const Rows> rows_;
   Options o_;
+  // A live feed's watcher, the runs' table its window orders are made
+  // over, and the priorities that grow with it (null otherwise).
+  std::unique_ptr<LiveRows> live_;
+  std::optional<std::chrono::steady_clock::time_point> rate_wait_since_;
+  std::shared_ptr<LiveTables> live_tables_;
   std::unique_ptr<order::Order> order_;
   size_t part_max_ = 0;  // most rows of a rank's part
   std::shared_ptr<Ring> ring_;

@@ -1,5 +1,7 @@
 #include "feed/rows.hpp"
 
+#include "base/crc32c.hpp"
+
 namespace a2pack::feed {
 
 namespace {
@@ -12,6 +14,11 @@ class DatasetRows final : public Rows {
   uint64_t rows() const override { return ds_->rows(); }
   const std::string& dir() const override { return ds_->dir(); }
   uint32_t rows_crc() const override { return crc_; }
+  uint32_t prefix_crc(uint64_t n) const override {
+    if (n == ds_->rows()) return crc_;
+    if (n > ds_->rows() || !ds_->data()) return 0;
+    return crc32c::compute(ds_->data(), static_cast<size_t>(n * dataset::kRowBytes));
+  }
   void gather(const int64_t* idx, size_t n, const dataset::ColumnsOut& out,
               uint32_t workers) const override {
     ds_->gather_columns(idx, n, out, workers);
@@ -28,6 +35,7 @@ class ShardRows final : public Rows {
   uint64_t rows() const override { return c_->rows(); }
   const std::string& dir() const override { return c_->dir(); }
   uint32_t rows_crc() const override { return c_->manifest().steps_crc32c; }
+  uint32_t prefix_crc(uint64_t n) const override { return n == rows() ? rows_crc() : 0; }
   void gather(const int64_t* idx, size_t n, const dataset::ColumnsOut& out,
               uint32_t) const override {
     c_->gather_columns(idx, n, out);

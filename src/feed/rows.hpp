@@ -23,6 +23,9 @@ class Rows {
   // The rows' manifest CRC32C (0 without a manifest): a checkpoint's check
   // that it is loaded over the same rows.
   virtual uint32_t rows_crc() const = 0;
+  // The CRC32C of the first n rows (a live feed's state names the rows it
+  // had read: a prefix of the rows now). O(n) unless n is every row.
+  virtual uint32_t prefix_crc(uint64_t n) const = 0;
   // Copy rows idx[0..n) to `out`'s columns (OUT_OF_RANGE before anything
   // is written for an index outside). Thread-safe.
   virtual void gather(const int64_t* idx, size_t n, const dataset::ColumnsOut& out,

@@ -38,6 +38,9 @@ class EpochOrder final : public Order {
   uint64_t batches_in(uint64_t) const override { return batch_count_; }
   uint64_t sequence(Position p) const override { return p.epoch * batch_count_ + p.batch; }
   size_t max_rows() const override;
+  size_t max_rows_any() const override {
+    return static_cast<size_t>((o_.batch_size + o_.world - 1) / o_.world);
+  }
   size_t fill(Position p, Out& out) const override;
   uint64_t seed() const override { return base_.seed(); }
   void restart(Position p) override;

@@ -71,6 +71,9 @@ class Order {
   virtual uint64_t sequence(Position p) const = 0;
   // The most rows fill() writes for one batch.
   virtual size_t max_rows() const = 0;
+  // The most it writes over any number of rows (a live feed's ring is made
+  // for the dataset it grows into).
+  virtual size_t max_rows_any() const { return max_rows(); }
   // Write this rank's rows of batch p to `out` (at most max_rows()); returns
   // how many, and the rows of the whole global batch in out.global_rows.
   // Thread-safe: producers fill different batches at once.

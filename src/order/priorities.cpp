@@ -56,7 +56,13 @@ Priorities::Priorities(uint64_t n, double alpha, double beta, float initial)
   const float pa = checked_power(initial, kInitial);
   p_.assign(n, initial);
   pa_.assign(n, pa);
+  largest_ = initial;
   rebuild();
+}
+
+float Priorities::largest() const {
+  auto lk = read_lock();
+  return largest_;
 }
 
 float Priorities::checked_power(float v, size_t position) const {
@@ -146,6 +152,7 @@ void Priorities::update(const int64_t* idx, const float* values, size_t k) {
     const auto r = static_cast<size_t>(idx[i]);
     p_[r] = values[i];
     pa_[r] = powered[i];
+    largest_ = std::max(largest_, values[i]);
   }
   // Each touched block once (sorted), however many of its rows changed.
   thread_local std::vector<uint64_t> blocks;
@@ -180,6 +187,7 @@ void Priorities::grow(uint64_t new_n, float initial) {
   if (new_n <= old) return;
   p_.resize(new_n, initial);
   pa_.resize(new_n, pa);
+  largest_ = std::max(largest_, initial);
   const uint64_t blocks = (new_n + kBlock - 1) / kBlock;
   if (blocks > leaves_)
     rebuild();  // the tree doubles (or more): amortised over the rows that filled it
@@ -375,6 +383,7 @@ std::unique_ptr<Priorities> Priorities::load(const std::string& path, double alp
     if (!std::isfinite(v) || v < 0)
       fail(A2PACK_E_CORRUPT, "{}: priority {} of row {} is not finite and at least 0", path, v, i);
     p->pa_[i] = power(v, alpha);
+    p->largest_ = std::max(p->largest_, v);
     if (!std::isfinite(p->pa_[i]))
       fail(A2PACK_E_INVALID_ARGUMENT, "{}: priority {} of row {} to the power alpha {} is beyond a float",
            path, v, i, alpha);

@@ -59,6 +59,10 @@ class Priorities {
   // Rows [size(), new_n) join with priority `initial` (nothing when new_n
   // is not larger). O(new rows + log n) unless the tree must double.
   void grow(uint64_t new_n, float initial);
+  // The largest priority the rows were given (at construction, by an
+  // update or a grow, or in the loaded file): what rows appended to a live
+  // dataset start with, so that each is drawn soon.
+  float largest() const;
 
   // Draw k rows of [lo, hi) with probability p^alpha / (the range's sum),
   // stratified (k equal parts of the mass, one uniform draw in each, so the
@@ -115,6 +119,7 @@ class Priorities {
 
   double alpha_, beta_;
   std::vector<float> p_, pa_;   // the priorities, and p^alpha
+  float largest_ = 0;           // see largest()
   uint64_t leaves_ = 1;         // blocks, rounded up to a power of two
   std::vector<double> tree_;    // 2 * leaves_: node i's children 2i, 2i + 1; leaves at leaves_
   mutable std::shared_mutex mu_;

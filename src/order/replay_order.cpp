@@ -49,7 +49,7 @@ ReplayOrder::ReplayOrder(const dataset::Ranges& runs, uint64_t rows, const Optio
            "feed: prioritized sampling draws rows; windows of {} steps are drawn uniformly "
            "(replacement) or in epochs",
            o_.window);
-    if (o_.priorities->size() != rows)
+    if (o_.priorities->size() < rows)
       fail(A2PACK_E_INVALID_ARGUMENT,
            "feed: {} priorities for a dataset of {} rows: one priority per row",
            o_.priorities->size(), rows);

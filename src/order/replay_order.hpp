@@ -44,8 +44,9 @@ class ReplayOrder final : public Order {
     uint64_t recent = 0;       // 0: every row; K: the newest K rows only
     // Rows drawn with probability p^alpha (endless, with replacement), and
     // their importance weights in the weights column; one priority per row
-    // of the dataset. Shared: the learner updates it while producers draw.
-    std::shared_ptr<const Priorities> priorities;
+    // of the dataset (or more: a live feed's grow ahead of its orders).
+    // Shared: the learner updates it while producers draw.
+    std::shared_ptr<Priorities> priorities;
   };
   // `runs`: the dataset's runs in row order (each run's rows); `rows`: its
   // row count. Fails, naming the value, for a window of 0, a stride other
@@ -61,6 +62,9 @@ class ReplayOrder final : public Order {
     return o_.replacement ? p.batch : p.epoch * batch_count_ + p.batch;
   }
   size_t max_rows() const override;
+  size_t max_rows_any() const override {
+    return static_cast<size_t>((o_.batch_size + o_.world - 1) / o_.world * o_.window);
+  }
   size_t fill(Position p, Out& out) const override;
   uint64_t seed() const override { return o_.seed; }
   std::string save_state(Position next) const override;

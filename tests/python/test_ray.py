@@ -10,6 +10,7 @@ instead of hanging it."""
 
 import contextlib
 import filecmp
+import json
 import os
 import pathlib
 import shutil
@@ -62,6 +63,9 @@ def cluster():
     ctx = ray.data.DataContext.get_current()
     ctx.enable_progress_bars = False
     ctx.print_on_execution_start = False
+    # The sources' rows are compared in the order of the library's readers:
+    # Ray hands blocks out in the order they finish unless told otherwise.
+    ctx.execution_options.preserve_order = True
     try:
         yield
     finally:
@@ -329,6 +333,8 @@ def test_append_dataset_matches_the_cli_append(data, tmp_path, monkeypatch, bloc
                       if n != "manifest.json") == names
         same_files(tmp_path / f"ray-{base}", tmp_path / f"cli-{base}", names)
         a2pack.verify_dataset(tmp_path / f"ray-{base}")
+        source = json.loads((tmp_path / f"ray-{base}" / "manifest.json").read_text())["sources"]
+        assert (source[-1]["input"], source[-1]["kind"], source[-1]["runs"]) == ("ray", "ray", 7)
     assert leftovers(tmp_path) == []
 
 
@@ -543,6 +549,16 @@ def test_sources_and_a_sink_over_s3(data, tmp_path, monkeypatch):
             client.upload_file(str(root / n), "a2pack-ray", n)
         for n in ("steps.npy", "metadata.db", "manifest.json"):
             client.upload_file(str(root / "cli_ds" / n), "a2pack-ray", f"ds/{n}")
+        log = tmp_path / "log"
+        with a2pack.DataLogger(log, rotate_bytes=8192, frame_bytes=4096) as w:
+            sid = w.register_stream({"entity": "e"}, epoch_scale=1e-3, value_scale=1e-6)
+            for i in range(3000):
+                w.record(sid, i * 0.5, np.array([i % 7, 9 + i % 5], np.uint32), [i, -i])
+                if i % 300 == 0:
+                    w.flush()
+        for f in sorted(p for p in log.rglob("*") if p.is_file()):
+            client.upload_file(str(f), "a2pack-ray", f"logs/run1/{f.relative_to(log)}")
+        assert len(os.listdir(log / "segments")) > 2
         remote = {"env_vars": env}
         with deadline(180):
             bag = a2ray.read_bag("s3://a2pack-ray/cli@3.bagz", override_num_blocks=2,
@@ -555,6 +571,17 @@ def test_sources_and_a_sink_over_s3(data, tmp_path, monkeypatch):
                                        override_num_blocks=2, runtime_env=remote).take_all()
             a2ray.write_bag(runs, "s3://a2pack-ray/out@3.bagz",
                             ray_remote_args={"runtime_env": remote})
+            logs = pa.concat_tables(ray.get(a2ray.read_log(
+                "s3://a2pack-ray/logs/run1", override_num_blocks=2,
+                runtime_env=remote).to_arrow_refs()))
+            globbed = a2ray.read_log("s3://a2pack-ray/logs/run*", columns=["epoch", "source"],
+                                     runtime_env=remote).take_all()
+        want = a2pack.logger.decode(log).to_arrow()
+        for c in ("stream_id", "epoch", "indices", "values"):
+            assert logs.column(c).combine_chunks().equals(want.column(c).combine_chunks()), c
+        assert [r["source"] for r in globbed] == ["s3://a2pack-ray/logs/run1"] * want.num_rows
+        with pytest.raises(FileNotFoundError, match="s3://a2pack-ray/logs/none"):
+            a2ray.read_log("s3://a2pack-ray/logs/none")
         assert [r["record"] for r in bag] == list(a2pack.bag.Reader(str(root / "cli@3.bagz")))
         local = a2pack.PackReader(root / "cli.a2pack")
         assert [r["run"] for r in pack] == [local.read(i) for i in range(len(local))]

@@ -28,8 +28,8 @@ from .gen import GenOptions, generate_run, generate_dir
 # capability: pack
 from .pack import PackReader, PackWriter, PackStats, PackEntry, PackBuildSummary, pack_dir
 # capability: dataset
-from .dataset import STEP_DTYPE, Dataset, EpochSampler, build_dataset, append_dataset, verify_dataset
-from .feed import Feed, FeedBatch  # the training feed (docs/training.md)
+from .dataset import STEP_DTYPE, Dataset, EpochSampler, build_dataset, append_dataset, append_runs, verify_dataset
+from .feed import Feed, FeedBatch, RateLimit  # the training feed (docs/training.md)
 from .priorities import Priorities  # prioritized replay (docs/replay.md)
 from .shards import ShardStream  # datasets larger than RAM (docs/dataset.md)
 # capability: bag (the sackli-compatible API is the submodule a2pack.bag)

@@ -14,13 +14,17 @@ from __future__ import annotations
 import json
 import os
 import warnings
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import (TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple,
+                    Union)
 
 import numpy as np
 import numpy.typing as npt
 
 from . import _query
 from ._native import check, ffi, fspath, lib, view_array
+
+if TYPE_CHECKING:
+    from .run import RunV2
 
 #: The exact row dtype of steps.npy (docs/dataset.md): 32 bytes, packed.
 STEP_DTYPE = np.dtype([
@@ -247,6 +251,15 @@ def append_dataset(dataset_dir: PathLike, input: PathLike, *, workers: int = 0,
     (the result's ``runs_duplicated`` counts them). Existing runs without a digest (a
     dataset written before a2pack recorded them) get one first, once: the
     result's ``digests_recorded``."""
+    return _append(lambda o, r: lib.a2pack_dataset_append(fspath(dataset_dir), fspath(input),
+                                                         o, r),
+                   workers, allow_missing_branches, progress, skip_bad, lock_timeout, copy,
+                   shard_rows, allow_duplicates)
+
+
+def _append(call: Callable[[Any, Any], int], workers: int, allow_missing_branches: bool,
+            progress: Progress, skip_bad: bool, lock_timeout: Optional[float], copy: bool,
+            shard_rows: int, allow_duplicates: bool) -> Dict[str, Any]:
     skipped: Optional[List[Tuple[str, str]]] = [] if skip_bad else None
     notes: List[str] = []
     o, _cb = _build_options(workers, allow_missing_branches, False, progress,
@@ -255,8 +268,56 @@ def append_dataset(dataset_dir: PathLike, input: PathLike, *, workers: int = 0,
     o.shard_rows = int(shard_rows)
     r = ffi.new("a2pack_dataset_build_result *")
     r.size = ffi.sizeof("a2pack_dataset_build_result")
-    check(lib.a2pack_dataset_append(fspath(dataset_dir), fspath(input), o, r))
+    check(call(o, r))
     return _result(r, skipped, notes)
+
+
+# A run for append_runs: its bytes (or a RunV2), or (file, offset, length).
+RunBytes = Union[bytes, bytearray, memoryview, "RunV2", Tuple[PathLike, int, int]]
+
+
+def append_runs(dataset_dir: PathLike, runs: Sequence[RunBytes], *,
+                labels: Optional[Sequence[str]] = None, source: str = "python",
+                source_kind: str = "python", workers: int = 0,
+                allow_missing_branches: bool = False, progress: Progress = None,
+                skip_bad: bool = False, lock_timeout: Optional[float] = 60.0,
+                copy: bool = False, shard_rows: int = 0,
+                allow_duplicates: bool = False) -> Dict[str, Any]:
+    """Append runs held in memory - a game loop's ``RunV2`` objects or the
+    bytes of run files - to a dataset, in the order given, exactly as
+    :func:`append_dataset` appends a folder of those runs (the same locking,
+    recovery, duplicate checks and atomic commit; the same files but for the
+    manifest, whose source is ``source``/``source_kind``). A run may also be
+    ``(path, offset, length)``: that range of a file (a run file, or a file
+    of runs end to end), read by the library. ``labels`` name the runs in
+    errors and in the result's ``skipped`` (default ``"run <i>"``). The
+    options are :func:`append_dataset`'s."""
+    runs = list(runs)
+    if labels is not None and len(labels) != len(runs):
+        raise ValueError(f"append_runs: {len(runs)} runs but {len(labels)} labels")
+    arr = ffi.new("a2pack_dataset_run_bytes[]", max(len(runs), 1))
+    keep: List[Any] = []  # the cdata the array points into, alive for the call
+    for i, run in enumerate(runs):
+        e = arr[i]
+        if isinstance(run, tuple):
+            path, offset, length = run
+            p = ffi.new("char[]", fspath(path))
+            keep.append(p)
+            e.path, e.offset, e.length = p, int(offset), int(length)
+        else:
+            data = run.to_bytes("v2") if hasattr(run, "to_bytes") else run
+            buf = ffi.from_buffer(data)
+            keep.append(buf)
+            e.data, e.length = buf, len(buf)
+        if labels is not None:
+            lab = ffi.new("char[]", str(labels[i]).encode())
+            keep.append(lab)
+            e.label = lab
+    src, kind = source.encode(), source_kind.encode()
+    return _append(lambda o, r: lib.a2pack_dataset_append_runs(fspath(dataset_dir), arr, len(runs),
+                                                              src, kind, o, r),
+                   workers, allow_missing_branches, progress, skip_bad, lock_timeout, copy,
+                   shard_rows, allow_duplicates)
 
 
 def verify_dataset(dataset_dir: PathLike, *, repair: bool = False, workers: int = 0,

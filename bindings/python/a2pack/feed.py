@@ -67,6 +67,7 @@ _PIN = {"auto": lib.A2PACK_FEED_PIN_AUTO, "off": lib.A2PACK_FEED_PIN_OFF,
 # signals again (Ctrl-C), in milliseconds.
 _WAIT_SLICE_MS = 100
 _E_FULL = lib.A2PACK_E_FULL  # next() when the consumer holds every slot of the ring
+_RATE_LIMIT = "feed: rate limit:"  # ... or when a rate limit's wait ran out (its message)
 
 
 # What feed.py and the C part agree on (_feedcore.c's VERSION): a C part of
@@ -418,6 +419,37 @@ def _shuffle_option(shuffle: Union[bool, str]) -> int:
     raise ValueError(f"shuffle must be True, False, 'index' or 'stored', not {shuffle!r}")
 
 
+class RateLimit:
+    """How far a live feed's learner may run ahead of the actors that append
+    to its dataset (as Reverb's ``SampleToInsertRatio``): a batch is served
+    once the dataset holds ``min_size`` rows and the units (rows, or
+    windows) served before it are fewer than ``samples_per_insert * (rows -
+    min_size + 1)``; ``next()`` waits for appends meanwhile, and raises
+    :class:`~a2pack.errors.FullError` naming the limit after ``timeout``
+    seconds (None: waits as long as it takes). The count is the feed's
+    position, so a resumed feed keeps it."""
+
+    __slots__ = ("samples_per_insert", "min_size", "timeout")
+
+    def __init__(self, samples_per_insert: float, min_size: int = 0,
+                 timeout: Optional[float] = 60.0) -> None:
+        spi = float(samples_per_insert)
+        if not spi > 0 or spi != spi or spi == float("inf"):
+            raise ValueError(f"samples_per_insert must be a positive finite number, not "
+                             f"{samples_per_insert!r}")
+        if int(min_size) < 0:
+            raise ValueError(f"min_size must be at least 0, not {min_size!r}")
+        if timeout is not None and not float(timeout) >= 0:
+            raise ValueError(f"timeout must be at least 0 seconds (or None), not {timeout!r}")
+        self.samples_per_insert = spi
+        self.min_size = int(min_size)
+        self.timeout = timeout
+
+    def __repr__(self) -> str:
+        return (f"RateLimit(samples_per_insert={self.samples_per_insert}, "
+                f"min_size={self.min_size}, timeout={self.timeout})")
+
+
 class Feed(_FeedBase):
     """Batches of a dataset for a training loop, filled ahead by library
     threads, in the epoch sampler's order (see docs/training.md).
@@ -499,6 +531,22 @@ class Feed(_FeedBase):
     (importance weights); :meth:`update_priorities` changes them while the
     feed runs (a batch filled ahead keeps the priorities of when it was
     filled: at most ``depth`` batches old).
+
+    ``live=True`` follows a dataset that another process appends to
+    (``a2pack dataset append``, :func:`a2pack.append_runs`, Beam, Ray): an
+    append is seen at the next batch after it commits (one ``stat`` of the
+    manifest per batch; the folder is opened again on a library thread), its
+    rows join the endless orders (``replacement``, ``priority``) at once and
+    the epoch orders at the next epoch, and nothing uncommitted is ever
+    read. Priorities grow with the rows, each new row at the largest
+    priority given so far. For every row of a single-file dataset, opened
+    (not a selection, a mix or a sharded folder). A ``state_dict()`` taken
+    over N rows resumes over N + k: the same batches up to its position,
+    the k new rows taken in from there. :meth:`refresh` takes in what was
+    committed until now, so that the next batch sees it.
+
+    ``rate_limit=`` a :class:`RateLimit` (live feeds) makes ``next()`` wait
+    while the learner is ahead of the actors.
     """
 
     def __init__(self, dataset: Any, indices: Optional[npt.ArrayLike] = None, *,
@@ -514,7 +562,8 @@ class Feed(_FeedBase):
                  verify_crc: Optional[bool] = None, window: Optional[int] = None,
                  stride: Optional[int] = None, short: Optional[str] = None,
                  replacement: Optional[bool] = None, recent: Optional[int] = None,
-                 priority: Any = None) -> None:
+                 priority: Any = None, live: bool = False,
+                 rate_limit: Optional["RateLimit"] = None) -> None:
         if tensors not in (None, "numpy", "torch"):
             raise ValueError(f"tensors must be 'numpy' or 'torch', not {tensors!r}")
         self._torch = tensors == "torch"
@@ -562,6 +611,14 @@ class Feed(_FeedBase):
         o.start_epoch = int(start_epoch)
         o.pin = _PIN[pin]
         o.spare_consumer_cpu = bool(spare_cpu)
+        o.live = bool(live)
+        if rate_limit is not None:
+            if not isinstance(rate_limit, RateLimit):
+                raise TypeError(f"rate_limit must be an a2pack.RateLimit, not {rate_limit!r}")
+            o.samples_per_insert = float(rate_limit.samples_per_insert)
+            o.min_size = int(rate_limit.min_size)
+            o.rate_timeout_ms = (-1 if rate_limit.timeout is None
+                                 else int(float(rate_limit.timeout) * 1000))
         out = ffi.new("a2pack_feed **")
         self._mix = mix
         sharded = isinstance(dataset, (str, os.PathLike))
@@ -744,6 +801,8 @@ class Feed(_FeedBase):
                 if ended[0]:
                     raise StopIteration
                 st = lib.a2pack_feed_advance(h, ffi.NULL, 0, _WAIT_SLICE_MS, out, info, ended)
+                if st == _E_FULL and last_error().startswith(_RATE_LIMIT):
+                    raise FullError(last_error(), int(_E_FULL))  # the actors fell behind
                 if st == _E_FULL and (self._finish_a_copy() or self._wait_for_a_release()):
                     continue
                 if st == _E_FULL:
@@ -938,6 +997,18 @@ class Feed(_FeedBase):
             "seed": int(s.seed),
             "spared_cpu": None if s.spared_cpu < 0 else int(s.spared_cpu),
         }
+
+    def refresh(self) -> int:
+        """A live feed: take in now what was appended and committed until
+        this call (waiting for the library to open the folder again), so
+        that the next batch sees it; returns the rows the feed reads.
+        Raises what went wrong in opening it again (the dataset rebuilt or
+        replaced by other rows, damaged), naming it."""
+        with self._lock:
+            h = self._check_open()
+            rows = ffi.new("uint64_t *")
+            check(lib.a2pack_feed_refresh(h, rows))
+            return int(rows[0])
 
     def update_priorities(self, indices: npt.ArrayLike, values: npt.ArrayLike) -> None:
         """Set the priorities of rows ``indices`` (e.g. a batch's

@@ -83,7 +83,7 @@ except ImportError as e:  # pragma: no cover - Ray Data itself needs pyarrow
 
 from . import bag as _bag
 from .arrow import bag_batch_arrow, dataset_gather_arrow, run_batch_arrow
-from .dataset import STEP_DTYPE, Dataset, append_dataset as _append_dataset, verify_dataset
+from .dataset import STEP_DTYPE, Dataset, append_runs as _append_runs, verify_dataset
 from .dataset_rows import RowsError, RunMeta, run_rows, write_dataset as _write_rows
 from .errors import Error
 from .feed import Feed
@@ -826,9 +826,36 @@ def read_dataset(path: PathLike, columns: Optional[Sequence[str]] = None, *, ver
 
 
 # ------------------------------------------------------------------ read_log
+def _remote_log_folder(url: str) -> Optional[List[Tuple[str, int]]]:
+    """(path relative to the folder, size) of every object of the logger
+    folder ``url``, or None when nothing under it looks like one."""
+    base = _url(url).rstrip("/")
+    objs = [(u[len(base) + 1:], n) for u, n in _remote_list(base, recursive=True)
+            if u.startswith(base + "/")]
+    if not any(r.endswith(".seg.zst") and r.count("/") <= 1 for r, _n in objs):
+        return None
+    return objs
+
+
 def _log_folders(path: Paths) -> List[str]:
     if isinstance(path, (str, os.PathLike)):
         p = os.fspath(path)
+        if _has_magic(p) and _remote(p):
+            # Folders matching the pattern: the prefixes of the objects below
+            # the pattern's fixed part that match it and hold segments.
+            url = _url(p).rstrip("/")
+            scheme, rest = url.split("://", 1)
+            parts = rest.split("/")
+            fixed = next(i for i, x in enumerate(parts) if glob.has_magic(x))
+            base = f"{scheme}://" + "/".join(parts[:fixed])
+            depth = len(parts)
+            candidates = {f"{scheme}://" + "/".join(u.split("://", 1)[1].split("/")[:depth])
+                          for u, _n in _remote_list(base, recursive=True)}
+            found = sorted((c for c in candidates if fnmatch.fnmatchcase(c, url)
+                            and _remote_log_folder(c) is not None), key=os.fsencode)
+            if not found:
+                raise FileNotFoundError(f"{p}: no logger folder matches this pattern")
+            return found
         if _has_magic(p):
             found = sorted((d for d in glob.glob(p) if os.path.isdir(d)), key=os.fsencode)
             if not found:
@@ -839,15 +866,38 @@ def _log_folders(path: Paths) -> List[str]:
         folders = [os.fspath(x) for x in path]
         if not folders:
             raise ValueError("read_log: the list of logger folders is empty")
+    out = []
     for f in folders:
-        if not os.path.isdir(f):
+        if _remote(f):
+            f = _url(f).rstrip("/")
+            if _remote_log_folder(f) is None:
+                raise FileNotFoundError(f"{f}: no logger folder here (no segments/*.seg.zst "
+                                        "objects under it)")
+        elif not os.path.isdir(f):
             raise FileNotFoundError(f"{f}: no such logger folder")
-    return folders
+        out.append(f)
+    return out
 
 
 def _segment_number(name: str) -> Optional[int]:
     stem = name[:-len(".seg.zst")] if name.endswith(".seg.zst") else ""
     return int(stem) if stem.isdigit() and (len(stem) == 5 or not stem.startswith("0")) else None
+
+
+def _log_listing(folder: str) -> Tuple[Optional[List[Tuple[str, int]]], List[Tuple[str, int]]]:
+    """(entries of segments/ or None without one, the folder's own files):
+    (name, bytes) each, local or in a bucket."""
+    if _remote(folder):
+        objs = _remote_log_folder(folder) or []
+        seg = [(r.split("/", 1)[1], n) for r, n in objs if r.startswith("segments/")]
+        top = [(r, n) for r, n in objs if "/" not in r]
+        return (seg if seg else None), top
+    segdir = os.path.join(folder, "segments")
+    top = [(n, os.path.getsize(os.path.join(folder, n))) for n in os.listdir(folder)
+           if os.path.isfile(os.path.join(folder, n))]
+    if not os.path.isdir(segdir):
+        return None, top
+    return [(n, os.path.getsize(os.path.join(segdir, n))) for n in os.listdir(segdir)], top
 
 
 def _log_units(folder: str, strict: bool) -> Tuple[List[Tuple[str, int]], bool]:
@@ -857,17 +907,31 @@ def _log_units(folder: str, strict: bool) -> Tuple[List[Tuple[str, int]], bool]:
     folder that the library would report, and not ``strict``. (The plain
     layout chains epochs from segment to segment, and a gap or a stray name
     is reported only by a decode of the whole folder.)"""
-    seg = os.path.join(folder, "segments")
-    if not os.path.isdir(seg):
-        names = sorted(n for n in os.listdir(folder) if n.endswith(".seg.zst"))
-        return [(n, os.path.getsize(os.path.join(folder, n))) for n in names], False
-    names = sorted(os.listdir(seg))
-    numbers = [_segment_number(n) for n in names]
+    seg, top = _log_listing(folder)
+    if seg is None:
+        return sorted((n, size) for n, size in top if n.endswith(".seg.zst")), False
+    numbers = [_segment_number(n) for n, _size in seg]
     ok = not strict and all(x is not None for x in numbers) and sorted(
-        x for x in numbers if x is not None) == list(range(len(names)))
-    units = [(n, os.path.getsize(os.path.join(seg, n))) for n in names if n.endswith(".seg.zst")]
+        x for x in numbers if x is not None) == list(range(len(seg)))
+    units = [(n, size) for n, size in seg if n.endswith(".seg.zst")]
     units.sort(key=lambda u: _segment_number(u[0]) or 0)
     return units, ok
+
+
+def _fetch_log(folder: str, names: Optional[Sequence[str]], into: str) -> None:
+    """Copy the logger folder ``folder`` (a bucket's) into ``into``: its
+    streams' sidecars, and the segments ``names`` (None: every object)."""
+    import pyarrow.fs as pafs
+
+    fs, base = _filesystem(folder)
+    for rel, _n in _remote_log_folder(folder) or []:
+        if names is not None and not rel.startswith("streams/"):
+            if not (rel.startswith("segments/") and rel.split("/", 1)[1] in names):
+                continue
+        dest = os.path.join(into, *rel.split("/"))
+        os.makedirs(os.path.dirname(dest), exist_ok=True)
+        pafs.copy_files(f"{base}/{rel}", dest, source_filesystem=fs,
+                        destination_filesystem=pafs.LocalFileSystem())
 
 
 def _log_table(data: LogData, folder: str, columns: Sequence[str]) -> pa.Table:
@@ -882,14 +946,15 @@ def _decode_segments(folder: str, names: Optional[Sequence[str]], first: int, st
                      ) -> LogData:
     """Decode ``folder`` whole (``names`` None) or only the segments
     ``names`` (the first being segment number ``first``): a folder of links
-    to them and to the streams' sidecars, decoded by the library, whose
-    report of the segments before ``first`` as missing is expected and
-    dropped; every other problem is logged, naming the real folder."""
+    to them and to the streams' sidecars (of copies, for a folder in a
+    bucket), decoded by the library, whose report of the segments before
+    ``first`` as missing is expected and dropped; every other problem is
+    logged, naming the real folder."""
     import warnings
 
     from .logger import DecodeWarning
 
-    if names is None:
+    if names is None and not _remote(folder):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", DecodeWarning)  # logged below
             data = _decode_log(folder, strict=strict, workers=1)
@@ -898,18 +963,25 @@ def _decode_segments(folder: str, names: Optional[Sequence[str]], first: int, st
         return data
     tmp = tempfile.mkdtemp(prefix="a2pack-ray-log-")
     try:
-        os.mkdir(os.path.join(tmp, "segments"))
-        streams = os.path.join(folder, "streams")
-        if os.path.isdir(streams):
-            os.symlink(os.path.abspath(streams), os.path.join(tmp, "streams"))
-        for n in names:
-            os.symlink(os.path.abspath(os.path.join(folder, "segments", n)),
-                       os.path.join(tmp, "segments", n))
+        if _remote(folder):
+            _fetch_log(folder, names, tmp)
+        else:
+            os.mkdir(os.path.join(tmp, "segments"))
+            streams = os.path.join(folder, "streams")
+            if os.path.isdir(streams):
+                os.symlink(os.path.abspath(streams), os.path.join(tmp, "streams"))
+            for n in names or []:
+                os.symlink(os.path.abspath(os.path.join(folder, "segments", n)),
+                           os.path.join(tmp, "segments", n))
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", DecodeWarning)
-            data = _decode_log(tmp, strict=False, workers=1)
+            try:
+                data = _decode_log(tmp, strict=strict if names is None else False, workers=1)
+            except Error as e:  # strict: the error names the real folder, not the copy
+                raise type(e)(e.message.replace(tmp, folder), e.status) from None
         for p in data.problems:
-            missing_before = (p.status == "A2PACK_E_NOT_FOUND" and p.offset == 0 and first > 0
+            missing_before = (names is not None and p.status == "A2PACK_E_NOT_FOUND"
+                              and p.offset == 0 and first > 0
                               and (_segment_number(os.path.basename(p.path)) or 0) < first)
             if not missing_before:
                 _LOG.warning("%s", str(p).replace(tmp, folder))
@@ -992,7 +1064,9 @@ def read_log(path: Paths, *, columns: Optional[Sequence[str]] = None, strict: bo
     """A Ray Dataset of data-logger records, one row per record:
     ``stream_id``, ``epoch``, ``indices``, ``values`` (the columns of
     :meth:`a2pack.LogData.to_arrow`) and ``source`` (the folder). ``path``
-    is a logger folder, a glob of folders or a list of them (local paths).
+    is a logger folder, a glob of folders or a list of them, local or
+    ``s3://``/``gs://`` (a task copies the segments it reads, and the
+    streams' sidecars, to a temporary folder and decodes them there).
 
     Read tasks take runs of consecutive segments: the library decodes each
     task's segments (a folder of links to them beside the streams'
@@ -1178,12 +1252,15 @@ class _StagedSink(Datasink):  # type: ignore[misc]  # Ray's classes are Any to m
     def _finish(self, staged: List[_Staged]) -> Dict[str, Any]:
         raise NotImplementedError
 
-    def _in_order(self, staged: List[_Staged], order: Callable[[Any], Any]
+    def _order(self, staged: List[_Staged], order: Callable[[Any], Any]) -> List[int]:
+        return _sorted_keys([s[0] for s in staged], order if self._order_by else (lambda k: k),
+                            self._what)
+
+    def _in_order(self, staged: List[_Staged], order: Optional[Callable[[Any], Any]]
                   ) -> Iterator[Tuple[Any, bytes]]:
-        """(key, bytes) of the staged rows in key order, each checked against
-        the CRC its write task took."""
-        idx = _sorted_keys([s[0] for s in staged], order if self._order_by else (lambda k: k),
-                           self._what)
+        """(key, bytes) of the staged rows in key order (``order`` None: in
+        the order given), each checked against the CRC its write task took."""
+        idx = range(len(staged)) if order is None else self._order(staged, order)
         files: Dict[str, IO[bytes]] = {}
         try:
             for i in idx:
@@ -1273,8 +1350,10 @@ class AppendDatasink(_StagedSink):
     def __init__(self, path: PathLike, *, order_by: Optional[str] = "key",
                  staging_dir: Optional[PathLike] = None, allow_missing_branches: bool = False,
                  skip_bad: bool = False, shard_rows: int = 0,
-                 lock_timeout: Optional[float] = 60.0) -> None:
+                 lock_timeout: Optional[float] = 60.0, source_input: str = "ray",
+                 source_kind: str = "ray") -> None:
         super().__init__(path, order_by, staging_dir)
+        self._source = (source_input, source_kind)
         self._opts: Dict[str, Any] = dict(allow_missing_branches=allow_missing_branches,
                                           skip_bad=skip_bad, shard_rows=int(shard_rows),
                                           lock_timeout=lock_timeout)
@@ -1287,25 +1366,17 @@ class AppendDatasink(_StagedSink):
     def _finish(self, staged: List[_Staged]) -> Dict[str, Any]:
         if not staged:
             raise ValueError(f"append_dataset: no runs to append to {self._out}")
-        # The runs, in key order, as a folder beside the dataset whose file
-        # names sort in that order; the library's append takes it whole
-        # (atomic: the dataset is the old one or the new one).
-        parent = os.path.dirname(os.path.abspath(self._out))
-        folder = tempfile.mkdtemp(prefix=os.path.basename(os.path.abspath(self._out))
-                                  + ".ray-append-", dir=parent)
-        try:
-            names: Dict[str, Any] = {}
-            for pos, (key, data) in enumerate(self._in_order(staged, _byte_order)):
-                name = f"run-{pos:09d}.a2run2"
-                names[name] = key
-                with open(os.path.join(folder, name), "wb") as f:
-                    f.write(data)
-            result = _append_dataset(self._out, folder, **self._opts)
-        finally:
-            shutil.rmtree(folder, ignore_errors=True)
-        skipped = result.pop("skipped", [])
-        result["bad_runs"] = sorted((str(names.get(os.path.basename(p), p)), why)
-                                    for p, why in skipped)
+        # The runs in key order, each checked against its write task's CRC,
+        # then appended by the library straight from the staging files
+        # (atomic: the dataset is the old one or the new one; the manifest
+        # names Ray as the source).
+        order = [staged[i] for i in self._order(staged, _byte_order)]
+        for _ in self._in_order(order, None):
+            pass
+        result = _append_runs(self._out, [(path, at, n) for _k, path, at, n, _c in order],
+                              labels=[str(k) for k, *_rest in order], source=self._source[0],
+                              source_kind=self._source[1], **self._opts)
+        result["bad_runs"] = sorted(result.pop("skipped", []))
         result["path"] = self._out
         return result
 
@@ -1460,19 +1531,23 @@ def append_dataset(ds: "ray.data.Dataset", path: PathLike, *, order_by: Optional
                    staging_dir: Optional[PathLike] = None, allow_missing_branches: bool = False,
                    skip_bad: bool = False, shard_rows: int = 0,
                    lock_timeout: Optional[float] = 60.0, concurrency: Optional[int] = None,
-                   ray_remote_args: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+                   ray_remote_args: Optional[Dict[str, Any]] = None,
+                   source_input: str = "ray", source_kind: str = "ray") -> Dict[str, Any]:
     """Append the runs of ``ds`` to the dataset folder ``path`` with the
     library's append (``a2pack dataset append``: atomic, the new rows only,
     under the folder's lock, waiting up to ``lock_timeout`` seconds for
     readers), new run ids in the order of ``order_by`` (as
-    :func:`write_dataset`). The runs are staged as for :func:`write_pack`,
-    then written in order to a folder beside the dataset that the append
-    takes; the manifest records that folder as the source. Returns the
-    append's counts and ``bad_runs`` (with ``skip_bad``)."""
+    :func:`write_dataset`). The runs are staged as for :func:`write_pack`;
+    the library appends them from the staging files in that order
+    (:func:`a2pack.append_runs`), so the dataset's files are those of
+    ``a2pack dataset append`` of the same runs but for the manifest, whose
+    source is ``source_input``/``source_kind`` (default ``ray``). Returns
+    the append's counts and ``bad_runs`` (with ``skip_bad``)."""
     return _write(ds, AppendDatasink(path, order_by=order_by, staging_dir=staging_dir,
                                      allow_missing_branches=allow_missing_branches,
                                      skip_bad=skip_bad, shard_rows=shard_rows,
-                                     lock_timeout=lock_timeout), concurrency, ray_remote_args,
+                                     lock_timeout=lock_timeout, source_input=source_input,
+                                     source_kind=source_kind), concurrency, ray_remote_args,
                   [order_by, "run"])
 
 

@@ -355,6 +355,15 @@ struct a2pack_dataset_rows_options
     allow_duplicates::Int32  # int32_t allow_duplicates
 end
 
+# a2pack_dataset_run_bytes
+struct a2pack_dataset_run_bytes
+    data::Ptr{Cvoid}  # const void *data
+    path::Ptr{Cchar}  # const char *path
+    offset::UInt64  # uint64_t offset
+    length::UInt64  # uint64_t length
+    label::Ptr{Cchar}  # const char *label
+end
+
 # enum a2pack_dataset_verify_flags
 const a2pack_dataset_verify_flags = Cuint
 const A2PACK_DATASET_VERIFY_REPAIR = a2pack_dataset_verify_flags(1)
@@ -477,6 +486,7 @@ struct a2pack_dataset_api
     sampler_state_load::Ptr{Cvoid}  # a2pack_status (*sampler_state_load)(a2pack_dataset_sampler *arg1, const void *arg2, size_t arg3, uint64_t *arg4)
     mix_state_save::Ptr{Cvoid}  # a2pack_status (*mix_state_save)(const a2pack_dataset_mix *arg1, uint64_t arg2, uint8_t **arg3, size_t *arg4)
     mix_state_load::Ptr{Cvoid}  # a2pack_status (*mix_state_load)(a2pack_dataset_mix *arg1, const void *arg2, size_t arg3, uint64_t *arg4)
+    append_runs::Ptr{Cvoid}  # a2pack_status (*append_runs)(const char *arg1, const a2pack_dataset_run_bytes *arg2, uint64_t arg3, const char *arg4, const char *arg5, const a2pack_dataset_build_options *arg6, a2pack_dataset_build_result *arg7)
 end
 
 # a2pack_bag_compression
@@ -836,6 +846,10 @@ struct a2pack_feed_options
     start_epoch::UInt64  # uint64_t start_epoch
     pin::a2pack_feed_pin  # a2pack_feed_pin pin
     spare_consumer_cpu::Int32  # int32_t spare_consumer_cpu
+    live::Int32  # int32_t live
+    samples_per_insert::Cdouble  # double samples_per_insert
+    min_size::UInt64  # uint64_t min_size
+    rate_timeout_ms::Int64  # int64_t rate_timeout_ms
 end
 
 # a2pack_feed_batch_info
@@ -932,6 +946,7 @@ struct a2pack_feed_api
     open_shards::Ptr{Cvoid}  # a2pack_status (*open_shards)(const char *arg1, const a2pack_feed_shards_options *arg2, const a2pack_feed_options *arg3, a2pack_feed **arg4)
     replay_options_init::Ptr{Cvoid}  # void (*replay_options_init)(a2pack_feed_replay_options *arg1)
     open_replay::Ptr{Cvoid}  # a2pack_status (*open_replay)(const a2pack_dataset *arg1, const a2pack_feed_replay_options *arg2, const a2pack_feed_options *arg3, a2pack_feed **arg4)
+    refresh::Ptr{Cvoid}  # a2pack_status (*refresh)(a2pack_feed *arg1, uint64_t *arg2)
 end
 
 # a2pack_priorities_info
@@ -1178,6 +1193,7 @@ const _fp_a2pack_dataset_build = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_dataset_append = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_dataset_rows_options_init = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_dataset_build_from_rows = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_a2pack_dataset_append_runs = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_dataset_verify = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_dataset_open_options_init = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_dataset_open = Ref{Ptr{Cvoid}}(C_NULL)
@@ -1295,6 +1311,7 @@ const _fp_a2pack_feed_shards_options_init = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_feed_open_shards = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_feed_replay_options_init = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_feed_open_replay = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_a2pack_feed_refresh = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_feed_put_back = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_feed_batch_release_cells = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_priorities_open = Ref{Ptr{Cvoid}}(C_NULL)
@@ -1411,6 +1428,7 @@ const SYMBOLS = (
     (:a2pack_dataset_append, _fp_a2pack_dataset_append),
     (:a2pack_dataset_rows_options_init, _fp_a2pack_dataset_rows_options_init),
     (:a2pack_dataset_build_from_rows, _fp_a2pack_dataset_build_from_rows),
+    (:a2pack_dataset_append_runs, _fp_a2pack_dataset_append_runs),
     (:a2pack_dataset_verify, _fp_a2pack_dataset_verify),
     (:a2pack_dataset_open_options_init, _fp_a2pack_dataset_open_options_init),
     (:a2pack_dataset_open, _fp_a2pack_dataset_open),
@@ -1528,6 +1546,7 @@ const SYMBOLS = (
     (:a2pack_feed_open_shards, _fp_a2pack_feed_open_shards),
     (:a2pack_feed_replay_options_init, _fp_a2pack_feed_replay_options_init),
     (:a2pack_feed_open_replay, _fp_a2pack_feed_open_replay),
+    (:a2pack_feed_refresh, _fp_a2pack_feed_refresh),
     (:a2pack_feed_put_back, _fp_a2pack_feed_put_back),
     (:a2pack_feed_batch_release_cells, _fp_a2pack_feed_batch_release_cells),
     (:a2pack_priorities_open, _fp_a2pack_priorities_open),
@@ -2023,6 +2042,11 @@ end
 # a2pack_status a2pack_dataset_build_from_rows(const char *out_dir, const void *rows, uint64_t n_rows, const a2pack_dataset_run_record *runs, uint64_t n_runs, const a2pack_dataset_rows_options *opts, a2pack_dataset_build_result *result)
 function a2pack_dataset_build_from_rows(out_dir, rows, n_rows, runs, n_runs, opts, result)
     @ccall $(_fp_a2pack_dataset_build_from_rows[])(out_dir::Ptr{Cchar}, rows::Ptr{Cvoid}, n_rows::UInt64, runs::Ptr{a2pack_dataset_run_record}, n_runs::UInt64, opts::Ptr{a2pack_dataset_rows_options}, result::Ptr{a2pack_dataset_build_result})::a2pack_status
+end
+
+# a2pack_status a2pack_dataset_append_runs(const char *dataset_dir, const a2pack_dataset_run_bytes *runs, uint64_t n_runs, const char *source_input, const char *source_kind, const a2pack_dataset_build_options *opts, a2pack_dataset_build_result *result)
+function a2pack_dataset_append_runs(dataset_dir, runs, n_runs, source_input, source_kind, opts, result)
+    @ccall $(_fp_a2pack_dataset_append_runs[])(dataset_dir::Ptr{Cchar}, runs::Ptr{a2pack_dataset_run_bytes}, n_runs::UInt64, source_input::Ptr{Cchar}, source_kind::Ptr{Cchar}, opts::Ptr{a2pack_dataset_build_options}, result::Ptr{a2pack_dataset_build_result})::a2pack_status
 end
 
 # a2pack_status a2pack_dataset_verify(const char *dataset_dir, uint32_t flags, uint32_t workers, char **out_report_json)
@@ -2608,6 +2632,11 @@ end
 # a2pack_status a2pack_feed_open_replay(const a2pack_dataset *ds, const a2pack_feed_replay_options *replay, const a2pack_feed_options *opts, a2pack_feed **out)
 function a2pack_feed_open_replay(ds, replay, opts, out)
     @ccall $(_fp_a2pack_feed_open_replay[])(ds::Ptr{a2pack_dataset}, replay::Ptr{a2pack_feed_replay_options}, opts::Ptr{a2pack_feed_options}, out::Ptr{Ptr{a2pack_feed}})::a2pack_status
+end
+
+# a2pack_status a2pack_feed_refresh(a2pack_feed *f, uint64_t *rows)
+function a2pack_feed_refresh(f, rows)
+    @ccall $(_fp_a2pack_feed_refresh[])(f::Ptr{a2pack_feed}, rows::Ptr{UInt64})::a2pack_status
 end
 
 # a2pack_status a2pack_feed_put_back(a2pack_feed *f, a2pack_feed_batch **batch)

@@ -1,0 +1,218 @@
+"""Live feeds: a dataset appended to while it is read. New rows join the
+endless orders at the next batch and the epoch orders at the next epoch;
+nothing uncommitted is served (an appending process killed half-way
+included); a state saved over N rows resumes over N + k; the rate limit
+holds a learner back until the actors append; bad uses are refused."""
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+import a2pack
+from beam_ddp_helpers import make_run
+from cli_util import cli_path
+
+COLS = ("boards", "run_ids", "step_indices", "indices")
+
+
+def runs(first, count):
+    return [make_run(first + k, 40 + (first + k) * 7 % 50) for k in range(count)]
+
+
+@pytest.fixture
+def ds_dir(tmp_path):
+    d = tmp_path / "ds"
+    (tmp_path / "runs").mkdir()
+    for k, r in enumerate(runs(0, 10)):
+        r.save(tmp_path / "runs" / f"run-{k:03d}.a2run2")
+    a2pack.build_dataset(tmp_path / "runs", d, workers=1)
+    return d
+
+
+def feed(ds, **kw):
+    kw.setdefault("pin", "off")
+    kw.setdefault("columns", COLS)
+    kw.setdefault("live", True)
+    return a2pack.Feed(ds, **kw)
+
+
+def take(f, n):
+    out = []
+    for _ in range(n):
+        b = next(f)
+        out.append({"epoch": b.epoch, "batch": b.batch,
+                    **{k: np.array(b[k]) for k in b.keys()}})
+    return out
+
+
+def same(a, b):
+    assert [(x["epoch"], x["batch"]) for x in a] == [(y["epoch"], y["batch"]) for y in b]
+    for x, y in zip(a, b):
+        assert np.array_equal(x["indices"], y["indices"])
+
+
+def test_endless_draws_take_the_appended_rows_at_the_next_batch(ds_dir):
+    ds = a2pack.Dataset(ds_dir, mmap=True)
+    n = len(ds)
+    with feed(ds, replacement=True, batch_size=512, seed=3) as f:
+        before = take(f, 3)
+        assert all(b["indices"].max() < n for b in before)
+        r = a2pack.append_runs(ds_dir, runs(100, 6))
+        assert f.refresh() == n + r["rows_added"] == r["total_rows"]
+        after = take(f, 4)
+    assert [b["batch"] for b in after] == [3, 4, 5, 6]
+    new = np.concatenate([b["indices"] for b in after])
+    assert new.max() >= n and new.max() < r["total_rows"]
+    # The served rows are the dataset's rows at those indices.
+    rows = a2pack.Dataset(ds_dir).get_batch(np.arange(r["total_rows"]))
+    for b in before + after:
+        assert np.array_equal(b["boards"], rows["board"][b["indices"]])
+
+
+def test_epoch_orders_take_new_rows_at_the_next_epoch_and_resume_exactly(ds_dir):
+    ds = a2pack.Dataset(ds_dir)
+    n = len(ds)
+    kw = dict(batch_size=128, seed=5)
+    with feed(ds, **kw) as f:
+        per_epoch = f.stats()["batches_per_epoch"]
+        first = take(f, 2)
+        state = f.state_dict()
+        a2pack.append_runs(ds_dir, runs(200, 5))
+        total = f.refresh()
+        rest = take(f, per_epoch - 2)           # epoch 0 as it began: the old rows only
+        nxt = take(f, 3)                         # epoch 1: every row
+        later_state = f.state_dict()
+        tail = take(f, 3)
+    seen0 = np.concatenate([b["indices"] for b in first + rest])
+    assert sorted(seen0.tolist()) == list(range(n))
+    assert all(b["epoch"] == 1 for b in nxt)
+    # A new live feed over the grown dataset, from the state taken over n
+    # rows: the rest of epoch 0 over the old rows, then the same epoch 1.
+    grown = a2pack.Dataset(ds_dir)
+    assert len(grown) == total > n
+    with feed(grown, **kw) as g:
+        g.load_state_dict(state)
+        same(take(g, len(rest) + len(nxt)), rest + nxt)
+    with feed(grown, **kw) as g:
+        g.load_state_dict(later_state)
+        same(take(g, 3), tail)
+    with feed(grown, **kw) as g:
+        epoch1 = [b for b in take(g, 2 * per_epoch + 4) if b["epoch"] == 1]
+    assert sorted(np.concatenate([b["indices"] for b in epoch1]).tolist()) == list(range(total))
+
+
+def test_windows_and_priorities_follow_the_growth(ds_dir):
+    ds = a2pack.Dataset(ds_dir)
+    n = len(ds)
+    pr = a2pack.Priorities(n, alpha=1.0, beta=0.4, initial=1.0)
+    with feed(ds, window=8, replacement=True, batch_size=32, seed=1, recent=400) as w, \
+            feed(ds, priority=pr, batch_size=256, seed=2) as p:
+        take(w, 2)
+        b = take(p, 1)[0]
+        w.update_priorities if False else p.update_priorities(b["indices"], np.full(256, 4.0))
+        r = a2pack.append_runs(ds_dir, runs(300, 4))
+        w.refresh()
+        assert p.refresh() == r["total_rows"]
+        assert len(pr) == r["total_rows"]
+        # New rows start at the largest priority given so far.
+        assert np.all(pr.get(np.arange(n, r["total_rows"])) == 4.0)
+        for b in take(w, 5):
+            idx = b["indices"]
+            assert np.all(np.diff(idx, axis=1) == 1)
+            assert np.all(b["run_ids"] == b["run_ids"][:, :1])
+            assert idx.min() >= r["total_rows"] - 400  # the newest 400 rows
+        drawn = np.concatenate([b["indices"] for b in take(p, 8)])
+        assert drawn.max() >= n
+
+
+APPENDER = r"""
+import sys, time
+import a2pack
+from beam_ddp_helpers import make_run
+ds, first, count = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+for k in range(count):
+    a2pack.append_runs(ds, [make_run(first + 10 * k + j, 60 + j) for j in range(10)])
+    print(k, flush=True)
+"""
+
+
+def test_an_appending_process_never_shows_a_torn_row_even_when_killed(ds_dir, tmp_path):
+    """Another process appends while the feed runs; one is SIGKILLed in the
+    middle of an append. Every row served equals the committed row at its
+    index (appends never change rows), and the feed sees every commit."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [os.path.dirname(__file__)] + [p for p in sys.path if p]))
+    script = tmp_path / "appender.py"
+    script.write_text(APPENDER)
+    ds = a2pack.Dataset(ds_dir, mmap=True)
+    served = []
+    with feed(ds, replacement=True, batch_size=256, seed=9, depth=2) as f:
+        proc = subprocess.Popen([sys.executable, str(script), str(ds_dir), "1000", "6"],
+                                env=env, stdout=subprocess.PIPE, text=True)
+        for _ in range(6):
+            served += take(f, 5)
+        assert proc.wait(timeout=300) == 0
+        # One more, killed as soon as it has started appending.
+        proc = subprocess.Popen([sys.executable, str(script), str(ds_dir), "5000", "50"],
+                                env=env, stdout=subprocess.PIPE, text=True)
+        proc.stdout.readline()  # its first append committed; the next is under way
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=60)
+        served += take(f, 5)
+        rows = f.refresh()
+        served += take(f, 5)
+    final = a2pack.Dataset(ds_dir)  # recovers nothing: the killed append left no commit
+    assert len(final) == rows
+    allrows = final.get_batch(np.arange(len(final)))
+    for b in served:
+        assert b["indices"].max() < len(final)
+        assert np.array_equal(b["boards"], allrows["board"][b["indices"]])
+    assert max(b["indices"].max() for b in served[-5:]) >= len(ds)
+
+
+def test_the_rate_limit_waits_for_the_actors(ds_dir):
+    ds = a2pack.Dataset(ds_dir)
+    n = len(ds)
+    limit = a2pack.RateLimit(samples_per_insert=2.0, min_size=n - 100, timeout=0.3)
+    with feed(ds, replacement=True, batch_size=50, rate_limit=limit, depth=1) as f:
+        got = take(f, 4)  # 2 * 101 units allowed: batches 0..4 (0, 50, ..., 200 served before)
+        take(f, 1)
+        with pytest.raises(a2pack.FullError, match="rate limit: 250 units served"):
+            next(f)
+        a2pack.append_runs(ds_dir, runs(400, 2))
+        more = take(f, 3)  # the wait sees the commit
+    assert len(got) == 4 and [b["batch"] for b in more] == [5, 6, 7]
+    with pytest.raises(ValueError, match="samples_per_insert"):
+        a2pack.RateLimit(samples_per_insert=0)
+    with pytest.raises(a2pack.InvalidArgumentError, match="open the feed with live"):
+        a2pack.Feed(ds, replacement=True, rate_limit=a2pack.RateLimit(4.0), pin="off")
+
+
+def test_bad_uses_are_refused_naming_why(ds_dir, tmp_path):
+    ds = a2pack.Dataset(ds_dir)
+    with pytest.raises(a2pack.InvalidArgumentError, match="selection of 10 rows does not grow"):
+        feed(ds, indices=np.arange(10))
+    with pytest.raises(a2pack.InvalidArgumentError, match="stored permutation"):
+        feed(ds, shuffle="stored")
+    with feed(ds, live=False) as plain:
+        with pytest.raises(a2pack.InvalidArgumentError, match="opened without live"):
+            plain.refresh()
+        plain_state = plain.state_dict()
+    with feed(ds) as f:
+        with pytest.raises(a2pack.InvalidArgumentError, match="without live; this one is live"):
+            f.load_state_dict(plain_state)
+        live_state = f.state_dict()
+        # The dataset rebuilt with other rows: refused, naming it.
+        (tmp_path / "other").mkdir()
+        for k, r in enumerate(runs(700, 3)):
+            r.save(tmp_path / "other" / f"r{k}.a2run2")
+        a2pack.build_dataset(tmp_path / "other", ds_dir, overwrite=True, workers=1)
+        with pytest.raises(a2pack.InvalidArgumentError, match="rebuilt or replaced"):
+            f.refresh()
+    with feed(ds, live=False) as plain:
+        with pytest.raises(a2pack.InvalidArgumentError, match="with live; this one is not"):
+            plain.load_state_dict(live_state)
