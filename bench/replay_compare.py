@@ -14,11 +14,18 @@ calls:
   - prioritized, sample 4 096 rows and update 4 096 priorities: a2pack
     Feed(priority=a2pack.Priorities(...)) + update_priorities; TorchRL
     PrioritizedSampler sample + update_priority;
+  - prioritized windows, 256 x 16 steps, sampled and their 256 start
+    priorities updated: a2pack Feed(window=16, priority=...); TorchRL
+    PrioritizedSliceSampler(num_slices=256, traj_key=run_id);
+  - flashbax (JAX on CPU, jitted, the batch ready): its flat buffer's
+    uniform sample of 4 096 and its prioritised flat buffer's sample +
+    set_priorities of 4 096, in the uniform and prioritized rows;
 and the share of a 2 ms step a2pack's loop waits (consumer_wait_s over the
 loop's time). The a2pack time is what the loop receives: next() on a feed
 whose producers fill ahead, columns exponents, moves, legal, ev_values.
 
 Usage: python3 bench/replay_compare.py [--rows N ...] [--calls K] [--no-torchrl]
+       [--no-flashbax]
 """
 
 from __future__ import annotations
@@ -119,6 +126,53 @@ def torchrl_cells(steps, calls):
         _, info = rb.sample(return_info=True)
         rb.update_priority(info["index"], pri)
     out["prioritized"] = median_ms(sample_update, calls)
+    from torchrl.data.replay_buffers.samplers import PrioritizedSliceSampler
+    rb = buffer(PrioritizedSliceSampler(max_capacity=n, alpha=0.6, beta=0.4, num_slices=SLICES,
+                                        traj_key="run_id", strict_length=True),
+                SLICES * SLICE_LEN)
+    spri = torch.rand(SLICES * SLICE_LEN) + 0.1
+
+    def slice_sample_update():
+        _, info = rb.sample(return_info=True)
+        rb.update_priority(info["index"], spri)
+    out["prioritized windows"] = median_ms(slice_sample_update, calls)
+    return out
+
+
+def flashbax_cells(steps, calls):
+    """flashbax's flat buffers over the same rows (JAX on CPU): a uniform
+    sample of 4 096, and a prioritised sample + set_priorities of 4 096."""
+    import jax
+    import jax.numpy as jnp
+    import flashbax as fbx
+    n = len(steps)
+    items = {"board": jnp.asarray(steps["board"].view(np.uint32).reshape(n, 2)),
+             "move": jnp.asarray(steps["move"]),
+             "ev_values": jnp.asarray(np.ascontiguousarray(steps["ev_values"]))}
+    first = jax.tree_util.tree_map(lambda x: x[0], items)
+    out = {}
+    key = [jax.random.PRNGKey(0)]
+
+    def next_key():
+        key[0], k = jax.random.split(key[0])
+        return k
+    flat = fbx.make_flat_buffer(max_length=n, min_length=1, sample_batch_size=BATCH,
+                                add_sequences=True)
+    state = flat.add(flat.init(first), items)
+    sample = jax.jit(flat.sample)
+    out["uniform"] = median_ms(
+        lambda: jax.block_until_ready(sample(state, next_key()).experience), calls)
+    del state
+    prio = fbx.make_prioritised_flat_buffer(max_length=n, min_length=1, sample_batch_size=BATCH,
+                                            add_sequences=True, priority_exponent=0.6)
+    pstate = [prio.add(prio.init(first), items)]
+    psample, pset = jax.jit(prio.sample), jax.jit(prio.set_priorities)
+    vals = jnp.asarray(np.random.default_rng(1).random(BATCH).astype(np.float32) + 0.1)
+
+    def sample_update():
+        b = psample(pstate[0], next_key())
+        pstate[0] = jax.block_until_ready(pset(pstate[0], b.indices, vals))
+    out["prioritized"] = median_ms(sample_update, calls)
     return out
 
 
@@ -136,6 +190,7 @@ def main():
     ap.add_argument("--rows", type=int, nargs="+", default=[1_000_000, 10_000_000])
     ap.add_argument("--calls", type=int, default=20)
     ap.add_argument("--no-torchrl", action="store_true")
+    ap.add_argument("--no-flashbax", action="store_true")
     ap.add_argument("--dataset")
     args = ap.parse_args()
     rng = np.random.default_rng(0)
@@ -148,6 +203,7 @@ def main():
         steps = np.load(pathlib.Path(path) / "steps.npy")
         np_uniform, np_windows = numpy_cells(steps, runs, args.calls, rng)
         trl = {} if args.no_torchrl else torchrl_cells(steps, args.calls)
+        fbx = {} if args.no_flashbax else flashbax_cells(steps, args.calls)
         cells = {
             "uniform": (dict(batch_size=BATCH, replacement=True), np_uniform),
             "windows": (dict(batch_size=SLICES, window=SLICE_LEN, replacement=True), np_windows),
@@ -161,6 +217,10 @@ def main():
                   f"{(t_ms / ms) if t_ms else float('nan'):>9.1f} {waited:>10.2%}")
             emit("replay", f"{cell} {len(ds):,} rows", ms, "numpy by hand", np_ms, "ms/batch",
                  higher_is_better=False, target=3.0)
+            if fbx.get(cell):
+                print(f"{'':>12} {'':>12} flashbax {fbx[cell]:.3f} ms: x{fbx[cell] / ms:.1f}")
+                emit("replay", f"{cell} {len(ds):,} rows", ms, "flashbax", fbx[cell], "ms/batch",
+                     higher_is_better=False)
             if t_ms:
                 emit("replay", f"{cell} {len(ds):,} rows", ms, "TorchRL", t_ms, "ms/batch",
                      higher_is_better=False, target=100.0)
@@ -180,6 +240,27 @@ def main():
         if t_ms:
             emit("replay", f"prioritized sample+update {len(ds):,} rows", p_ms, "TorchRL", t_ms,
                  "ms/batch", higher_is_better=False, target=30.0)
+        if fbx.get("prioritized"):
+            f_ms = fbx["prioritized"]
+            print(f"{'':>12} {'':>12} flashbax {f_ms:.3f} ms: x{f_ms / p_ms:.1f}")
+            emit("replay", f"prioritized sample+update {len(ds):,} rows", p_ms, "flashbax",
+                 f_ms, "ms/batch", higher_is_better=False)
+        # Windows by priority: 256 windows of 16, their starts' priorities updated.
+        wvals = (rng.random(SLICES) + 0.1).astype(np.float32)
+        with a2pack_feed(ds, batch_size=SLICES, window=SLICE_LEN, priority=pr) as f:
+            def window_sample_update():
+                b = next(f)
+                f.update_priorities(b["indices"][:, 0], wvals)
+            w_ms = median_ms(window_sample_update, args.calls)
+        waited = waited_share(ds, batch_size=SLICES, window=SLICE_LEN, priority=pr)
+        t_ms = trl.get("prioritized windows")
+        print(f"{len(ds):>12} {'prio windows':>12} {w_ms:>9.3f} {'-':>9} "
+              f"{t_ms if t_ms else float('nan'):>9.3f} {'-':>8} "
+              f"{(t_ms / w_ms) if t_ms else float('nan'):>9.1f} {waited:>10.2%}"
+              "   (256 x 16 + update 256 starts)")
+        if t_ms:
+            emit("replay", f"prioritized windows sample+update {len(ds):,} rows", w_ms, "TorchRL",
+                 t_ms, "ms/batch", higher_is_better=False, target=30.0)
         del steps
 
 

@@ -2621,9 +2621,11 @@ typedef struct a2pack_feed_replay_options {
                            drawn uniformly with replacement from (seed, batch, position) */
   uint64_t recent;      /* 0 (default): every row; K: only the newest K rows of the dataset
                            (windows wholly among them) */
-  struct a2pack_priorities *priorities; /* NULL (default): uniform; else rows drawn by
+  struct a2pack_priorities *priorities; /* NULL (default): uniform; else units drawn by
                            priority, endlessly (see the priorities section; one priority per
-                           row of the dataset; window must be 1); the feed keeps a reference */
+                           row of the dataset): rows, or windows by the priority of their
+                           first step (update the starts' priorities); the feed keeps a
+                           reference */
 } a2pack_feed_replay_options;
 
 A2PACK_API void a2pack_feed_replay_options_init(a2pack_feed_replay_options *opts);

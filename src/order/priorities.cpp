@@ -266,6 +266,36 @@ uint64_t Priorities::find_in_rows(uint64_t first, uint64_t end, double target) c
 void Priorities::sample(uint64_t lo, uint64_t hi, size_t k, uint64_t seed, uint64_t stream,
                         int64_t* out, float* weights) const {
   auto lk = read_lock();
+  draw(lo, hi, k, seed, stream, out);
+  if (weights) weigh(out, k, weights);
+}
+
+size_t Priorities::sample_where(uint64_t lo, uint64_t hi, size_t k, uint64_t seed,
+                                uint64_t stream, const std::function<bool(uint64_t)>& accept,
+                                int max_rounds, int64_t* out, float* weights) const {
+  auto lk = read_lock();  // every round sees the same priorities
+  draw(lo, hi, k, seed, stream, out);
+  std::vector<size_t> redo;
+  for (size_t i = 0; i < k; ++i)
+    if (!accept(static_cast<uint64_t>(out[i]))) redo.push_back(i);
+  std::vector<int64_t> again;
+  for (int round = 1; round <= max_rounds && !redo.empty(); ++round) {
+    again.resize(redo.size());
+    draw(lo, hi, redo.size(), seed, stream ^ (uint64_t{static_cast<unsigned>(round)} << 56),
+         again.data());
+    size_t m = 0;
+    for (size_t j = 0; j < redo.size(); ++j) {
+      out[redo[j]] = again[j];
+      if (!accept(static_cast<uint64_t>(again[j]))) redo[m++] = redo[j];
+    }
+    redo.resize(m);
+  }
+  if (redo.empty() && weights) weigh(out, k, weights);
+  return redo.size();
+}
+
+void Priorities::draw(uint64_t lo, uint64_t hi, size_t k, uint64_t seed, uint64_t stream,
+                      int64_t* out) const {
   if (hi > p_.size() || lo >= hi)
     fail(A2PACK_E_OUT_OF_RANGE, "priorities: rows [{}, {}) of {}", lo, hi, p_.size());
   thread_local std::vector<Piece> parts;
@@ -307,7 +337,9 @@ void Priorities::sample(uint64_t lo, uint64_t hi, size_t k, uint64_t seed, uint6
     a = b;
     before = end;
   }
-  if (!weights) return;
+}
+
+void Priorities::weigh(const int64_t* out, size_t k, float* weights) const {
   // w = (N * P)^-beta / max w, where the largest weight is the smallest P's:
   // (P / P_min)^-beta, which no beta makes overflow (the ratio is >= 1).
   double least = INFINITY;

@@ -27,6 +27,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <shared_mutex>
@@ -73,6 +74,14 @@ class Priorities {
   // INVALID_ARGUMENT when every priority of the range is 0.
   void sample(uint64_t lo, uint64_t hi, size_t k, uint64_t seed, uint64_t stream, int64_t* out,
               float* weights) const;
+  // As sample(), keeping only rows `accept` takes: the others are drawn
+  // again (up to max_rounds more times, each round from a stream of its
+  // own), all under one hold of the lock, so that the accepted rows keep
+  // probabilities proportional to p^alpha among themselves; the weights are
+  // theirs. Returns how many draws were still refused (weights then unset).
+  size_t sample_where(uint64_t lo, uint64_t hi, size_t k, uint64_t seed, uint64_t stream,
+                      const std::function<bool(uint64_t)>& accept, int max_rounds, int64_t* out,
+                      float* weights) const;
 
   // The priorities as a .npy of f32 (NPY 1.0, '<f4', shape (n,)), written
   // in one write to a temporary file beside `path`, synced and renamed over
@@ -95,6 +104,10 @@ class Priorities {
   };
 
   Priorities(double alpha, double beta) : alpha_(alpha), beta_(beta) {}
+  // k stratified draws of [lo, hi) (the lock held).
+  void draw(uint64_t lo, uint64_t hi, size_t k, uint64_t seed, uint64_t stream, int64_t* out) const;
+  // The drawn rows' importance weights, normalised by the largest (the lock held).
+  void weigh(const int64_t* out, size_t k, float* weights) const;
   // v^alpha, after refusing v (and a v^alpha a float cannot hold).
   float checked_power(float v, size_t position) const;
   void rebuild();  // the tree's shape, every block sum and every node, from pa_

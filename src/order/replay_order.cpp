@@ -44,11 +44,6 @@ ReplayOrder::ReplayOrder(const dataset::Ranges& runs, uint64_t rows, const Optio
          o_.stride, o_.window);
   if (o_.batch_size == 0) fail(A2PACK_E_INVALID_ARGUMENT, "feed: batch_size must be at least 1");
   if (o_.priorities) {
-    if (o_.window != 1)
-      fail(A2PACK_E_UNSUPPORTED,
-           "feed: prioritized sampling draws rows; windows of {} steps are drawn uniformly "
-           "(replacement) or in epochs",
-           o_.window);
     if (o_.priorities->size() < rows)
       fail(A2PACK_E_INVALID_ARGUMENT,
            "feed: {} priorities for a dataset of {} rows: one priority per row",
@@ -171,11 +166,28 @@ size_t ReplayOrder::fill(Position p, Out& out) const {
     thread_local std::vector<float> w;
     rows.resize(len);
     w.resize(len);
-    o_.priorities->sample(first_row_, rows_, static_cast<size_t>(len), o_.seed, p.batch,
-                          rows.data(), w.data());
-    std::memcpy(out.indices, rows.data() + lo, n * sizeof(int64_t));
-    if (out.weights) std::memcpy(out.weights, w.data() + lo, n * sizeof(float));
-    return n;
+    if (o_.window > 1)
+      draw_starts(p.batch, rows.data(), w.data(), static_cast<size_t>(len));
+    else
+      o_.priorities->sample(first_row_, rows_, static_cast<size_t>(len), o_.seed, p.batch,
+                            rows.data(), w.data());
+    if (o_.window == 1) {
+      std::memcpy(out.indices, rows.data() + lo, n * sizeof(int64_t));
+      if (out.weights) std::memcpy(out.weights, w.data() + lo, n * sizeof(float));
+      return n;
+    }
+    // Windows from the drawn starts; each window's rows carry its weight.
+    const uint64_t T = o_.window;
+    for (size_t i = 0; i < n; ++i) {
+      uint64_t first, steps;
+      start_unit(static_cast<uint64_t>(rows[lo + i]), &first, &steps);
+      int64_t* dst = out.indices + i * T;
+      for (uint64_t t = 0; t < T; ++t)
+        dst[t] = static_cast<int64_t>(first + std::min(t, steps - 1));
+      if (out.valid && steps < T) std::memset(out.valid + i * T + steps, 0, T - steps);
+      if (out.weights) std::fill_n(out.weights + i * T, T, w[lo + i]);
+    }
+    return static_cast<size_t>(n * T);
   }
   const uint64_t T = o_.window;
   auto* units = reinterpret_cast<uint64_t*>(out.indices + n * T - n);
@@ -189,6 +201,44 @@ size_t ReplayOrder::fill(Position p, Out& out) const {
     if (out.valid && steps < T) std::memset(out.valid + i * T + steps, 0, T - steps);
   }
   return static_cast<size_t>(n * T);
+}
+
+bool ReplayOrder::start_unit(uint64_t row, uint64_t* first, uint64_t* steps) const {
+  auto it = std::upper_bound(runs_.begin(), runs_.end(), row,
+                             [](uint64_t v, const RunUnits& r) { return v < r.first; });
+  if (it == runs_.begin()) return false;
+  const RunUnits& r = *(it - 1);
+  if (row >= r.first + r.rows) return false;  // a run without units, or a gap
+  const uint64_t k = row - r.first;
+  if (r.rows < o_.window) {  // a short run padded: its one window
+    if (k != 0) return false;
+    *first = r.first;
+    *steps = r.rows;
+    return true;
+  }
+  if (k % o_.stride != 0 || k / o_.stride >= units_of(r.rows)) return false;
+  *first = row;
+  *steps = o_.window;
+  return true;
+}
+
+void ReplayOrder::draw_starts(uint64_t batch, int64_t* rows, float* w, size_t len) const {
+  // Windows are drawn by the priority of their first step. Draws that fall
+  // on rows starting no window (a run's last window - 1 steps, a tile's
+  // inner steps, a run too short) are drawn again until each is a start:
+  // the starts keep probabilities proportional to p^alpha, and the weights,
+  // normalised by the batch's largest, are those of the starts.
+  constexpr int kMaxRounds = 64;
+  uint64_t first, steps;
+  const size_t left = o_.priorities->sample_where(
+      first_row_, rows_, len, o_.seed, batch,
+      [&](uint64_t r) { return start_unit(r, &first, &steps); }, kMaxRounds, rows, w);
+  if (left)
+    fail(A2PACK_E_INVALID_ARGUMENT,
+         "feed: windows of {} steps drawn by priority: after {} rounds {} of {} draws still fell "
+         "on rows that start no window; the rows that start windows hold too little of the "
+         "priority mass (give them their windows' priorities)",
+         o_.window, kMaxRounds, left, len);
 }
 
 uint32_t ReplayOrder::flags() const {

@@ -82,6 +82,12 @@ class ReplayOrder final : public Order {
   };
   uint64_t units_of(uint64_t rows) const;
   uint32_t flags() const;  // the state's
+  // The unit that starts at `row` (its first row and real steps); false
+  // for a row that starts none.
+  bool start_unit(uint64_t row, uint64_t* first, uint64_t* steps) const;
+  // Prioritized windows: replace the drawn rows[0..len) that start no
+  // window by new draws, then set the weights of the starts.
+  void draw_starts(uint64_t batch, int64_t* rows, float* w, size_t len) const;
   // Write units [a, b) of batch (epoch, batch)'s order to out.
   void batch_units(Position p, size_t a, size_t b, uint64_t* out) const;
 

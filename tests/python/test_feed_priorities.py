@@ -145,3 +145,41 @@ def test_bad_input_is_refused_naming_it_and_nothing_changes(ds):
             next(f)
     with pytest.raises(ValueError, match="without priority"):
         a2pack.Feed(ds, pin="off").update_priorities([0], [1.0])
+
+
+def test_windows_are_drawn_by_the_priority_of_their_first_step(ds):
+    """Starts in proportion to p^alpha among the rows that start a window
+    (the others, however heavy, never start one); each window's rows share
+    its weight, the starts' importance weight."""
+    n, T = len(ds), 8
+    rid = ds.get_batch(np.arange(n))["run_id"]
+    cut = np.flatnonzero(np.diff(rid)) + 1
+    firsts, ends = np.concatenate([[0], cut]), np.concatenate([cut, [n]])
+    starts = np.zeros(n, bool)
+    for a, e in zip(firsts, ends):
+        starts[a:e - T + 1] = True
+    rng = np.random.default_rng(5)
+    p = rng.uniform(0.2, 3.0, n).astype(np.float32)
+    p[~starts] = 50.0  # heavy, but they start no window
+    pr = a2pack.Priorities(n, alpha=0.8, beta=0.6)
+    pr.update(np.arange(n), p)
+    with a2pack.Feed(ds, priority=pr, window=T, batch_size=128, seed=2, pin="off",
+                     columns=("run_ids", "indices", "weights")) as f:
+        got = [{k: np.array(b[k]) for k in ("run_ids", "indices", "weights")}
+               for b in (next(f) for _ in range(300))]
+    idx = np.concatenate([g["indices"] for g in got])
+    assert idx.shape[1] == T and np.all(np.diff(idx, axis=1) == 1)
+    assert np.all(np.concatenate([g["run_ids"] for g in got]) ==
+                  np.concatenate([g["run_ids"] for g in got])[:, :1])
+    first = idx[:, 0]
+    assert starts[first].all()
+    q = np.where(starts, p.astype(np.float64) ** 0.8, 0.0)
+    q /= q.sum()
+    expect = q * len(first)
+    counts = np.bincount(first, minlength=n)
+    assert np.all(np.abs(counts - expect) <= 6 * np.sqrt(expect * (1 - q)) + 1)
+    for g in got:
+        w = g["weights"]
+        assert np.all(w == w[:, :1])
+        pa = p[g["indices"][:, 0]].astype(np.float64) ** 0.8
+        assert np.allclose(w[:, 0], (pa / pa.min()) ** -0.6, rtol=1e-5)

@@ -391,6 +391,18 @@ impl Feed {
         FeedBatch::new(out, self.window).map(Some)
     }
 
+    /// A live feed ([`FeedOptions::live`]): take in now what was appended
+    /// and committed until this call, so that the next batch sees it; the
+    /// rows the feed reads. Fails for a feed that is not live, and with
+    /// what went wrong in opening the folder again (the dataset rebuilt or
+    /// replaced by other rows, damaged), naming it.
+    pub fn refresh(&mut self) -> Result<u64> {
+        let mut rows = 0u64;
+        // SAFETY: owned feed used through &mut (the consumer's thread).
+        check(unsafe { sys::a2pack_feed_refresh(self.raw, &mut rows) })?;
+        Ok(rows)
+    }
+
     /// Steps per unit: T for a feed of windows
     /// ([`open_replay`](Feed::open_replay) with
     /// [`ReplayOptions::window`](crate::ReplayOptions::window)), else 1. Each

@@ -224,3 +224,36 @@ fn a_sharded_dataset_is_fed_every_row_once_per_epoch() {
     assert_eq!(err.status(), Status::InvalidArgument);
     assert!(err.to_string().contains("budget"), "{err}");
 }
+
+#[test]
+fn a_live_feed_takes_in_appended_rows_and_resumes_over_more() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = built(dir.path(), 0);
+    let ds = Dataset::open(&out).unwrap();
+    let n = ds.info().rows as usize;
+    let live = opts(256).live(true);
+    let replay = ReplayOptions::new().replacement(true);
+    let mut f = Feed::open_replay(&ds, &replay, None, &live).unwrap();
+    for _ in 0..3 {
+        assert!(f.next_batch().unwrap().unwrap().indices().unwrap().iter().all(|&i| i < n));
+    }
+    let state = f.state().unwrap();
+    let more = dir.path().join("more");
+    common::gen_runs(&more, 6, 900);
+    let r = dataset::append(&out, &more, &BuildOptions::new().workers(1), None).unwrap();
+    assert_eq!(f.refresh().unwrap(), r.total_rows);
+    let after: Vec<Vec<usize>> = (0..3).map(|_| f.next_batch().unwrap().unwrap().indices().unwrap().to_vec()).collect();
+    assert!(after.iter().flatten().any(|&i| i >= n));
+    // A state taken over n rows resumes over the grown dataset: new rows from its position on.
+    let grown = Dataset::open(&out).unwrap();
+    let mut g = Feed::open_replay(&grown, &replay, None, &live).unwrap();
+    g.load_state(&state).unwrap();
+    let resumed: Vec<Vec<usize>> = (0..3).map(|_| g.next_batch().unwrap().unwrap().indices().unwrap().to_vec()).collect();
+    assert_eq!(resumed, after);
+    // Refusals: refresh of a feed that is not live, a rate limit without live.
+    let mut plain = Feed::open_replay(&grown, &replay, None, &opts(256)).unwrap();
+    assert_eq!(plain.refresh().unwrap_err().status(), Status::InvalidArgument);
+    let limited = opts(256).rate_limit(2.0, 0, Some(std::time::Duration::from_millis(10)));
+    let err = Feed::open_replay(&grown, &replay, None, &limited).unwrap_err();
+    assert!(err.to_string().contains("open the feed with live"), "{err}");
+}
