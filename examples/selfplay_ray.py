@@ -14,9 +14,11 @@ Each round:
    (``ray.data.from_arrow_refs``), which the first round builds into the
    dataset (``a2pack.ray.write_dataset``) and every later round appends to
    it (``a2pack.ray.append_dataset``: atomic, the new rows only);
-3. the ``Learner`` actor opens the dataset again (it now holds every round
-   so far) and takes ``--steps`` SGD steps of a softmax policy over the
-   board's tile exponents, fed by ``a2pack.Feed``.
+3. the ``Learner`` actor takes ``--steps`` SGD steps of a softmax policy
+   over the board's tile exponents, fed by one live ``a2pack.Feed``
+   (``live=True``, draws with replacement) that it opened in the first
+   round: ``feed.refresh()`` takes in the games appended since, and they
+   join its draws at the next batch.
 
 On a cluster, ``--out`` must be a folder every node reaches (the dataset is
 appended on the driver and read by the learner). ``main()`` returns what it
@@ -66,29 +68,35 @@ class Learner:
         self.lr = lr
         self.rng = np.random.default_rng(seed)
         self.w = np.zeros((17, 4))  # 16 exponents and a bias
-        self.state: Optional[Dict[str, Any]] = None
+        self.feed: Optional[a2pack.Feed] = None
 
     def train(self, steps: int) -> float:
-        ds = a2pack.Dataset(self.dataset)  # opened again: the rows appended since
-        feed = a2pack.Feed(ds, batch_size=min(self.batch_size, len(ds)), seed=1, epochs=0,
-                           moves_dtype="int64", columns=("exponents", "moves", "legal"))
+        if self.feed is None:
+            # One feed for every round: live, it follows the appends.
+            self.feed = a2pack.Feed(a2pack.Dataset(self.dataset), live=True, replacement=True,
+                                    batch_size=self.batch_size, seed=1, moves_dtype="int64",
+                                    columns=("exponents", "moves", "legal"))
+        else:
+            self.feed.refresh()  # this round's games join at the next batch
         losses = []
-        try:
-            for _, b in zip(range(steps), feed):
-                x = np.concatenate([np.asarray(b["exponents"], np.float64) / 16.0,
-                                    np.ones((len(b["moves"]), 1))], axis=1)
-                y = np.asarray(b["moves"])
-                logits = x @ self.w
-                logits = np.where(np.asarray(b["legal"]), logits, -1e9)  # legal moves only
-                p = np.exp(logits - logits.max(axis=1, keepdims=True))
-                p /= p.sum(axis=1, keepdims=True)
-                losses.append(float(-np.log(p[np.arange(len(y)), y] + 1e-12).mean()))
-                p[np.arange(len(y)), y] -= 1.0
-                self.w -= self.lr * x.T @ p / len(y)
-        finally:
-            feed.close()
-            ds.close()
+        for _, b in zip(range(steps), self.feed):
+            x = np.concatenate([np.asarray(b["exponents"], np.float64) / 16.0,
+                                np.ones((len(b["moves"]), 1))], axis=1)
+            y = np.asarray(b["moves"])
+            logits = x @ self.w
+            logits = np.where(np.asarray(b["legal"]), logits, -1e9)  # legal moves only
+            p = np.exp(logits - logits.max(axis=1, keepdims=True))
+            p /= p.sum(axis=1, keepdims=True)
+            losses.append(float(-np.log(p[np.arange(len(y)), y] + 1e-12).mean()))
+            p[np.arange(len(y)), y] -= 1.0
+            self.w -= self.lr * x.T @ p / len(y)
+            del b  # its ring slot goes back at once
         return float(np.mean(losses))
+
+    def rows_read(self) -> int:
+        """The rows the learner's feed draws from now."""
+        assert self.feed is not None
+        return self.feed.refresh()
 
 
 def parse(argv: Optional[Sequence[str]]) -> argparse.Namespace:
@@ -127,7 +135,8 @@ def main(argv: Optional[Sequence[str]] = None) -> Dict[str, Any]:
         losses.append(ray.get(learner.train.remote(args.steps)))
         print(f"round {r}: {runs} games in {path}, learner loss {losses[-1]:.3f}")
     info = a2pack.Dataset(path).info
-    return {"path": path, "runs": runs, "rows": info["rows"], "losses": losses}
+    return {"path": path, "runs": runs, "rows": info["rows"], "losses": losses,
+            "learner_rows": ray.get(learner.rows_read.remote())}
 
 
 if __name__ == "__main__":

@@ -175,13 +175,13 @@ def test_spawned_dataloader_workers_use_every_object(data):
 
 
 def test_readme_examples_run_as_written(tmp_path):
-    """The two examples of README.md's "Beam and multi-GPU training": the
+    """The two examples of README.md's "Beam, Ray and multi-GPU training": the
     Beam pipeline with python, then train.py with torchrun on 2 processes."""
     import re
     import subprocess
     import sys
     readme = (pathlib.Path(__file__).resolve().parents[2] / "README.md").read_text()
-    section = readme.split("## Beam and multi-GPU training", 1)[1].split("\n## ", 1)[0]
+    section = readme.split("## Beam, Ray and multi-GPU training", 1)[1].split("\n## ", 1)[0]
     beam_code, train_code = re.findall(r"```python\n(.*?)```", section, re.S)
     (tmp_path / "beam_example.py").write_text(beam_code)
     (tmp_path / "train.py").write_text(train_code)

@@ -517,6 +517,7 @@ def test_selfplay_example_appends_games_a_learner_reads(tmp_path):
     assert report["runs"] == 2 * 2 * 2
     ds = a2pack.Dataset(tmp_path / "sp" / "dataset")
     assert ds.num_runs == 8 and len(ds) == report["rows"]
+    assert report["learner_rows"] == report["rows"]  # its live feed followed every append
     assert len(report["losses"]) == 2 and all(np.isfinite(report["losses"]))
     a2pack.verify_dataset(tmp_path / "sp" / "dataset")
 
