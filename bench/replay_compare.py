@@ -146,7 +146,8 @@ def flashbax_cells(steps, calls):
     import jax.numpy as jnp
     import flashbax as fbx
     n = len(steps)
-    items = {"board": jnp.asarray(steps["board"].view(np.uint32).reshape(n, 2)),
+    boards = np.ascontiguousarray(steps["board"]).view(np.uint32).reshape(n, 2)  # no x64 in JAX
+    items = {"board": jnp.asarray(boards),
              "move": jnp.asarray(steps["move"]),
              "ev_values": jnp.asarray(np.ascontiguousarray(steps["ev_values"]))}
     first = jax.tree_util.tree_map(lambda x: x[0], items)

@@ -225,7 +225,7 @@ def _size(path: str) -> int:
 def _read_bytes(path: str) -> bytes:
     if _remote(path):
         fs, p = _filesystem(path)
-        with fs.open_input_stream(p) as f:
+        with fs.open_input_stream(p, compression=None) as f:  # the bytes as stored
             data: bytes = f.read()
         return data
     with open(path, "rb") as fh:
@@ -921,17 +921,21 @@ def _log_units(folder: str, strict: bool) -> Tuple[List[Tuple[str, int]], bool]:
 def _fetch_log(folder: str, names: Optional[Sequence[str]], into: str) -> None:
     """Copy the logger folder ``folder`` (a bucket's) into ``into``: its
     streams' sidecars, and the segments ``names`` (None: every object)."""
-    import pyarrow.fs as pafs
-
     fs, base = _filesystem(folder)
-    for rel, _n in _remote_log_folder(folder) or []:
+    objs = _remote_log_folder(folder)
+    if not objs:
+        raise FileNotFoundError(f"{folder}: no logger folder here (no segments/*.seg.zst "
+                                "objects under it)")
+    for rel, _n in objs:
         if names is not None and not rel.startswith("streams/"):
             if not (rel.startswith("segments/") and rel.split("/", 1)[1] in names):
                 continue
         dest = os.path.join(into, *rel.split("/"))
         os.makedirs(os.path.dirname(dest), exist_ok=True)
-        pafs.copy_files(f"{base}/{rel}", dest, source_filesystem=fs,
-                        destination_filesystem=pafs.LocalFileSystem())
+        # As stored: no decompression by file name (pyarrow's streams and
+        # copies would unpack a .zst segment).
+        with fs.open_input_file(f"{base}/{rel}") as src, open(dest, "wb") as out:
+            out.write(src.read())
 
 
 def _log_table(data: LogData, folder: str, columns: Sequence[str]) -> pa.Table:
