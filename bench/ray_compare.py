@@ -184,15 +184,15 @@ def main() -> None:
             def same_rows() -> None:
                 assert got["ray"] == got["lib"] == steps
             cell("read", "rows", steps, ours_read, lib_read, same_rows, 32 * steps)
+        seen: Dict[str, int] = {}
+
+        def ray_rows(ds: Any, side: str, batch: int = 65536) -> None:
+            """Iterate a Ray Dataset in pyarrow batches; its rows to seen[side]."""
+            n = 0
+            for b in ds.iter_batches(batch_size=batch, batch_format="pyarrow"):
+                n += b.num_rows
+            seen[side] = n
         if {"parquet", "numpy"} & set(cells):
-            seen: Dict[str, int] = {}
-
-            def ray_rows(ds: Any, side: str) -> None:
-                n = 0
-                for b in ds.iter_batches(batch_size=65536, batch_format="pyarrow"):
-                    n += b.num_rows
-                seen[side] = n
-
             def ours_steps() -> None:
                 ray_rows(a2ray.read_dataset(root / "cli_ds", verify=False, **split), "a2pack")
 
@@ -230,20 +230,13 @@ def main() -> None:
             (root / "records_parquet").mkdir()
             pq.write_table(pa.table({"record": pa.array(records, pa.binary())}),
                            root / "records_parquet" / "records.parquet", compression="none")
-            counted: Dict[str, int] = {}
-
-            def bag_rows(ds: Any, side: str) -> None:
-                n = 0
-                for b in ds.iter_batches(batch_size=4096, batch_format="pyarrow"):
-                    n += b.num_rows
-                counted[side] = n
 
             def same_records() -> None:
-                assert counted["a2pack"] == counted["other"] == len(records), counted
+                assert seen["a2pack"] == seen["other"] == len(records), seen
             cell("bag", "records", len(records),
-                 lambda: bag_rows(a2ray.read_bag(str(root / "runs.bag"), **split), "a2pack"),
-                 lambda: bag_rows(ray.data.read_parquet(str(root / "records_parquet"), **split),
-                                  "other"), same_records, nbytes, "ray.data.read_parquet")
+                 lambda: ray_rows(a2ray.read_bag(str(root / "runs.bag"), **split), "a2pack", 4096),
+                 lambda: ray_rows(ray.data.read_parquet(str(root / "records_parquet"), **split),
+                                  "other", 4096), same_records, nbytes, "ray.data.read_parquet")
         if "write" in cells:
             made = a2ray.read_runs(runs, **split).materialize()
 

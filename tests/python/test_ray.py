@@ -523,6 +523,17 @@ def test_selfplay_example_appends_games_a_learner_reads(tmp_path):
 
 
 # ------------------------------------------------------------------ object storage
+def write_log(folder):
+    """A logger folder of several segments (one stream, 3000 records)."""
+    with a2pack.DataLogger(folder, rotate_bytes=8192, frame_bytes=4096) as w:
+        sid = w.register_stream({"entity": "e"}, epoch_scale=1e-3, value_scale=1e-6)
+        for i in range(3000):
+            w.record(sid, i * 0.5, np.array([i % 7, 9 + i % 5], np.uint32), [i, -i])
+            if i % 300 == 0:
+                w.flush()
+    return folder
+
+
 def test_sources_and_a_sink_over_s3(data, tmp_path, monkeypatch):
     """A bag, a pack, run files and a dataset in moto's S3 server: the same
     rows as local reads; write_bag to a bucket: the CLI's shards. The workers get
@@ -550,13 +561,7 @@ def test_sources_and_a_sink_over_s3(data, tmp_path, monkeypatch):
             client.upload_file(str(root / n), "a2pack-ray", n)
         for n in ("steps.npy", "metadata.db", "manifest.json"):
             client.upload_file(str(root / "cli_ds" / n), "a2pack-ray", f"ds/{n}")
-        log = tmp_path / "log"
-        with a2pack.DataLogger(log, rotate_bytes=8192, frame_bytes=4096) as w:
-            sid = w.register_stream({"entity": "e"}, epoch_scale=1e-3, value_scale=1e-6)
-            for i in range(3000):
-                w.record(sid, i * 0.5, np.array([i % 7, 9 + i % 5], np.uint32), [i, -i])
-                if i % 300 == 0:
-                    w.flush()
+        log = write_log(tmp_path / "log")
         for f in sorted(p for p in log.rglob("*") if p.is_file()):
             client.upload_file(str(f), "a2pack-ray", f"logs/run1/{f.relative_to(log)}")
         assert len(os.listdir(log / "segments")) > 2
@@ -608,13 +613,7 @@ def test_read_log_over_gcs(tmp_path, monkeypatch):
     try:
         monkeypatch.setenv("STORAGE_EMULATOR_HOST", gcs.url)
         ss.gcs_create_bucket(gcs.url, "logs")
-        log = tmp_path / "log"
-        with a2pack.DataLogger(log, rotate_bytes=8192, frame_bytes=4096) as w:
-            sid = w.register_stream({"entity": "e"}, epoch_scale=1e-3, value_scale=1e-6)
-            for i in range(3000):
-                w.record(sid, i * 0.5, np.array([i % 7, 9 + i % 5], np.uint32), [i, -i])
-                if i % 300 == 0:
-                    w.flush()
+        log = write_log(tmp_path / "log")
         fs, _ = a2ray._filesystem("gs://logs/x")
         for f in sorted(p for p in log.rglob("*") if p.is_file()):
             with fs.open_output_stream(f"logs/run1/{f.relative_to(log)}", compression=None) as o:
