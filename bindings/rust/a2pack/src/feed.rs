@@ -233,6 +233,29 @@ impl FeedOptions {
         self.raw.spare_consumer_cpu = i32::from(spare);
         self
     }
+
+    /// Follow appends to the dataset (default `false`): a committed append
+    /// is taken in at a batch soon after it commits ([`Feed::refresh`]: at
+    /// once), its rows joining the endless orders at once and the epoch
+    /// orders at the next epoch; never a row not committed. For every row
+    /// of a single-file dataset ([`Feed::open`] without indices,
+    /// `Feed::open_replay`); a state saved over N rows resumes over N + k.
+    pub fn live(mut self, live: bool) -> Self {
+        self.raw.live = i32::from(live);
+        self
+    }
+
+    /// Rate limiting of a live feed, as Reverb's `SampleToInsertRatio`: a
+    /// batch is served once the dataset holds `min_size` rows and the units
+    /// served before it are fewer than `samples_per_insert * (rows -
+    /// min_size + 1)`; the next batch waits for appends meanwhile, and fails
+    /// with `Status::Full` naming the limit after `timeout` (`None`: no end).
+    pub fn rate_limit(mut self, samples_per_insert: f64, min_size: u64, timeout: Option<std::time::Duration>) -> Self {
+        self.raw.samples_per_insert = samples_per_insert;
+        self.raw.min_size = min_size;
+        self.raw.rate_timeout_ms = timeout.map_or(-1, |t| i64::try_from(t.as_millis()).unwrap_or(i64::MAX));
+        self
+    }
 }
 
 /// Counters of a feed ([`Feed::stats`]).

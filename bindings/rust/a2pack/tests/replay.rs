@@ -248,7 +248,8 @@ fn a_live_feed_takes_in_appended_rows_and_resumes_over_more() {
     let grown = Dataset::open(&out).unwrap();
     let mut g = Feed::open_replay(&grown, &replay, None, &live).unwrap();
     g.load_state(&state).unwrap();
-    let resumed: Vec<Vec<usize>> = (0..3).map(|_| g.next_batch().unwrap().unwrap().indices().unwrap().to_vec()).collect();
+    let resumed: Vec<Vec<usize>> =
+        (0..3).map(|_| g.next_batch().unwrap().unwrap().indices().unwrap().to_vec()).collect();
     assert_eq!(resumed, after);
     // Refusals: refresh of a feed that is not live, a rate limit without live.
     let mut plain = Feed::open_replay(&grown, &replay, None, &opts(256)).unwrap();
