@@ -75,8 +75,12 @@ def run(cfg, start=None):
 
 
 if __name__ == "__main__":
+    # `whole`: the uninterrupted run (saving the state); otherwise the resumed one.
     cfg = json.loads(sys.argv[1])
-    with open(cfg["state"], "rb") as f:
-        start = pickle.load(f)
-    with open(cfg["out"], "w") as f:
+    whole = len(sys.argv) > 2 and sys.argv[2] == "whole"
+    start = None
+    if not whole:
+        with open(cfg["state"], "rb") as f:
+            start = pickle.load(f)
+    with open(cfg["whole_out"] if whole else cfg["out"], "w") as f:
         json.dump(run(cfg, start), f)

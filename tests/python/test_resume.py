@@ -22,14 +22,19 @@ HERE = pathlib.Path(__file__).resolve().parent
 
 # ---------------------------------------------------------------- StatefulDataLoader
 def _resume_in_new_process(cfg, tmp_path):
-    import resume_helpers
-    cfg = dict(cfg, state=str(tmp_path / "state.pkl"), out=str(tmp_path / "out.json"))
-    whole = resume_helpers.run(cfg)
+    """The uninterrupted run and the resumed one, each in a process of its
+    own: a forked loader worker then inherits only that process (not the
+    threads of whatever this one imported: a worker forked from a process
+    that runs gRPC's threads can deadlock)."""
+    cfg = dict(cfg, state=str(tmp_path / "state.pkl"), out=str(tmp_path / "out.json"),
+               whole_out=str(tmp_path / "whole.json"))
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         [str(HERE)] + os.environ.get("PYTHONPATH", "").split(os.pathsep)))
-    r = subprocess.run([sys.executable, str(HERE / "resume_helpers.py"), json.dumps(cfg)],
-                       env=env, capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stderr
+    for mode in ("whole", "resume"):
+        r = subprocess.run([sys.executable, str(HERE / "resume_helpers.py"), json.dumps(cfg),
+                            mode], env=env, capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stderr
+    whole = json.loads(pathlib.Path(cfg["whole_out"]).read_text())
     resumed = json.loads(pathlib.Path(cfg["out"]).read_text())
     return whole, resumed
 
