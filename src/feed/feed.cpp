@@ -295,12 +295,8 @@ bool Feed::wait_for_inserts(std::chrono::milliseconds timeout) {
 }
 
 void Feed::go_live(std::shared_ptr<const dataset::Dataset> ds, bool runs) {
-  try {
-    live_ = std::make_unique<LiveRows>(ds, reopen_options(*ds), runs);
-  } catch (...) {
-    stop();
-    throw;
-  }
+  // A throw here leaves a constructed feed, whose destructor stops the producers.
+  live_ = std::make_unique<LiveRows>(ds, reopen_options(*ds), runs);
 }
 
 void Feed::follow_growth() {

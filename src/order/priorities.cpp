@@ -275,10 +275,11 @@ size_t Priorities::sample_where(uint64_t lo, uint64_t hi, size_t k, uint64_t see
                                 int max_rounds, int64_t* out, float* weights) const {
   auto lk = read_lock();  // every round sees the same priorities
   draw(lo, hi, k, seed, stream, out);
-  std::vector<size_t> redo;
+  thread_local std::vector<size_t> redo;  // a producer's, reused batch after batch
+  thread_local std::vector<int64_t> again;
+  redo.clear();
   for (size_t i = 0; i < k; ++i)
     if (!accept(static_cast<uint64_t>(out[i]))) redo.push_back(i);
-  std::vector<int64_t> again;
   for (int round = 1; round <= max_rounds && !redo.empty(); ++round) {
     again.resize(redo.size());
     draw(lo, hi, redo.size(), seed, stream ^ (uint64_t{static_cast<unsigned>(round)} << 56),

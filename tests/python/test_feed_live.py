@@ -113,7 +113,7 @@ def test_windows_and_priorities_follow_the_growth(ds_dir):
             feed(ds, priority=pr, batch_size=256, seed=2) as p:
         take(w, 2)
         b = take(p, 1)[0]
-        w.update_priorities if False else p.update_priorities(b["indices"], np.full(256, 4.0))
+        p.update_priorities(b["indices"], np.full(256, 4.0))
         r = a2pack.append_runs(ds_dir, runs(300, 4))
         w.refresh()
         assert p.refresh() == r["total_rows"]
