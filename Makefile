@@ -1,6 +1,7 @@
 # The two commands of the README: `make demo` and `make test`. Both install
-# what is missing (Debian packages, Python packages), build, then run. Each
-# step is skipped when already done, so a second run is quick.
+# what is missing (scripts/install.sh: Debian and Python packages, a Rust
+# toolchain, Go tools), build, then run. Each step is skipped when already
+# done, so a second run is quick.
 
 SHELL := /bin/bash
 BUILD ?= build
@@ -57,30 +58,21 @@ all: build
 setup: $(STAMPS)/apt $(STAMPS)/pip
 
 $(PYTHON): | $(STAMPS)/apt
-	$(BASE_PYTHON) -m venv $(VENV)
-	$(PYTHON) -m pip install -q --upgrade pip
+	@$(INSTALL) venv $(BASE_PYTHON) $(VENV)
 
-# apt-get install those of the Debian packages $(1) that dpkg does not have.
+# Every install goes through scripts/install.sh, each only when missing; a
+# stamp records that a list was seen through, so a second run asks nothing.
+INSTALL := bash $(CURDIR)/scripts/install.sh
 define apt_install_missing
-	@missing=$$(for p in $(1); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
-	if [ -n "$$missing" ]; then \
-	  echo "apt-get install $$missing"; \
-	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
-	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
-	fi
+	@$(INSTALL) apt $(1)
 	@mkdir -p $(STAMPS) && touch $@
 endef
 
 $(STAMPS)/apt: Makefile
 	$(call apt_install_missing,$(APT_PACKAGES))
 
-# pip-install those of the packages $(1) that pip does not already have.
 define pip_install_missing
-	@missing=$$(for p in $(1); do $(PYTHON) -m pip show -q $$p >/dev/null 2>&1 || echo $$p; done); \
-	if [ -n "$$missing" ]; then \
-	  echo "pip install $$missing"; \
-	  $(PYTHON) -m pip install -q $$missing; \
-	fi
+	@$(INSTALL) pip $(PYTHON) $(1)
 	@mkdir -p $(STAMPS) && touch $@
 endef
 

@@ -13,14 +13,7 @@ RUST_DIR := bindings/rust
 
 .PHONY: rust-toolchain test-rust
 rust-toolchain:
-	@if ! [ -x "$(CARGO)" ]; then \
-	  echo "cargo not found: installing the stable toolchain with rustup"; \
-	  curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs | sh -s -- -y --profile minimal -c clippy; \
-	fi
-	@RUSTUP=$$(command -v rustup || echo $(HOME)/.cargo/bin/rustup); \
-	if [ -x "$$RUSTUP" ] && ! "$$RUSTUP" component list --installed 2>/dev/null | grep -q '^clippy'; then \
-	  "$$RUSTUP" component add clippy; \
-	fi
+	@$(INSTALL) rust $(CARGO)
 
 # The static archive (CMake target a2pack_static: the shared library's own
 # objects, no compile) is what a2pack-sys links when the folder has one, so
