@@ -1,6 +1,7 @@
 #include "order/priorities.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 
@@ -148,7 +149,14 @@ void Priorities::update(const int64_t* idx, const float* values, size_t k) {
            idx[i], i, p_.size());
     powered[i] = checked_power(values[i], i);
   }
+  // Rows, blocks and nodes far apart in a large tree each miss the cache:
+  // the ones kAhead positions on are asked for while these are written.
+  constexpr size_t kAhead = 16;
   for (size_t i = 0; i < k; ++i) {
+    if (i + kAhead < k) {
+      __builtin_prefetch(p_.data() + idx[i + kAhead], 1);
+      __builtin_prefetch(pa_.data() + idx[i + kAhead], 1);
+    }
     const auto r = static_cast<size_t>(idx[i]);
     p_[r] = values[i];
     pa_[r] = powered[i];
@@ -158,14 +166,17 @@ void Priorities::update(const int64_t* idx, const float* values, size_t k) {
   thread_local std::vector<uint64_t> blocks;
   blocks.resize(k);
   for (size_t i = 0; i < k; ++i) blocks[i] = static_cast<uint64_t>(idx[i]) / kBlock;
-  std::sort(blocks.begin(), blocks.end());
+  // A learner usually gives back the rows of a batch just drawn, which
+  // ascend already.
+  if (!std::is_sorted(blocks.begin(), blocks.end())) std::sort(blocks.begin(), blocks.end());
   blocks.erase(std::unique(blocks.begin(), blocks.end()), blocks.end());
   // The blocks' sums, then each level's touched nodes once (the upper
   // levels are shared by many blocks).
-  for (uint64_t& b : blocks) {
-    const double sum = block_sum(b);
-    b += leaves_;
-    tree_[b] = sum;
+  for (size_t j = 0; j < blocks.size(); ++j) {
+    if (j + kAhead < blocks.size()) __builtin_prefetch(tree_.data() + leaves_ + blocks[j + kAhead], 1);
+    const double sum = block_sum(blocks[j]);
+    blocks[j] += leaves_;
+    tree_[blocks[j]] = sum;
   }
   while (!blocks.empty() && blocks.front() > 1) {
     size_t m = 0;
@@ -176,7 +187,10 @@ void Priorities::update(const int64_t* idx, const float* values, size_t k) {
     blocks.resize(m);
     // Recomputed from the children, not adjusted by a difference, so that
     // rounding never accumulates over updates.
-    for (uint64_t node : blocks) tree_[node] = tree_[2 * node] + tree_[2 * node + 1];
+    for (size_t j = 0; j < m; ++j) {
+      if (j + kAhead < m) __builtin_prefetch(tree_.data() + 2 * blocks[j + kAhead]);
+      tree_[blocks[j]] = tree_[2 * blocks[j]] + tree_[2 * blocks[j] + 1];
+    }
   }
 }
 
@@ -224,26 +238,42 @@ void Priorities::cover(uint64_t node, uint64_t node_first, uint64_t width, uint6
   cover(2 * node + 1, node_first + half, half, first, end, out);
 }
 
-void Priorities::descend(uint64_t node, double before, const double* t, size_t a, size_t b,
+void Priorities::descend(uint64_t node, double before, const double* t, size_t k,
                          int64_t* out) const {
-  if (node >= leaves_) {
-    const uint64_t first = (node - leaves_) * kBlock;
-    const uint64_t end = std::min<uint64_t>(p_.size(), first + kBlock);
-    for (size_t i = a; i < b; ++i) out[i] = static_cast<int64_t>(find_in_rows(first, end, t[i] - before));
-    return;
+  // Level by level rather than target by target: every target steps down
+  // one level before any steps down the next, so the loads of a level are
+  // independent of each other and overlap in memory (a depth-first walk
+  // waits on each miss in turn, and below the cached top of a 10^8-row tree
+  // nearly every node is one), and the node target i + kAhead reads next is
+  // prefetched while target i steps. Each target takes the same path as
+  // one walk would: left while it lies below the left child's end, never
+  // into a child without mass.
+  constexpr size_t kAhead = 16;
+  thread_local std::vector<uint64_t> at;
+  thread_local std::vector<double> base;
+  at.assign(k, node);
+  base.assign(k, before);
+  const int depth = std::countr_zero(leaves_) - (std::bit_width(node) - 1);  // leaves_ is 2^L
+  for (int level = 0; level < depth; ++level) {
+    for (size_t i = 0; i < k; ++i) {
+      if (i + kAhead < k) __builtin_prefetch(tree_.data() + 2 * at[i + kAhead]);
+      const uint64_t n = at[i];
+      const double left_mass = tree_[2 * n], right_mass = tree_[2 * n + 1];
+      const double left = base[i] + left_mass;
+      const bool right = !(left_mass > 0) || (right_mass > 0 && !(t[i] < left));
+      at[i] = 2 * n + (right ? 1 : 0);
+      if (right) base[i] = left;
+    }
   }
-  const double left_mass = tree_[2 * node], right_mass = tree_[2 * node + 1];
-  const double left = before + left_mass;
-  // A child without mass takes no target, even one that rounding put there.
-  size_t split;
-  if (!(left_mass > 0))
-    split = a;
-  else if (!(right_mass > 0))
-    split = b;
-  else
-    split = static_cast<size_t>(std::lower_bound(t + a, t + b, left) - t);
-  if (a < split) descend(2 * node, before, t, a, split, out);
-  if (split < b) descend(2 * node + 1, left, t, split, b, out);
+  // Then the rows of each target's block, their cache lines asked for
+  // ahead in the same way.
+  const uint64_t rows = p_.size();
+  for (size_t i = 0; i < k; ++i) {
+    if (i + kAhead < k) __builtin_prefetch(pa_.data() + (at[i + kAhead] - leaves_) * kBlock);
+    const uint64_t first = (at[i] - leaves_) * kBlock;
+    out[i] = static_cast<int64_t>(
+        find_in_rows(first, std::min<uint64_t>(rows, first + kBlock), t[i] - base[i]));
+  }
 }
 
 uint64_t Priorities::find_in_rows(uint64_t first, uint64_t end, double target) const {
@@ -330,7 +360,7 @@ void Priorities::draw(uint64_t lo, uint64_t hi, size_t k, uint64_t seed, uint64_
         j == last ? k : static_cast<size_t>(std::lower_bound(t + a, t + k, end) - t);
     if (a < b && piece.mass > 0) {
       if (piece.node)
-        descend(piece.node, before, t, a, b, out);
+        descend(piece.node, before, t + a, b - a, out + a);
       else
         for (size_t i = a; i < b; ++i)
           out[i] = static_cast<int64_t>(find_in_rows(piece.first, piece.end, t[i] - before));

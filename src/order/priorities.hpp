@@ -118,10 +118,9 @@ class Priorities {
   void pieces(uint64_t lo, uint64_t hi, std::vector<Piece>& out) const;
   void cover(uint64_t node, uint64_t node_first, uint64_t width, uint64_t first, uint64_t end,
              std::vector<Piece>& out) const;
-  // Targets t[a, b) (ascending masses, each at least `before`) below `node`,
-  // whose subtree starts at mass `before`: the rows they fall on, to out[a, b).
-  void descend(uint64_t node, double before, const double* t, size_t a, size_t b,
-               int64_t* out) const;
+  // Targets t[0, k) (masses, each at least `before`) below `node`, whose
+  // subtree starts at mass `before`: the rows they fall on, to out[0, k).
+  void descend(uint64_t node, double before, const double* t, size_t k, int64_t* out) const;
   // The row of [first, end) that mass `target` (from `first`) falls on: never
   // one without mass (rounding past the end takes the last with some).
   uint64_t find_in_rows(uint64_t first, uint64_t end, double target) const;
