@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -132,10 +133,11 @@ class Dataset {
   void open_shards(const OpenOptions& o);
   void open_db(bool check_indexes);
   void check_metadata(const Unrecorded& u);
-  // One query of the caller's filter under `watch`; db_mu_ is held.
-  template <typename F>
+  // One query of the caller's filter under `watch`, each run it selects to
+  // fn(id, first_step_idx, num_steps) in row order; db_mu_ is held.
   void for_each_run(QueryWatch& watch, const std::string& where,
-                    const std::vector<SqlParam>& params, F&& fn) const;
+                    const std::vector<SqlParam>& params,
+                    const std::function<void(int64_t, int64_t, int64_t)>& fn) const;
   std::vector<int64_t> run_ids(QueryWatch& watch, const std::string& where,
                                const std::vector<SqlParam>& params) const;
 

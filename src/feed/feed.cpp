@@ -541,7 +541,7 @@ void Feed::produce(unsigned) {
       if (counts) idle_ns_.fetch_add(ns_since(t0), std::memory_order_relaxed);
     }
     if (stop_) return;
-    uint64_t t;
+    uint64_t t = 0;  // take_ticket sets it (GCC cannot see that)
     Position p;
     take_ticket(&t, &p);
     const uint64_t seq = seq_base_ + t;
@@ -644,7 +644,7 @@ Slot* Feed::next(std::chrono::milliseconds timeout, bool* ended) {
     // Taken back if the gather fails, so that the next call tries it again.
     const Position before = issue_pos_;
     const bool was_exhausted = exhausted_;
-    uint64_t t;
+    uint64_t t = 0;  // as above
     Position p;
     take_ticket(&t, &p);
     lk.unlock();
