@@ -7,6 +7,8 @@ import os
 import random
 
 import numpy as np
+import sys
+
 import pytest
 
 bagz = pytest.importorskip("bagz")
@@ -217,8 +219,9 @@ def test_large_records_from_bagz_decode_into_their_bytes(tmp_path, ext, cache, m
     bytes objects (a2pack_bag_reader_prepare / a2pack_bag_pending_fill):
     every read form gives bagz's bytes, each record its own object."""
     filled = []
-    real = bag._records_filled
-    monkeypatch.setattr(bag, "_records_filled", lambda *a: filled.append(len(a[1])) or real(*a))
+    batches = sys.modules["a2pack._bag_batches"]  # where a reader's batches are filled
+    real = batches._records_filled
+    monkeypatch.setattr(batches, "_records_filled", lambda *a: filled.append(len(a[1])) or real(*a))
     p = str(tmp_path / f"large.{ext}")
     _write(bagz, p, bagz.Writer.Options(), LARGE)
     r = bag.Reader(p, bag.Reader.Options(cache_policy=getattr(bag.CachePolicy, cache)))
