@@ -78,6 +78,26 @@ def expected_order(sel, batch_size, seed, epochs, shuffle):
     return want
 
 
+def test_options_not_given_take_the_librarys_defaults(ds):
+    """Python sends only the options it is given: a feed opened with none
+    has the shape a2pack_feed_options_init gives a C caller, and one given
+    an option differs in that alone."""
+    from a2pack._native import ffi, lib
+    o = ffi.new("a2pack_feed_options *")
+    lib.a2pack_feed_options_init(o)
+    with a2pack.Feed(ds) as f:
+        s = f.stats()
+        b = next(f)
+    assert (s["threads"], s["depth"], s["seed"]) == (o.threads, o.depth, o.seed)
+    assert s["slots"] == (o.slots or o.depth + 2)
+    assert b.global_rows == min(o.batch_size, len(ds))
+    assert b["moves"].dtype == np.uint8 and o.moves_dtype == lib.A2PACK_FEED_DTYPE_U8
+    assert sorted(b) == ["ev_values", "exponents", "indices", "legal", "moves"]
+    with a2pack.Feed(ds, depth=2) as f:
+        s2 = f.stats()
+    assert (s2["depth"], s2["threads"], s2["seed"]) == (2, o.threads, o.seed)
+
+
 @pytest.mark.parametrize("shuffle", ["index", "stored"])
 @pytest.mark.parametrize("threads", range(1, 9))
 def test_order_is_the_samplers(ds, threads, shuffle):

@@ -454,6 +454,11 @@ class Feed(_FeedBase):
     """Batches of a dataset for a training loop, filled ahead by library
     threads, in the epoch sampler's order (see docs/training.md).
 
+    An option not given is not sent: it takes the library's default
+    (``a2pack_feed_options_init``: a global batch of 4096 rows, 4 filled
+    ahead by one thread, the index shuffle, seed 0, one rank, endless
+    epochs, ``pin="auto"``, ``spare_cpu=True``, uint8 moves).
+
     ``indices`` selects rows (default: all); or pass ``sampler=`` an
     :class:`~a2pack.EpochSampler` to take its indices, batch size, seed,
     drop_last, epoch and order. ``shuffle``: True (the default) walks each
@@ -550,14 +555,16 @@ class Feed(_FeedBase):
     """
 
     def __init__(self, dataset: Any, indices: Optional[npt.ArrayLike] = None, *,
-                 batch_size: int = 4096, depth: int = 4, threads: int = 1, slots: int = 0,
+                 batch_size: Optional[int] = None, depth: Optional[int] = None,
+                 threads: Optional[int] = None, slots: Optional[int] = None,
                  columns: Sequence[str] = DEFAULT_COLUMNS,
-                 moves_dtype: "npt.DTypeLike" = np.uint8, seed: int = 0,
-                 shuffle: Union[bool, str] = True,
-                 drop_last: bool = False, rank: int = 0, world: int = 1, epochs: int = 0,
-                 start_epoch: int = 0, pin: str = "auto", sampler: Any = None,
-                 mix: Any = None, tensors: Optional[str] = None,
-                 spare_cpu: bool = True, held_timeout: float = 60.0,
+                 moves_dtype: "Optional[npt.DTypeLike]" = None, seed: Optional[int] = None,
+                 shuffle: Union[None, bool, str] = None,
+                 drop_last: Optional[bool] = None, rank: Optional[int] = None,
+                 world: Optional[int] = None, epochs: Optional[int] = None,
+                 start_epoch: Optional[int] = None, pin: Optional[str] = None,
+                 sampler: Any = None, mix: Any = None, tensors: Optional[str] = None,
+                 spare_cpu: Optional[bool] = None, held_timeout: float = 60.0,
                  budget_bytes: Optional[int] = None, shard_window: Optional[int] = None,
                  verify_crc: Optional[bool] = None, window: Optional[int] = None,
                  stride: Optional[int] = None, short: Optional[str] = None,
@@ -585,32 +592,35 @@ class Feed(_FeedBase):
             seed = int(sampler.seed)
             drop_last = bool(sampler.drop_last)
             start_epoch = int(sampler.epoch)
-            if shuffle is True:
+            if shuffle is None or shuffle is True:
                 shuffle = "stored"  # the sampler's own order
-        mdt = np.dtype(moves_dtype)
-        if mdt not in _MOVES_DTYPES:
-            raise ValueError(f"moves_dtype must be uint8, int32 or int64, not {mdt}")
-        if pin not in _PIN:
+        if moves_dtype is not None and np.dtype(moves_dtype) not in _MOVES_DTYPES:
+            raise ValueError(f"moves_dtype must be uint8, int32 or int64, not {np.dtype(moves_dtype)}")
+        if pin is not None and pin not in _PIN:
             raise ValueError(f"pin must be 'auto', 'on' or 'off', not {pin!r}")
         self._columns: Tuple[str, ...] = tuple(c for c in COLUMNS if c in set(columns)) + (
             () if "indices" in columns else ("indices",))
         o = ffi.new("a2pack_feed_options *")
+        # The library's defaults stand for every option not given: only what
+        # the caller chose is sent.
         lib.a2pack_feed_options_init(o)
-        o.batch_size = int(batch_size)
-        o.depth = int(depth)
-        o.threads = int(threads)
-        o.slots = int(slots)
+        given = {"batch_size": batch_size, "depth": depth, "threads": threads, "slots": slots,
+                 "seed": seed, "rank": rank, "world": world, "epochs": epochs,
+                 "start_epoch": start_epoch}
+        for field, value in given.items():
+            if value is not None:
+                setattr(o, field, int(value))
         o.columns = _column_bits([c for c in columns if c != "indices"])
-        o.moves_dtype = _MOVES_DTYPES[mdt]
-        o.seed = int(seed)
-        o.shuffle = _shuffle_option(shuffle)
-        o.drop_last = bool(drop_last)
-        o.rank = int(rank)
-        o.world = int(world)
-        o.epochs = int(epochs)
-        o.start_epoch = int(start_epoch)
-        o.pin = _PIN[pin]
-        o.spare_consumer_cpu = bool(spare_cpu)
+        if moves_dtype is not None:
+            o.moves_dtype = _MOVES_DTYPES[np.dtype(moves_dtype)]
+        if shuffle is not None:
+            o.shuffle = _shuffle_option(shuffle)
+        if drop_last is not None:
+            o.drop_last = bool(drop_last)
+        if pin is not None:
+            o.pin = _PIN[pin]
+        if spare_cpu is not None:
+            o.spare_consumer_cpu = bool(spare_cpu)
         o.live = bool(live)
         if rate_limit is not None:
             if not isinstance(rate_limit, RateLimit):
