@@ -2347,6 +2347,26 @@ typedef enum a2pack_feed_dtype {
   A2PACK_FEED_DTYPE_F32 = 7
 } a2pack_feed_dtype;
 
+/* What a feed column is: the library's one table of column names, element
+ * types and shapes, from which bindings take theirs (a column's view in a
+ * batch, a2pack_feed_batch_column, says the same of that batch). */
+typedef struct a2pack_feed_column_info {
+  size_t size;             /* sizeof(a2pack_feed_column_info), set by the caller */
+  const char *name;        /* "exponents", "moves", ...: static, never freed */
+  a2pack_feed_dtype dtype; /* the moves column: its default type (a feed's moves_dtype wins) */
+  uint32_t ndim;           /* of a batch's array: 1 ([rows]) or 2 ([rows, width]) */
+  uint32_t width;          /* elements per row */
+  uint32_t itemsize;       /* bytes per element of dtype */
+  int32_t is_default;      /* 1 for a column of A2PACK_FEED_COLUMNS_DEFAULT */
+  int32_t always;          /* 1 for a column filled whatever the selection (indices) */
+} a2pack_feed_column_info;
+
+/* Fill `out` with what column `column` is. A2PACK_E_INVALID_ARGUMENT for a
+ * value that is not an a2pack_feed_column (0 .. A2PACK_FEED_COLUMN_COUNT - 1).
+ * Thread-safe; needs no feed. */
+A2PACK_API a2pack_status a2pack_feed_column_info_get(a2pack_feed_column column,
+                                                    a2pack_feed_column_info *out);
+
 /* Page-locking of the ring. */
 typedef enum a2pack_feed_pin {
   /* Pin when a CUDA runtime is present: $A2PACK_CUDART (a path) when set,
@@ -2714,6 +2734,8 @@ typedef struct a2pack_feed_api {
                                const a2pack_feed_options *, a2pack_feed **);
   /* added later: live feeds */
   a2pack_status (*refresh)(a2pack_feed *, uint64_t *);
+  /* added later: the column table */
+  a2pack_status (*column_info_get)(a2pack_feed_column, a2pack_feed_column_info *);
 } a2pack_feed_api;
 /* (end of section feed) */
 

@@ -10,6 +10,7 @@
 #include "capi/common.hpp"
 #include "capi/priorities_handle.hpp"
 #include "dataset/dataset.hpp"
+#include "feed/columns.hpp"
 #include "feed/feed.hpp"
 
 using namespace a2pack;
@@ -90,31 +91,6 @@ void require_parent(const a2pack_feed* f) {
   if (f->f->stamp().forked())
     fail(A2PACK_E_CLOSED, "feed: this process was forked from the one that opened the feed, and "
          "its producer threads are not here; open a new feed in this process");
-}
-
-// Element type and width of a column as this batch's feed wrote it.
-struct Shape {
-  a2pack_feed_dtype dtype;
-  uint32_t ndim;
-  uint64_t width, itemsize;
-};
-Shape shape_of(uint32_t column, uint64_t moves_itemsize) {
-  switch (column) {
-    case A2PACK_FEED_EXPONENTS: return {A2PACK_FEED_DTYPE_U8, 2, 16, 1};
-    case A2PACK_FEED_MOVES:
-      return {moves_itemsize == 1 ? A2PACK_FEED_DTYPE_U8
-              : moves_itemsize == 4 ? A2PACK_FEED_DTYPE_I32 : A2PACK_FEED_DTYPE_I64,
-              1, 1, moves_itemsize};
-    case A2PACK_FEED_LEGAL: return {A2PACK_FEED_DTYPE_BOOL, 2, 4, 1};
-    case A2PACK_FEED_EV_VALUES: return {A2PACK_FEED_DTYPE_F32, 2, 4, 4};
-    case A2PACK_FEED_BOARDS: return {A2PACK_FEED_DTYPE_U64, 1, 1, 8};
-    case A2PACK_FEED_RUN_IDS: return {A2PACK_FEED_DTYPE_U32, 1, 1, 4};
-    case A2PACK_FEED_STEP_INDICES: return {A2PACK_FEED_DTYPE_U16, 1, 1, 2};
-    case A2PACK_FEED_LEGAL_MASK: return {A2PACK_FEED_DTYPE_U8, 1, 1, 1};
-    case A2PACK_FEED_VALID: return {A2PACK_FEED_DTYPE_BOOL, 1, 1, 1};
-    case A2PACK_FEED_WEIGHTS: return {A2PACK_FEED_DTYPE_F32, 1, 1, 4};
-    default: return {A2PACK_FEED_DTYPE_I64, 1, 1, 8};  // indices
-  }
 }
 
 }  // namespace
@@ -230,17 +206,38 @@ A2PACK_EXPORT a2pack_status a2pack_feed_batch_column(const a2pack_feed_batch* b,
     const feed::Ring& r = *s->ring;
     if (!r.has(static_cast<size_t>(c)))
       fail(A2PACK_E_NOT_FOUND, "feed: column {} was not selected when the feed was opened", c);
-    Shape sh = shape_of(static_cast<uint32_t>(c), r.moves_itemsize);
+    const feed::ColumnSpec& spec = feed::kColumnSpecs[c];
+    const a2pack_feed_dtype dtype = c == A2PACK_FEED_MOVES ? r.moves_dtype : spec.dtype;
     a2pack_feed_column_view v{};
     v.size = sizeof v;
     v.data = s->rows ? s->base + r.offset(static_cast<size_t>(c)) : nullptr;
-    v.dtype = sh.dtype;
-    v.ndim = sh.ndim;
+    v.dtype = dtype;
+    v.ndim = spec.ndim;
     v.rows = s->rows;
-    v.width = sh.width;
-    v.nbytes = s->rows * sh.width * sh.itemsize;
+    v.width = spec.width;
+    v.nbytes = s->rows * spec.width * feed::dtype_bytes(dtype);
     v.pinned = r.pinned() ? 1 : 0;
     capi::write_out(out, v);
+  });
+}
+
+A2PACK_EXPORT a2pack_status a2pack_feed_column_info_get(a2pack_feed_column column,
+                                                       a2pack_feed_column_info* out) {
+  return guard([&] {
+    const long long c = capi::enum_int(column);
+    if (c < 0 || c >= A2PACK_FEED_COLUMN_COUNT)
+      fail(A2PACK_E_INVALID_ARGUMENT, "feed: column {} is not an a2pack_feed_column", c);
+    const feed::ColumnSpec& spec = feed::kColumnSpecs[c];
+    a2pack_feed_column_info i{};
+    i.size = sizeof i;
+    i.name = spec.name;
+    i.dtype = spec.dtype;
+    i.ndim = spec.ndim;
+    i.width = spec.width;
+    i.itemsize = static_cast<uint32_t>(feed::dtype_bytes(spec.dtype));
+    i.is_default = (A2PACK_FEED_COLUMNS_DEFAULT >> c) & 1;
+    i.always = c == A2PACK_FEED_INDICES;
+    capi::write_out(out, i);
   });
 }
 
@@ -431,6 +428,7 @@ const a2pack_feed_api* feed_api_table() {
       a2pack_feed_replay_options_init,
       a2pack_feed_open_replay,
       a2pack_feed_refresh,
+      a2pack_feed_column_info_get,
   };
   return &table;
 }

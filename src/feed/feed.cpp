@@ -9,6 +9,7 @@
 #include "base/crc32c.hpp"
 #include "base/error.hpp"
 #include "base/spin.hpp"
+#include "feed/columns.hpp"
 #include "order/block_order.hpp"
 #include "order/epoch_order.hpp"
 #include "order/live_order.hpp"
@@ -174,21 +175,15 @@ std::unique_ptr<order::Order> mix_order(const dataset::Dataset& ds, const datase
 
 }  // namespace
 
+a2pack_feed_dtype moves_dtype(MovesType moves) {
+  return moves == MovesType::kU8 ? A2PACK_FEED_DTYPE_U8
+         : moves == MovesType::kI32 ? A2PACK_FEED_DTYPE_I32 : A2PACK_FEED_DTYPE_I64;
+}
+
 size_t row_bytes(uint32_t c, MovesType moves) {
-  switch (c) {
-    case kExponents: return 16;
-    case kMoves: return moves == MovesType::kU8 ? 1 : moves == MovesType::kI32 ? 4 : 8;
-    case kLegal: return 4;
-    case kEvValues: return 16;
-    case kBoards: return 8;
-    case kRunIds: return 4;
-    case kStepIndices: return 2;
-    case kLegalMask: return 1;
-    case kIndices: return 8;
-    case kValid: return 1;
-    case kWeights: return 4;
-  }
-  return 0;
+  if (c >= kColumnCount) return 0;
+  const ColumnSpec& spec = kColumnSpecs[c];
+  return spec.width * dtype_bytes(c == kMoves ? moves_dtype(moves) : spec.dtype);
 }
 
 void Feed::check_forked() const {
@@ -205,7 +200,7 @@ void Feed::make_ring(size_t part_rows) {
   for (uint32_t c = 0; c < kColumnCount; ++c)
     if (c == kIndices || (o_.columns >> c & 1)) bytes[c] = part_max_ * row_bytes(c, o_.moves);
   ring_ = std::make_shared<Ring>(o_.slots, bytes, o_.pin);
-  ring_->moves_itemsize = static_cast<uint32_t>(row_bytes(kMoves, o_.moves));
+  ring_->moves_dtype = moves_dtype(o_.moves);
   ready_.assign(std::max<uint32_t>(o_.depth, 1), nullptr);
 }
 

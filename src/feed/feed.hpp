@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "a2pack.h"
 #include "base/fork_stamp.hpp"
 #include "dataset/dataset.hpp"
 #include "dataset/mix_sampler.hpp"
@@ -40,8 +41,11 @@ enum Column : uint32_t {
   kValid, kWeights, kColumnCount
 };
 enum class MovesType { kU8, kI32, kI64 };
-// Bytes per row of column c (the moves column: by its type).
+// Bytes per row of column c (the moves column: by its type), from the
+// column table (feed/columns.hpp).
 size_t row_bytes(uint32_t c, MovesType moves);
+// The element type of the moves column a feed of `moves` writes.
+a2pack_feed_dtype moves_dtype(MovesType moves);
 
 struct Options {
   uint64_t batch_size = 4096;

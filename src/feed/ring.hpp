@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "a2pack.h"
 #include "base/fork_stamp.hpp"
 
 namespace a2pack::feed {
@@ -74,9 +75,9 @@ class Ring {
   // consumer is waiting, will be at its next call, or is fast.
   bool urgent() const { return ready == 0 || consumer_waiting || consumer_fast; }
   ForkStamp stamp;
-  // Bytes of one element of the moves column (set by the feed before any
-  // slot is handed out; read by the column views).
-  uint32_t moves_itemsize = 1;
+  // The element type of the moves column (set by the feed before any slot
+  // is handed out; read by the column views).
+  a2pack_feed_dtype moves_dtype = A2PACK_FEED_DTYPE_U8;
 
  private:
   std::vector<std::unique_ptr<Slot>> slots_;

@@ -78,6 +78,36 @@ def expected_order(sel, batch_size, seed, epochs, shuffle):
     return want
 
 
+def test_every_column_is_what_the_librarys_table_says(ds):
+    """The bindings' column names come from the library's table, and each
+    column of a batch has the table's dtype, rank and width; a value that is
+    no column is refused."""
+    from a2pack._native import ffi, lib
+    info = ffi.new("a2pack_feed_column_info *")
+    info.size = ffi.sizeof("a2pack_feed_column_info")
+    names, defaults = [], []
+    for c in range(lib.A2PACK_FEED_COLUMN_COUNT):
+        assert lib.a2pack_feed_column_info_get(c, info) == lib.A2PACK_OK
+        names.append(ffi.string(info.name).decode())
+        if info.is_default:
+            defaults.append(names[-1])
+        assert bool(info.always) == (names[-1] == "indices")
+        assert info.itemsize == np.dtype(a2pack.feed._DTYPES[info.dtype]).itemsize
+    assert tuple(names) == a2pack.feed.COLUMNS and tuple(defaults) == a2pack.feed.DEFAULT_COLUMNS
+    for bad in (lib.A2PACK_FEED_COLUMN_COUNT, 1000):
+        assert lib.a2pack_feed_column_info_get(bad, info) == lib.A2PACK_E_INVALID_ARGUMENT
+        assert "is not an a2pack_feed_column" in ffi.string(lib.a2pack_last_error()).decode()
+    pr = a2pack.Priorities(len(ds))
+    with a2pack.Feed(ds, batch_size=8, columns=names, window=2,
+                     short="pad", priority=pr) as f:
+        b = next(f)
+        for c, name in enumerate(names):
+            assert lib.a2pack_feed_column_info_get(c, info) == lib.A2PACK_OK
+            a = b[name]
+            assert a.dtype == a2pack.feed._DTYPES[info.dtype], name
+            assert a.shape[2:] == ((info.width,) if info.ndim == 2 else ()), name
+
+
 def test_options_not_given_take_the_librarys_defaults(ds):
     """Python sends only the options it is given: a feed opened with none
     has the shape a2pack_feed_options_init gives a C caller, and one given

@@ -36,10 +36,23 @@ from ._native import check, ffi, fspath, last_error, lib, library_path, view_arr
 from . import _jax_exit
 from .errors import FullError
 
-# Column names, in the order of a2pack_feed_column.
-COLUMNS: Tuple[str, ...] = ("exponents", "moves", "legal", "ev_values", "boards", "run_ids",
-                            "step_indices", "legal_mask", "indices", "valid", "weights")
-DEFAULT_COLUMNS: Tuple[str, ...] = ("exponents", "moves", "legal", "ev_values")
+
+def _column_table() -> Tuple[Any, ...]:
+    """The library's column table (a2pack_feed_column_info_get), in the
+    order of a2pack_feed_column."""
+    out = []
+    for c in range(int(lib.A2PACK_FEED_COLUMN_COUNT)):
+        i = ffi.new("a2pack_feed_column_info *")
+        i.size = ffi.sizeof("a2pack_feed_column_info")
+        check(lib.a2pack_feed_column_info_get(c, i))
+        out.append(i)
+    return tuple(out)
+
+
+_COLUMN_INFO = _column_table()
+# Column names, in the order of a2pack_feed_column, and the default selection.
+COLUMNS: Tuple[str, ...] = tuple(ffi.string(i.name).decode() for i in _COLUMN_INFO)
+DEFAULT_COLUMNS: Tuple[str, ...] = tuple(n for n, i in zip(COLUMNS, _COLUMN_INFO) if i.is_default)
 
 _DTYPES = {
     lib.A2PACK_FEED_DTYPE_U8: np.dtype(np.uint8),

@@ -16,10 +16,13 @@ import numpy.typing as npt
 
 from ._native import check, ffi, fspath, lib
 from .dataset import PathLike, _owned_bytes, _state_bytes
+from .feed import _COLUMN_INFO, _DTYPES, COLUMNS, DEFAULT_COLUMNS
 
-_COLUMNS = ("exponents", "moves", "legal", "ev_values", "boards", "run_ids", "step_indices",
-            "indices")
-_DEFAULT_COLUMNS = ("exponents", "moves", "legal", "ev_values")
+# The feed's columns that a2pack_dataset_columns can take (and indices,
+# filled apart), with their shapes and dtypes from the library's table.
+_GATHERED = frozenset(f for f, _ in ffi.typeof("a2pack_dataset_columns").fields) - {"size"}
+_COLUMNS = tuple(c for c in COLUMNS if c in _GATHERED or c == "indices")
+_DEFAULT_COLUMNS = DEFAULT_COLUMNS
 
 
 class ShardStream:
@@ -32,8 +35,8 @@ class ShardStream:
     then takes the same number of batches per epoch. Iterating yields one
     epoch of dicts of fresh numpy arrays (``columns`` of exponents uint8
     [B,16], moves uint8 [B], legal bool [B,4], ev_values float32 [B,4],
-    boards uint64, run_ids uint32, step_indices uint16, indices int64 - the
-    global rows) and then stands at the next epoch. One thread at a time."""
+    boards uint64, run_ids uint32, step_indices uint16, legal_mask uint8,
+    indices int64 - the global rows) and then stands at the next epoch. One thread at a time."""
 
     def __init__(self, path: PathLike, *, batch_size: int = 4096,
                  budget_bytes: int = 1 << 30, seed: int = 0, rank: int = 0, world: int = 1,
@@ -129,19 +132,11 @@ class ShardStream:
         cols = ffi.new("a2pack_dataset_columns *")
         cols.size = ffi.sizeof("a2pack_dataset_columns")
 
-        def make(name: str, shape: Any, dtype: Any, field: str, ctype: str) -> None:
-            if name in want:
-                a = np.empty(shape, dtype)
+        for name, info in zip(COLUMNS, _COLUMN_INFO):
+            if name in want and name in _GATHERED:
+                a = np.empty((bs, info.width) if info.ndim == 2 else bs, _DTYPES[info.dtype])
                 arrays[name] = a
-                setattr(cols, field, ffi.cast(ctype, a.ctypes.data))
-
-        make("exponents", (bs, 16), np.uint8, "exponents", "uint8_t *")
-        make("moves", bs, np.uint8, "moves", "uint8_t *")
-        make("legal", (bs, 4), np.bool_, "legal", "uint8_t *")
-        make("ev_values", (bs, 4), np.float32, "ev_values", "float *")
-        make("boards", bs, np.uint64, "boards", "uint64_t *")
-        make("run_ids", bs, np.uint32, "run_ids", "uint32_t *")
-        make("step_indices", bs, np.uint16, "step_indices", "uint16_t *")
+                setattr(cols, name, ffi.cast(ffi.typeof(getattr(cols, name)), a.ctypes.data))
         idx = np.empty(bs, np.int64) if "indices" in want else None
         n = ffi.new("size_t *")
         check(lib.a2pack_shard_stream_next(

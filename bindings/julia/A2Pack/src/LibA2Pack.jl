@@ -816,6 +816,18 @@ const A2PACK_FEED_DTYPE_I32 = a2pack_feed_dtype(5)
 const A2PACK_FEED_DTYPE_I64 = a2pack_feed_dtype(6)
 const A2PACK_FEED_DTYPE_F32 = a2pack_feed_dtype(7)
 
+# a2pack_feed_column_info
+struct a2pack_feed_column_info
+    size::Csize_t  # size_t size
+    name::Ptr{Cchar}  # const char *name
+    dtype::a2pack_feed_dtype  # a2pack_feed_dtype dtype
+    ndim::UInt32  # uint32_t ndim
+    width::UInt32  # uint32_t width
+    itemsize::UInt32  # uint32_t itemsize
+    is_default::Int32  # int32_t is_default
+    always::Int32  # int32_t always
+end
+
 # a2pack_feed_pin
 const a2pack_feed_pin = Cuint
 const A2PACK_FEED_PIN_AUTO = a2pack_feed_pin(0)
@@ -947,6 +959,7 @@ struct a2pack_feed_api
     replay_options_init::Ptr{Cvoid}  # void (*replay_options_init)(a2pack_feed_replay_options *arg1)
     open_replay::Ptr{Cvoid}  # a2pack_status (*open_replay)(const a2pack_dataset *arg1, const a2pack_feed_replay_options *arg2, const a2pack_feed_options *arg3, a2pack_feed **arg4)
     refresh::Ptr{Cvoid}  # a2pack_status (*refresh)(a2pack_feed *arg1, uint64_t *arg2)
+    column_info_get::Ptr{Cvoid}  # a2pack_status (*column_info_get)(a2pack_feed_column arg1, a2pack_feed_column_info *arg2)
 end
 
 # a2pack_priorities_info
@@ -1289,6 +1302,7 @@ const _fp_a2pack_pack_export_arrow_stats = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_pack_export_arrow_stream = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_bag_batch_export_arrow = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_logger_data_export_arrow = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_a2pack_feed_column_info_get = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_feed_options_init = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_feed_open = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_feed_close = Ref{Ptr{Cvoid}}(C_NULL)
@@ -1524,6 +1538,7 @@ const SYMBOLS = (
     (:a2pack_pack_export_arrow_stream, _fp_a2pack_pack_export_arrow_stream),
     (:a2pack_bag_batch_export_arrow, _fp_a2pack_bag_batch_export_arrow),
     (:a2pack_logger_data_export_arrow, _fp_a2pack_logger_data_export_arrow),
+    (:a2pack_feed_column_info_get, _fp_a2pack_feed_column_info_get),
     (:a2pack_feed_options_init, _fp_a2pack_feed_options_init),
     (:a2pack_feed_open, _fp_a2pack_feed_open),
     (:a2pack_feed_close, _fp_a2pack_feed_close),
@@ -2522,6 +2537,11 @@ end
 # a2pack_status a2pack_logger_data_export_arrow(const a2pack_logger_data *data, struct ArrowSchema *out_schema, struct ArrowArray *out_array)
 function a2pack_logger_data_export_arrow(data, out_schema, out_array)
     @ccall $(_fp_a2pack_logger_data_export_arrow[])(data::Ptr{a2pack_logger_data}, out_schema::Ptr{ArrowSchema}, out_array::Ptr{ArrowArray})::a2pack_status
+end
+
+# a2pack_status a2pack_feed_column_info_get(a2pack_feed_column column, a2pack_feed_column_info *out)
+function a2pack_feed_column_info_get(column, out)
+    @ccall $(_fp_a2pack_feed_column_info_get[])(column::a2pack_feed_column, out::Ptr{a2pack_feed_column_info})::a2pack_status
 end
 
 # void a2pack_feed_options_init(a2pack_feed_options *opts)

@@ -44,6 +44,39 @@ pub enum FeedColumn {
 }
 
 impl FeedColumn {
+    /// Every column, in the library's order.
+    pub const ALL: [FeedColumn; 11] = [
+        FeedColumn::Exponents,
+        FeedColumn::Moves,
+        FeedColumn::Legal,
+        FeedColumn::EvValues,
+        FeedColumn::Boards,
+        FeedColumn::RunIds,
+        FeedColumn::StepIndices,
+        FeedColumn::LegalMask,
+        FeedColumn::Indices,
+        FeedColumn::Valid,
+        FeedColumn::Weights,
+    ];
+
+    /// The column's name, as the library's column table spells it (and the
+    /// Python binding keys its batches): `"exponents"`, `"ev_values"`, ...
+    ///
+    /// ```
+    /// assert_eq!(a2pack::FeedColumn::EvValues.name(), "ev_values");
+    /// ```
+    pub fn name(self) -> &'static str {
+        let mut info = sys::a2pack_feed_column_info {
+            size: std::mem::size_of::<sys::a2pack_feed_column_info>(),
+            ..Default::default()
+        };
+        // Every FeedColumn is a column of the table: the call cannot fail.
+        check(unsafe { sys::a2pack_feed_column_info_get(self.raw(), &mut info) })
+            .expect("a2pack_feed_column_info_get of a FeedColumn");
+        // The names are static strings of the library, never freed.
+        unsafe { std::ffi::CStr::from_ptr(info.name) }.to_str().expect("column names are ASCII")
+    }
+
     fn raw(self) -> sys::a2pack_feed_column {
         match self {
             FeedColumn::Exponents => sys::A2PACK_FEED_EXPONENTS,

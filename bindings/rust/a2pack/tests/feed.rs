@@ -77,6 +77,18 @@ fn order_equals_the_samplers_for_any_threads_and_depth() {
 }
 
 #[test]
+fn column_names_come_from_the_librarys_table() {
+    let names: Vec<&str> = FeedColumn::ALL.iter().map(|c| c.name()).collect();
+    assert_eq!(
+        names,
+        [
+            "exponents", "moves", "legal", "ev_values", "boards", "run_ids", "step_indices", "legal_mask",
+            "indices", "valid", "weights"
+        ]
+    );
+}
+
+#[test]
 fn a_batch_equals_a_gather_of_its_rows() {
     let dir = tempfile::tempdir().unwrap();
     let ds = built(dir.path());
