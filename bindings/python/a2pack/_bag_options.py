@@ -12,31 +12,32 @@ from ._native import ffi, lib
 
 # ---------------------------------------------------------------- options
 
+# The values are the library's (a2pack.h), which the options send as they are.
 class LimitsPlacement(enum.Enum):
-    TAIL = 0
-    SEPARATE = 1
+    TAIL = int(lib.A2PACK_BAG_LIMITS_TAIL)
+    SEPARATE = int(lib.A2PACK_BAG_LIMITS_SEPARATE)
 
 
 class LimitsStorage(enum.Enum):
-    ON_DISK = 0
-    IN_MEMORY = 1
+    ON_DISK = int(lib.A2PACK_BAG_LIMITS_ON_DISK)
+    IN_MEMORY = int(lib.A2PACK_BAG_LIMITS_IN_MEMORY)
 
 
 class ShardingLayout(enum.Enum):
-    CONCATENATED = 0
-    INTERLEAVED = 1
+    CONCATENATED = int(lib.A2PACK_BAG_SHARDING_CONCATENATED)
+    INTERLEAVED = int(lib.A2PACK_BAG_SHARDING_INTERLEAVED)
 
 
 class AccessPattern(enum.Enum):
-    SYSTEM = 0
-    RANDOM = 1
-    SEQUENTIAL = 2
+    SYSTEM = int(lib.A2PACK_BAG_ACCESS_SYSTEM)
+    RANDOM = int(lib.A2PACK_BAG_ACCESS_RANDOM)
+    SEQUENTIAL = int(lib.A2PACK_BAG_ACCESS_SEQUENTIAL)
 
 
 class CachePolicy(enum.Enum):
-    SYSTEM = 0
-    DROP_AFTER_READ = 1
-    DIRECT_IO = 2
+    SYSTEM = int(lib.A2PACK_BAG_CACHE_SYSTEM)
+    DROP_AFTER_READ = int(lib.A2PACK_BAG_CACHE_DROP_AFTER_READ)
+    DIRECT_IO = int(lib.A2PACK_BAG_CACHE_DIRECT_IO)
 
 
 class _ArglessCompression:

@@ -49,20 +49,21 @@ pub enum Status {
 impl Status {
     /// The status for a C status code (`None` for `A2PACK_OK`).
     pub fn from_code(code: i32) -> Option<Status> {
+        // The codes are the header's (a2pack-sys), not typed again here.
         Some(match code {
-            0 => return None,
-            -1 => Status::Io,
-            -2 => Status::NotFound,
-            -3 => Status::Corrupt,
-            -4 => Status::Checksum,
-            -5 => Status::Unsupported,
-            -6 => Status::OutOfRange,
-            -7 => Status::InvalidArgument,
-            -8 => Status::NoMemory,
-            -9 => Status::Closed,
-            -10 => Status::Interrupted,
-            -11 => Status::Full,
-            -12 => Status::Internal,
+            sys::A2PACK_OK => return None,
+            sys::A2PACK_E_IO => Status::Io,
+            sys::A2PACK_E_NOT_FOUND => Status::NotFound,
+            sys::A2PACK_E_CORRUPT => Status::Corrupt,
+            sys::A2PACK_E_CHECKSUM => Status::Checksum,
+            sys::A2PACK_E_UNSUPPORTED => Status::Unsupported,
+            sys::A2PACK_E_OUT_OF_RANGE => Status::OutOfRange,
+            sys::A2PACK_E_INVALID_ARGUMENT => Status::InvalidArgument,
+            sys::A2PACK_E_NO_MEMORY => Status::NoMemory,
+            sys::A2PACK_E_CLOSED => Status::Closed,
+            sys::A2PACK_E_INTERRUPTED => Status::Interrupted,
+            sys::A2PACK_E_FULL => Status::Full,
+            sys::A2PACK_E_INTERNAL => Status::Internal,
             other => Status::Other(other),
         })
     }
@@ -70,18 +71,18 @@ impl Status {
     /// The C status code.
     pub fn code(self) -> i32 {
         match self {
-            Status::Io => -1,
-            Status::NotFound => -2,
-            Status::Corrupt => -3,
-            Status::Checksum => -4,
-            Status::Unsupported => -5,
-            Status::OutOfRange => -6,
-            Status::InvalidArgument => -7,
-            Status::NoMemory => -8,
-            Status::Closed => -9,
-            Status::Interrupted => -10,
-            Status::Full => -11,
-            Status::Internal => -12,
+            Status::Io => sys::A2PACK_E_IO,
+            Status::NotFound => sys::A2PACK_E_NOT_FOUND,
+            Status::Corrupt => sys::A2PACK_E_CORRUPT,
+            Status::Checksum => sys::A2PACK_E_CHECKSUM,
+            Status::Unsupported => sys::A2PACK_E_UNSUPPORTED,
+            Status::OutOfRange => sys::A2PACK_E_OUT_OF_RANGE,
+            Status::InvalidArgument => sys::A2PACK_E_INVALID_ARGUMENT,
+            Status::NoMemory => sys::A2PACK_E_NO_MEMORY,
+            Status::Closed => sys::A2PACK_E_CLOSED,
+            Status::Interrupted => sys::A2PACK_E_INTERRUPTED,
+            Status::Full => sys::A2PACK_E_FULL,
+            Status::Internal => sys::A2PACK_E_INTERNAL,
             Status::Other(code) => code,
         }
     }
