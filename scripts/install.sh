@@ -8,7 +8,8 @@
 #                                      (through sudo unless run as root)
 #   install.sh venv BASE_PYTHON VENV   the project's virtual environment
 #   install.sh pip PYTHON PACKAGE...   Python packages that environment lacks
-#                                      (a name may carry extras: ray[data])
+#                                      (a name with extras, ray[data], always
+#                                      goes to pip for the extras' packages)
 #   install.sh rust CARGO              a stable Rust toolchain with clippy
 #                                      (rustup), when CARGO is not there
 #   install.sh go BIN_DIR MODULE@VERSION
@@ -39,8 +40,15 @@ install_venv() {
 install_pip() {
   local python=$1; shift
   local missing=() p
-  # `pip show` knows a distribution by its name alone, without extras.
-  for p in "$@"; do "$python" -m pip show -q "${p%%[*}" >/dev/null 2>&1 || missing+=("$p"); done
+  # `pip show` knows a distribution without its extras, and an installed one
+  # may lack an extra's packages: a name with extras always goes to pip,
+  # which installs only what is missing.
+  for p in "$@"; do
+    case $p in
+      *\[*) missing+=("$p") ;;
+      *) "$python" -m pip show -q "$p" >/dev/null 2>&1 || missing+=("$p") ;;
+    esac
+  done
   [ ${#missing[@]} -eq 0 ] && return 0
   echo "pip install ${missing[*]}"
   "$python" -m pip install -q "${missing[@]}"

@@ -1177,6 +1177,9 @@ def test_ctrl_c_at_any_moment_loses_no_batch(ds):
                 for b in feed:
                     if not got or got[-1] != b.sequence:
                         got.append(b.sequence)
+                    # Let the interrupter thread run between batches: a whole
+                    # feed can be served within one GIL switch interval.
+                    time.sleep(0)
                 with gate:
                     armed[0] = False
                 time.sleep(0.01)  # an interrupt told already arrives here
