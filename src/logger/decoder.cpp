@@ -20,7 +20,8 @@
 #include "base/error.hpp"
 #include "base/file_io.hpp"
 #include "logger/cpu_features.hpp"
-#include "logger/target_region.hpp"
+#include "logger/kernels/decode_values.hpp"  // the portable Scaling
+#include "logger/kernels/kernels.hpp"
 #include "logger/encoder.hpp"  // FrameState: the bulk parser's predictor arena
 #include "base/varint.hpp"
 #include "base/worker_pool.hpp"
@@ -63,22 +64,11 @@ const char* header_problem(HeaderCheck c) {
   }
 }
 
-[[noreturn]] void bad_record(uint32_t i, const char* what) {
+}  // namespace
+
+void bad_record(uint32_t i, const char* what) {
   fail(A2PACK_E_CORRUPT, "record {}: {}", i, what);
 }
-
-template <unsigned Bits>
-inline uint64_t get(const uint8_t*& p, const uint8_t* end, uint32_t rec, const char* field) {
-  uint64_t v;
-  auto r = varint::read<Bits>(p, end, v);
-  if (r != varint::Result::ok) [[unlikely]] {
-    fail(A2PACK_E_CORRUPT, "record {}: {} varint {}", rec, field,
-         r == varint::Result::truncated ? "runs past the end of the frame" : "is overlong");
-  }
-  return v;
-}
-
-}  // namespace
 
 void scan_segment(const uint8_t* data, size_t size, const std::string& path, uint32_t file,
                   std::vector<FrameRef>& frames, std::vector<Problem>& problems) {
@@ -125,49 +115,6 @@ void scan_segment(const uint8_t* data, size_t size, const std::string& path, uin
 }
 
 namespace {
-
-// decode_frame: a portable build and one for BMI2, AVX2 and FMA (pext packs
-// the varint groups, the value predictor runs four lanes wide, FMA replaces
-// divisions, and version 2 goes through the bulk parser first), chosen once
-// at start-up.
-namespace generic {
-#include "logger/decode_body.inc"
-}  // namespace generic
-#if defined(__x86_64__)
-A2PACK_TARGET_BEGIN("bmi,bmi2,avx,avx2,fma")
-#define A2PACK_LOGGER_PEXT 1
-#define A2PACK_LOGGER_AVX2 1
-namespace fast {
-#include "logger/decode_body.inc"
-#include "logger/decode_bulk.inc"
-}  // namespace fast
-#undef A2PACK_LOGGER_AVX2
-#undef A2PACK_LOGGER_PEXT
-A2PACK_TARGET_END
-// The same again with AVX-512 (F, VL, BW, DQ) for the bulk parser's varint
-// groups, predictor masks and int64 -> double conversion (decode_bulk.inc).
-A2PACK_TARGET_BEGIN("bmi,bmi2,avx,avx2,fma,avx512f,avx512vl,avx512bw,avx512dq")
-// GCC 12's own AVX-512 headers trip -Wmaybe-uninitialized (their
-// _mm512_undefined_* placeholders); nothing of ours is silenced by this.
-#if !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#define A2PACK_LOGGER_PEXT 1
-#define A2PACK_LOGGER_AVX2 1
-#define A2PACK_LOGGER_AVX512 1
-namespace fast512 {
-#include "logger/decode_body.inc"
-#include "logger/decode_bulk.inc"
-}  // namespace fast512
-#if !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
-#undef A2PACK_LOGGER_AVX512
-#undef A2PACK_LOGGER_AVX2
-#undef A2PACK_LOGGER_PEXT
-A2PACK_TARGET_END
-#endif
 
 using FrameFn = FrameCount (*)(const uint8_t*, size_t, uint32_t, const ScaleTable&,
                                const FrameSink&);
@@ -282,11 +229,11 @@ void decode_records(uint8_t version, const uint8_t* raw, size_t len, uint32_t n_
 }
 
 double scale_epoch(const StreamInfo& s, int64_t tick) {
-  return generic::Scaling::of(s).epoch(static_cast<uint64_t>(tick));
+  return Scaling::of(s).epoch(static_cast<uint64_t>(tick));
 }
 
 void scale_values(const StreamInfo& s, const int64_t* q, size_t n, double* out) {
-  const generic::Scaling sc = generic::Scaling::of(s);
+  const Scaling sc = Scaling::of(s);
   for (size_t k = 0; k < n; ++k) out[k] = sc.value(static_cast<double>(q[k]));
 }
 

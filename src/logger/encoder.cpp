@@ -12,7 +12,7 @@
 
 #include "base/error.hpp"
 #include "logger/cpu_features.hpp"
-#include "logger/target_region.hpp"
+#include "logger/kernels/kernels.hpp"
 #include "base/varint.hpp"
 
 namespace a2pack::logger {
@@ -39,39 +39,8 @@ bool good_scale(double s) { return std::isnormal(s) && s > 0; }
        sid, i, cur, i - 1, prev);
 }
 
-// Where encode_body_v2 left its two regions (shared by both builds).
-struct BodyEnds {
-  uint8_t* s;
-  uint8_t* v;
-};
-
-// encode_body: two builds of the same code (encode_body.inc), a portable one
-// and one for CPUs with BMI2 and AVX2 (pdep spreads the varint groups, the
-// quantisation loop runs 4 wide), chosen once at start-up.
-// GCC's -O2 vectorises only loops whose trip count needs no epilogue; these
-// block loops need one, so allow the dynamic cost model for this code.
-#if !defined(__clang__)
-#pragma GCC push_options
-#pragma GCC optimize("vect-cost-model=dynamic")
-#endif
-namespace generic {
-#include "logger/encode_body.inc"
-}  // namespace generic
-#if defined(__x86_64__)
-A2PACK_TARGET_BEGIN("bmi,bmi2,lzcnt,avx,avx2")
-#define A2PACK_LOGGER_PDEP 1
-#define A2PACK_LOGGER_AVX2 1
-namespace fast {
-#include "logger/encode_body.inc"
-}  // namespace fast
-#undef A2PACK_LOGGER_AVX2
-#undef A2PACK_LOGGER_PDEP
-A2PACK_TARGET_END
-#endif
-#if !defined(__clang__)
-#pragma GCC pop_options
-#endif
-
+// encode_body: the kernels' builds (kernels/encode.cpp), a portable one and
+// one for CPUs with BMI2 and AVX2, chosen once at start-up.
 using BodyFn = uint8_t* (*)(uint8_t*, uint32_t, uint64_t, double, const uint32_t*, const double*,
                            size_t);
 using BodyV2Fn = BodyEnds (*)(uint8_t*, uint8_t*, uint32_t, uint64_t, double, const uint32_t*,

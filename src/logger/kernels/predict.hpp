@@ -1,7 +1,20 @@
-// Format version 2's value predictor, the parts shared by the encoder and
-// the decoder (included into encode_body.inc and decode_body.inc, so each CPU
-// build gets its own copy; each adds its own four-lane predictor). Not a
-// header: no include guard on purpose.
+// Format version 2's value predictor, the parts the encoder's and the
+// decoder's kernels share (kernels/encode.cpp, decode.cpp, decode_bulk.cpp).
+// Internal linkage: each kernel translation unit includes it inside its
+// target region (kernels/target_region.hpp), after the headers it uses, so
+// each instruction-set build has its own copy compiled for that build. It
+// reads A2PACK_LOGGER_AVX2, which the including unit sets.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+namespace a2pack::logger {
+namespace {
 
 // Format version 2's value predictions (docs/logger.md) for positions
 // [b, b + m) of a record with indices idx: the previous record's quantised
@@ -79,3 +92,6 @@ inline __m128i narrow_mask(__m256i m) {
   return pred;
 }
 #endif
+
+}  // namespace
+}  // namespace a2pack::logger

@@ -1,6 +1,6 @@
-// Format version 2's bulk parser: the AVX2 build's first try at every frame,
-// included by decoder.cpp into its `fast` namespace after decode_body.inc
-// (whose helpers it uses). Not a header: no include guard on purpose.
+// Format version 2's bulk parser: the first try of the x86-64 builds at
+// every frame (their decode_frame_v2_best), compiled once per instruction set
+// that has it.
 //
 // Why a second parser: decode_frame_v2 reads each varint (or group of four)
 // only when a record asks for it, so every read waits for the previous one's
@@ -19,8 +19,68 @@
 // decode_frame_v2, which then throws the exact error naming the record (or
 // decodes what this parser chose not to). A frame either parses here to the
 // same bits as decode_frame_v2 gives or goes to it.
+// Which build this unit is, from A2PACK_LOGGER_ISA (set by CMakeLists.txt,
+// which compiles this file once per instruction set):
+//   1  x86-64 with BMI1/2, AVX2 and FMA (namespace fast): pext packs the
+//      varint groups, the value predictor runs four lanes wide, FMA replaces
+//      divisions, and version 2 goes through the bulk parser first
+//   2  as 1, plus AVX-512 F, VL, BW and DQ (namespace fast512)
+// and the macros the code below reads: A2PACK_LOGGER_PEXT, _AVX2, _AVX512.
+#if !defined(A2PACK_LOGGER_ISA)
+#error "compiled by CMakeLists.txt with A2PACK_LOGGER_ISA set"
+#elif A2PACK_LOGGER_ISA == 0
+// The portable build has no bulk parser.
+#elif A2PACK_LOGGER_ISA == 1 && defined(__x86_64__)
+#define A2PACK_LOGGER_NS fast
+#define A2PACK_LOGGER_FEATURES "bmi,bmi2,avx,avx2,fma"
+#define A2PACK_LOGGER_PEXT 1
+#define A2PACK_LOGGER_AVX2 1
+#elif A2PACK_LOGGER_ISA == 2 && defined(__x86_64__)
+#define A2PACK_LOGGER_NS fast512
+#define A2PACK_LOGGER_FEATURES "bmi,bmi2,avx,avx2,fma,avx512f,avx512vl,avx512bw,avx512dq"
+#define A2PACK_LOGGER_PEXT 1
+#define A2PACK_LOGGER_AVX2 1
+#define A2PACK_LOGGER_AVX512 1
+#endif
 
-#ifdef A2PACK_LOGGER_AVX2
+#if defined(A2PACK_LOGGER_NS)
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+#include "base/error.hpp"
+#include "base/varint.hpp"
+#include "logger/decoder.hpp"
+#include "logger/encoder.hpp"
+#include "logger/kernels/kernels.hpp"
+#include "logger/kernels/target_region.hpp"
+#include "logger/segment.hpp"
+#include "logger/sequence.hpp"
+
+// The region this build's code is compiled for (target_region.hpp says why
+// a region rather than -m flags for the whole unit). The kernels' own
+// headers come inside it: each build gets its own copy of them.
+#if defined(A2PACK_LOGGER_FEATURES)
+A2PACK_TARGET_BEGIN(A2PACK_LOGGER_FEATURES)
+#endif
+#if A2PACK_LOGGER_ISA == 2 && !defined(__clang__)
+// GCC 12's own AVX-512 headers trip -Wmaybe-uninitialized (their
+// _mm512_undefined_* placeholders); nothing of ours is silenced by this.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
+#include "logger/kernels/decode_values.hpp"
+
+namespace a2pack::logger::A2PACK_LOGGER_NS {
+
 
 // Values and indices a record's parse takes from a queue at once (a record
 // of more goes in blocks).
@@ -386,7 +446,7 @@ template <bool kDivide>
 
 // decode_frame_v2 on the decoded-ahead queues; false: let decode_frame_v2
 // parse this frame (see the top of this file).
-inline bool decode_frame_v2_bulk(const uint8_t* raw, size_t len, uint32_t n_records,
+bool decode_frame_v2_bulk(const uint8_t* raw, size_t len, uint32_t n_records,
                                  const ScaleTable& scales, const FrameSink& out, FrameCount& c) {
   if (len < kV2Prefix) return false;
   const uint32_t slen = le::load<uint32_t>(raw);
@@ -514,4 +574,12 @@ FrameCount decode_frame_v2_best(const uint8_t* raw, size_t len, uint32_t n_recor
   return decode_frame_v2(raw, len, n_records, scales, out);
 }
 
-#endif  // A2PACK_LOGGER_AVX2
+}  // namespace a2pack::logger::A2PACK_LOGGER_NS
+
+#if A2PACK_LOGGER_ISA == 2 && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+#if defined(A2PACK_LOGGER_FEATURES)
+A2PACK_TARGET_END
+#endif
+#endif  // A2PACK_LOGGER_NS

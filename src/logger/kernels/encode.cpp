@@ -1,6 +1,53 @@
-// The body of record encoding, included twice by encoder.cpp: once for any
-// x86-64 (or other) CPU and once compiled for BMI2 (A2PACK_LOGGER_PDEP).
-// Not a header: no include guard on purpose.
+// The body of record encoding (format versions 1 and 2), compiled once per
+// instruction set; encoder.cpp picks the build this CPU runs at start-up
+// (logger/cpu_features.hpp).
+// Which build this unit is, from A2PACK_LOGGER_ISA (set by CMakeLists.txt,
+// which compiles this file once per instruction set):
+//   0  any CPU (namespace generic)
+//   1  x86-64 with BMI1/2, LZCNT and AVX2 (namespace fast): pdep spreads the
+//      varint groups, the quantisation loop runs four wide
+// and the macros the code below reads: A2PACK_LOGGER_PDEP, _AVX2.
+#if !defined(A2PACK_LOGGER_ISA)
+#error "compiled by CMakeLists.txt with A2PACK_LOGGER_ISA set"
+#elif A2PACK_LOGGER_ISA == 0
+#define A2PACK_LOGGER_NS generic
+#elif A2PACK_LOGGER_ISA == 1 && defined(__x86_64__)
+#define A2PACK_LOGGER_NS fast
+#define A2PACK_LOGGER_FEATURES "bmi,bmi2,lzcnt,avx,avx2"
+#define A2PACK_LOGGER_PDEP 1
+#define A2PACK_LOGGER_AVX2 1
+#endif
+
+#if defined(A2PACK_LOGGER_NS)
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstring>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+#include "base/varint.hpp"
+#include "logger/encoder.hpp"
+#include "logger/kernels/kernels.hpp"
+#include "logger/kernels/target_region.hpp"
+
+// GCC's -O2 vectorises only loops whose trip count needs no epilogue; these
+// block loops need one, so allow the dynamic cost model for this code.
+#if !defined(__clang__)
+#pragma GCC push_options
+#pragma GCC optimize("vect-cost-model=dynamic")
+#endif
+// The region this build's code is compiled for (target_region.hpp says why
+// a region rather than -m flags for the whole unit).
+#if defined(A2PACK_LOGGER_FEATURES)
+A2PACK_TARGET_BEGIN(A2PACK_LOGGER_FEATURES)
+#endif
+#include "logger/kernels/predict.hpp"
+
+namespace a2pack::logger::A2PACK_LOGGER_NS {
 
 // Bytes of a varint by count of leading zero bits of the 64-bit value
 // (index 0..63; 64 is never used since v | 1 is non-zero), and the
@@ -108,8 +155,6 @@ uint8_t* encode_body(uint8_t* p, uint32_t sid, uint64_t zz_delta, double value_s
   }
   return p;
 }
-
-#include "logger/predict_body.inc"
 
 #ifdef A2PACK_LOGGER_AVX2
 // Format version 2 (docs/logger.md), the AVX2 build of encode_body_v2 (same
@@ -438,3 +483,13 @@ BodyEnds encode_body_v2(uint8_t* s, uint8_t* v, uint32_t sid, uint64_t zz_delta,
   return {s, v};
 }
 #endif  // A2PACK_LOGGER_AVX2
+
+}  // namespace a2pack::logger::A2PACK_LOGGER_NS
+
+#if defined(A2PACK_LOGGER_FEATURES)
+A2PACK_TARGET_END
+#endif
+#if !defined(__clang__)
+#pragma GCC pop_options
+#endif
+#endif  // A2PACK_LOGGER_NS
