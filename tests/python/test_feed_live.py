@@ -1,7 +1,8 @@
 """Live feeds: a dataset appended to while it is read. New rows join the
 endless orders at the next batch and the epoch orders at the next epoch;
 nothing uncommitted is served (an appending process killed half-way
-included); a state saved over N rows resumes over N + k; the rate limit
+included); a state saved over N rows resumes over N + k, at the same or another
+world size; the rate limit
 holds a learner back until the actors append; bad uses are refused."""
 import os
 import signal
@@ -103,6 +104,49 @@ def test_epoch_orders_take_new_rows_at_the_next_epoch_and_resume_exactly(ds_dir)
     with feed(grown, **kw) as g:
         epoch1 = [b for b in take(g, 2 * per_epoch + 4) if b["epoch"] == 1]
     assert sorted(np.concatenate([b["indices"] for b in epoch1]).tolist()) == list(range(total))
+
+
+def test_a_state_resumes_over_grown_rows_at_another_world_size(ds_dir):
+    # Two ranks save a state over n rows; the dataset grows; the job comes back
+    # as one rank and as three over the grown rows: each global batch is the
+    # two ranks' parts end to end, across the epoch where the new rows join.
+    ds = a2pack.Dataset(ds_dir)
+    kw = dict(batch_size=96, seed=11)
+    pair = [feed(ds, rank=r, world=2, **kw) for r in range(2)]
+    try:
+        per_epoch = pair[0].stats()["batches_per_epoch"]
+        for f in pair:
+            take(f, 3)
+        state = pair[0].state_dict()
+        a2pack.append_runs(ds_dir, runs(300, 4))
+        for f in pair:
+            f.refresh()
+        parts = [take(f, per_epoch + 2) for f in pair]
+    finally:
+        for f in pair:
+            f.close()
+    assert parts[0][-1]["epoch"] == 1
+    grown = a2pack.Dataset(ds_dir)
+    assert len(grown) > len(ds)
+    with feed(grown, world=1, **kw) as g:
+        g.load_state_dict(state)
+        whole = take(g, per_epoch + 2)
+    for w, a, b in zip(whole, *parts):
+        assert (w["epoch"], w["batch"]) == (a["epoch"], a["batch"]) == (b["epoch"], b["batch"])
+        assert np.array_equal(w["indices"], np.concatenate([a["indices"], b["indices"]]))
+        assert np.array_equal(w["boards"], np.concatenate([a["boards"], b["boards"]]))
+    epoch1 = np.concatenate([w["indices"] for w in whole if w["epoch"] == 1])
+    assert epoch1.max() >= len(ds)  # the appended rows are in the new epoch
+    three = [feed(grown, rank=r, world=3, **kw) for r in range(3)]
+    try:
+        for f in three:
+            f.load_state_dict(state)
+        thirds = [take(f, per_epoch + 2) for f in three]
+    finally:
+        for f in three:
+            f.close()
+    for w, *ps in zip(whole, *thirds):
+        assert np.array_equal(w["indices"], np.concatenate([x["indices"] for x in ps]))
 
 
 def test_windows_and_priorities_follow_the_growth(ds_dir):
