@@ -1,52 +1,11 @@
 // The record parsers of a frame (format versions 1 and 2), compiled once
 // per instruction set; decoder.cpp picks the build this CPU runs at
 // start-up (logger/cpu_features.hpp).
-// Which build this unit is, from A2PACK_LOGGER_ISA (set by CMakeLists.txt,
-// which compiles this file once per instruction set):
-//   0  any CPU (namespace generic)
-//   1  x86-64 with BMI1/2, AVX2 and FMA (namespace fast): pext packs the
-//      varint groups, the value predictor runs four lanes wide, FMA replaces
-//      divisions, and version 2 goes through the bulk parser first
-//   2  as 1, plus AVX-512 F, VL, BW and DQ (namespace fast512)
-// and the macros the code below reads: A2PACK_LOGGER_PEXT, _AVX2, _AVX512.
-#if !defined(A2PACK_LOGGER_ISA)
-#error "compiled by CMakeLists.txt with A2PACK_LOGGER_ISA set"
-#elif A2PACK_LOGGER_ISA == 0
-#define A2PACK_LOGGER_NS generic
-#elif A2PACK_LOGGER_ISA == 1 && defined(__x86_64__)
-#define A2PACK_LOGGER_NS fast
-#define A2PACK_LOGGER_FEATURES "bmi,bmi2,avx,avx2,fma"
-#define A2PACK_LOGGER_PEXT 1
-#define A2PACK_LOGGER_AVX2 1
-#elif A2PACK_LOGGER_ISA == 2 && defined(__x86_64__)
-#define A2PACK_LOGGER_NS fast512
-#define A2PACK_LOGGER_FEATURES "bmi,bmi2,avx,avx2,fma,avx512f,avx512vl,avx512bw,avx512dq"
-#define A2PACK_LOGGER_PEXT 1
-#define A2PACK_LOGGER_AVX2 1
-#define A2PACK_LOGGER_AVX512 1
-#endif
+// It reads A2PACK_LOGGER_ISA; decode_build.hpp turns it into the macros the
+// code below reads (A2PACK_LOGGER_NS, _FEATURES, _PEXT, _AVX2, _AVX512).
+#include "logger/kernels/decode_build.hpp"
 
 #if defined(A2PACK_LOGGER_NS)
-
-#include <algorithm>
-#include <bit>
-#include <cmath>
-#include <cstring>
-#include <vector>
-
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
-
-#include "base/error.hpp"
-#include "base/varint.hpp"
-#include "logger/decoder.hpp"
-#include "logger/encoder.hpp"
-#include "logger/kernels/kernels.hpp"
-#include "logger/kernels/target_region.hpp"
-#include "logger/segment.hpp"
-#include "logger/sequence.hpp"
-
 // The region this build's code is compiled for (target_region.hpp says why
 // a region rather than -m flags for the whole unit). The kernels' own
 // headers come inside it: each build gets its own copy of them.
