@@ -11,10 +11,6 @@
 
 #include <unistd.h>
 
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
-
 #include <zstd.h>
 
 #include "base/error.hpp"
@@ -22,7 +18,6 @@
 #include "logger/cpu_features.hpp"
 #include "logger/kernels/decode_values.hpp"  // the portable Scaling
 #include "logger/kernels/kernels.hpp"
-#include "logger/encoder.hpp"  // FrameState: the bulk parser's predictor arena
 #include "base/varint.hpp"
 #include "base/worker_pool.hpp"
 #include "logger/flat_layout.hpp"

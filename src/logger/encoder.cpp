@@ -6,10 +6,6 @@
 #include <cmath>
 #include <cstring>
 
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
-
 #include "base/error.hpp"
 #include "logger/cpu_features.hpp"
 #include "logger/kernels/kernels.hpp"

@@ -45,9 +45,8 @@
 #include "base/error.hpp"
 #include "base/varint.hpp"
 #include "logger/decoder.hpp"
-#include "logger/encoder.hpp"
+#include "logger/encoder.hpp"  // FrameState: the bulk parser's predictor arena
+#include "logger/format.hpp"
 #include "logger/kernels/kernels.hpp"
 #include "logger/kernels/target_region.hpp"
-#include "logger/segment.hpp"
-#include "logger/sequence.hpp"
 #endif
