@@ -82,8 +82,26 @@ float Priorities::checked_power(float v, size_t position) const {
 }
 
 std::shared_lock<std::shared_mutex> Priorities::read_lock() const {
+  // Updates left pending are part of the priorities already (update() has
+  // returned): a reader applies them before it reads. The object is not
+  // const underneath (every Priorities is made by new), only this view of it.
+  if (pending_.load(std::memory_order_acquire)) {
+    auto* self = const_cast<Priorities*>(this);
+    auto lk = self->write_lock();
+    std::lock_guard<std::mutex> pl(self->pending_mu_);
+    self->apply_pending();
+  }
   { std::lock_guard<std::mutex> pass(gate_); }
   return std::shared_lock<std::shared_mutex>(mu_);
+}
+
+void Priorities::apply_pending() {
+  if (!pending_.load(std::memory_order_relaxed)) return;
+  apply(later_idx_.data(), later_p_.data(), later_pa_.data(), later_idx_.size());
+  later_idx_.clear();
+  later_p_.clear();
+  later_pa_.clear();
+  pending_.store(false, std::memory_order_release);
 }
 
 std::unique_lock<std::shared_mutex> Priorities::write_lock() {
@@ -98,7 +116,7 @@ uint64_t Priorities::size() const {
 
 double Priorities::total() const {
   auto lk = read_lock();
-  return tree_[1];
+  return tree_[0];
 }
 
 double Priorities::block_sum(uint64_t block) const {
@@ -108,24 +126,39 @@ double Priorities::block_sum(uint64_t block) const {
   return s;
 }
 
+double Priorities::children_sum(int d, uint64_t j) const {
+  const double* c = tree_.data() + level_at_[static_cast<size_t>(d) + 1] + j * kFan;
+  return ((c[0] + c[1]) + (c[2] + c[3])) + ((c[4] + c[5]) + (c[6] + c[7]));
+}
+
 void Priorities::rebuild() {
   const uint64_t blocks = (p_.size() + kBlock - 1) / kBlock;
-  leaves_ = 1;
-  while (leaves_ < blocks) leaves_ *= 2;
-  tree_.assign(2 * leaves_, 0.0);
+  capacity_ = std::bit_ceil(std::max<uint64_t>(blocks, 1));
+  depth_ = 0;
+  while (span(0) < capacity_) ++depth_;
+  level_at_.assign(static_cast<size_t>(depth_) + 1, 0);
+  level_nodes_.assign(static_cast<size_t>(depth_) + 1, 0);
+  uint64_t at = 0;
+  for (int d = 0; d <= depth_; ++d) {
+    const uint64_t s = span(d);
+    const uint64_t nodes = (capacity_ + s - 1) / s;
+    level_at_[static_cast<size_t>(d)] = at;
+    level_nodes_[static_cast<size_t>(d)] = nodes;
+    at += (nodes + kFan - 1) / kFan * kFan;
+  }
+  tree_.assign(at, 0.0);
   refresh_blocks(0, blocks);
 }
 
 void Priorities::refresh_blocks(uint64_t first, uint64_t end) {
   if (first >= end) return;
-  for (uint64_t b = first; b < end; ++b) tree_[leaves_ + b] = block_sum(b);
-  // Each level's nodes above the blocks, recomputed from their children
-  // (never adjusted by a difference, so rounding does not accumulate).
-  uint64_t lo = leaves_ + first, hi = leaves_ + end - 1;
-  while (lo > 1) {
-    lo /= 2;
-    hi /= 2;
-    for (uint64_t node = lo; node <= hi; ++node) tree_[node] = tree_[2 * node] + tree_[2 * node + 1];
+  for (uint64_t b = first; b < end; ++b) node(depth_, b) = block_sum(b);
+  // Each level's nodes above the blocks, from their children.
+  uint64_t lo = first, hi = end - 1;
+  for (int d = depth_ - 1; d >= 0; --d) {
+    lo /= kFan;
+    hi /= kFan;
+    for (uint64_t j = lo; j <= hi; ++j) node(d, j) = children_sum(d, j);
   }
 }
 
@@ -140,7 +173,8 @@ void Priorities::get(const int64_t* idx, size_t k, float* out) const {
 }
 
 void Priorities::update(const int64_t* idx, const float* values, size_t k) {
-  auto lk = write_lock();
+  // Checked under pending_mu_, which every change of the row count holds.
+  std::unique_lock<std::mutex> pl(pending_mu_);
   thread_local std::vector<float> powered;
   powered.resize(k);
   for (size_t i = 0; i < k; ++i) {
@@ -149,6 +183,23 @@ void Priorities::update(const int64_t* idx, const float* values, size_t k) {
            idx[i], i, p_.size());
     powered[i] = checked_power(values[i], i);
   }
+  // Applied now when no sampler reads; otherwise left for the next reader
+  // (a producer about to draw its next batch), so that the learner never
+  // waits out a draw under way: the batch being drawn keeps the priorities
+  // it began with, every later one sees these.
+  std::unique_lock<std::shared_mutex> lk(mu_, std::try_to_lock);
+  if (lk.owns_lock()) {
+    apply_pending();
+    apply(idx, values, powered.data(), k);
+    return;
+  }
+  later_idx_.insert(later_idx_.end(), idx, idx + k);
+  later_p_.insert(later_p_.end(), values, values + k);
+  later_pa_.insert(later_pa_.end(), powered.begin(), powered.end());
+  pending_.store(true, std::memory_order_release);
+}
+
+void Priorities::apply(const int64_t* idx, const float* values, const float* powered, size_t k) {
   // Rows, blocks and nodes far apart in a large tree each miss the cache:
   // the ones kAhead positions on are asked for while these are written.
   constexpr size_t kAhead = 16;
@@ -173,23 +224,20 @@ void Priorities::update(const int64_t* idx, const float* values, size_t k) {
   // The blocks' sums, then each level's touched nodes once (the upper
   // levels are shared by many blocks).
   for (size_t j = 0; j < blocks.size(); ++j) {
-    if (j + kAhead < blocks.size()) __builtin_prefetch(tree_.data() + leaves_ + blocks[j + kAhead], 1);
-    const double sum = block_sum(blocks[j]);
-    blocks[j] += leaves_;
-    tree_[blocks[j]] = sum;
+    if (j + kAhead < blocks.size()) __builtin_prefetch(&node(depth_, blocks[j + kAhead]), 1);
+    node(depth_, blocks[j]) = block_sum(blocks[j]);
   }
-  while (!blocks.empty() && blocks.front() > 1) {
+  for (int d = depth_ - 1; d >= 0; --d) {
     size_t m = 0;
-    for (uint64_t node : blocks) {
-      const uint64_t up = node / 2;
+    for (uint64_t b : blocks) {
+      const uint64_t up = b / kFan;
       if (m == 0 || blocks[m - 1] != up) blocks[m++] = up;
     }
     blocks.resize(m);
-    // Recomputed from the children, not adjusted by a difference, so that
-    // rounding never accumulates over updates.
+    const double* below = tree_.data() + level_at_[static_cast<size_t>(d) + 1];
     for (size_t j = 0; j < m; ++j) {
-      if (j + kAhead < m) __builtin_prefetch(tree_.data() + 2 * blocks[j + kAhead]);
-      tree_[blocks[j]] = tree_[2 * blocks[j]] + tree_[2 * blocks[j] + 1];
+      if (j + kAhead < m) __builtin_prefetch(below + blocks[j + kAhead] * kFan);
+      node(d, blocks[j]) = children_sum(d, blocks[j]);
     }
   }
 }
@@ -197,13 +245,15 @@ void Priorities::update(const int64_t* idx, const float* values, size_t k) {
 void Priorities::grow(uint64_t new_n, float initial) {
   const float pa = checked_power(initial, kInitial);
   auto lk = write_lock();
+  std::lock_guard<std::mutex> pl(pending_mu_);
+  apply_pending();
   const uint64_t old = p_.size();
   if (new_n <= old) return;
   p_.resize(new_n, initial);
   pa_.resize(new_n, pa);
   largest_ = std::max(largest_, initial);
   const uint64_t blocks = (new_n + kBlock - 1) / kBlock;
-  if (blocks > leaves_)
+  if (blocks > capacity_)
     rebuild();  // the tree doubles (or more): amortised over the rows that filled it
   else
     refresh_blocks(old / kBlock, blocks);
@@ -214,7 +264,7 @@ void Priorities::pieces(uint64_t lo, uint64_t hi, std::vector<Piece>& out) const
   auto rows = [&](uint64_t first, uint64_t end) {
     double s = 0;
     for (uint64_t i = first; i < end; ++i) s += pa_[i];
-    out.push_back({0, first, end, s});
+    out.push_back({-1, 0, first, end, s});
   };
   const uint64_t first_block = (lo + kBlock - 1) / kBlock, end_block = hi / kBlock;
   if (first_block > end_block) {  // inside one block
@@ -222,61 +272,115 @@ void Priorities::pieces(uint64_t lo, uint64_t hi, std::vector<Piece>& out) const
     return;
   }
   if (lo < first_block * kBlock) rows(lo, first_block * kBlock);
-  if (first_block < end_block) cover(1, 0, leaves_, first_block, end_block, out);
+  if (first_block < end_block) cover(0, 0, first_block, end_block, out);
   if (end_block * kBlock < hi) rows(end_block * kBlock, hi);
 }
 
-void Priorities::cover(uint64_t node, uint64_t node_first, uint64_t width, uint64_t first,
-                       uint64_t end, std::vector<Piece>& out) const {
+void Priorities::cover(int level, uint64_t index, uint64_t first, uint64_t end,
+                       std::vector<Piece>& out) const {
+  const uint64_t width = span(level), node_first = index * width;
   if (node_first >= end || node_first + width <= first) return;
   if (first <= node_first && node_first + width <= end) {
-    out.push_back({node, node_first * kBlock, (node_first + width) * kBlock, tree_[node]});
+    out.push_back({level, index, node_first * kBlock, (node_first + width) * kBlock,
+                   node(level, index)});
     return;
   }
-  const uint64_t half = width / 2;
-  cover(2 * node, node_first, half, first, end, out);
-  cover(2 * node + 1, node_first + half, half, first, end, out);
+  for (uint64_t c = 0; c < kFan; ++c) cover(level + 1, index * kFan + c, first, end, out);
 }
 
-void Priorities::descend(uint64_t node, double before, const double* t, size_t k,
+void Priorities::descend(int level, uint64_t index, double before, const double* t, size_t k,
                          int64_t* out) const {
   // Level by level rather than target by target: every target steps down
   // one level before any steps down the next, so the loads of a level are
   // independent of each other and overlap in memory (a depth-first walk
   // waits on each miss in turn, and below the cached top of a 10^8-row tree
-  // nearly every node is one), and the node target i + kAhead reads next is
-  // prefetched while target i steps. Each target takes the same path as
-  // one walk would: left while it lies below the left child's end, never
-  // into a child without mass.
+  // nearly every node is one), and the children target i + kAhead reads
+  // next are prefetched while target i steps. Each target takes the child
+  // whose mass range holds it, never one without mass.
+  //
+  // The top of the subtree is not walked at all: the targets ascend, so one
+  // pass along the nodes `skip` levels down (no more than two per target,
+  // side by side in memory) puts each target on its node there, with the
+  // mass before it.
   constexpr size_t kAhead = 16;
   thread_local std::vector<uint64_t> at;
   thread_local std::vector<double> base;
-  at.assign(k, node);
-  base.assign(k, before);
-  const int depth = std::countr_zero(leaves_) - (std::bit_width(node) - 1);  // leaves_ is 2^L
-  for (int level = 0; level < depth; ++level) {
+  at.resize(k);
+  base.resize(k);
+  int skip = 0;
+  while (level + skip < depth_ && (uint64_t{1} << (3 * (skip + 1))) <= 2 * k) ++skip;
+  {
+    const int d = level + skip;
+    const uint64_t first = index << (3 * skip);
+    const uint64_t count =
+        std::min(uint64_t{1} << (3 * skip), level_nodes_[static_cast<size_t>(d)] - first);
+    const double* m = &node(d, first);
+    uint64_t last = count - 1;  // the last node with mass (the subtree has some)
+    while (last > 0 && !(m[last] > 0)) --last;
+    uint64_t j = 0;
+    double acc = before;
     for (size_t i = 0; i < k; ++i) {
-      if (i + kAhead < k) __builtin_prefetch(tree_.data() + 2 * at[i + kAhead]);
-      const uint64_t n = at[i];
-      const double left_mass = tree_[2 * n], right_mass = tree_[2 * n + 1];
-      const double left = base[i] + left_mass;
-      const bool right = !(left_mass > 0) || (right_mass > 0 && !(t[i] < left));
-      at[i] = 2 * n + (right ? 1 : 0);
-      if (right) base[i] = left;
+      while (j < last && (!(m[j] > 0) || !(t[i] < acc + m[j]))) acc += m[j++];
+      at[i] = first + j;
+      base[i] = acc;
+    }
+  }
+  for (int d = level + skip; d < depth_; ++d) {
+    const double* below = tree_.data() + level_at_[static_cast<size_t>(d) + 1];
+    for (size_t i = 0; i < k; ++i) {
+      if (i + kAhead < k) __builtin_prefetch(below + at[i + kAhead] * kFan);
+      const double* c = below + at[i] * kFan;
+      // The ends of the children's mass ranges; the target's child is the
+      // first whose end lies above it (counted without a branch).
+      double end[kFan];
+      double acc = base[i];
+      unsigned q = 0;
+      for (unsigned x = 0; x < kFan; ++x) {
+        acc += c[x];
+        end[x] = acc;
+        q += !(t[i] < acc) ? 1u : 0u;
+      }
+      if (q == kFan || !(c[q] > 0)) {
+        // Rounding put the target past the last child with mass, or before
+        // the first: the nearest child with mass.
+        if (q == kFan) {
+          q = kFan - 1;
+          while (q > 0 && !(c[q] > 0)) --q;
+        } else {
+          while (q + 1 < kFan && !(c[q] > 0)) ++q;
+        }
+      }
+      base[i] = q ? end[q - 1] : base[i];
+      at[i] = at[i] * kFan + q;
     }
   }
   // Then the rows of each target's block, their cache lines asked for
   // ahead in the same way.
   const uint64_t rows = p_.size();
   for (size_t i = 0; i < k; ++i) {
-    if (i + kAhead < k) __builtin_prefetch(pa_.data() + (at[i + kAhead] - leaves_) * kBlock);
-    const uint64_t first = (at[i] - leaves_) * kBlock;
+    if (i + kAhead < k) __builtin_prefetch(pa_.data() + at[i + kAhead] * kBlock);
+    const uint64_t first = at[i] * kBlock;
     out[i] = static_cast<int64_t>(
         find_in_rows(first, std::min<uint64_t>(rows, first + kBlock), t[i] - base[i]));
   }
 }
 
 uint64_t Priorities::find_in_rows(uint64_t first, uint64_t end, double target) const {
+  if (end - first == kBlock) {
+    // A whole block, as nearly every draw's: the first row whose mass range
+    // ends above the target, counted without a branch (a search that stops
+    // at it mispredicts once a draw).
+    const float* m = pa_.data() + first;
+    double acc = 0;
+    unsigned q = 0;
+    for (unsigned x = 0; x < kBlock; ++x) {
+      acc += m[x];
+      q += !(target < acc) ? 1u : 0u;
+    }
+    // A row without mass is never the answer, except by rounding (the
+    // target past the last row with mass, or before the first): below.
+    if (q < kBlock && m[q] > 0) return first + q;
+  }
   uint64_t last = end;
   for (uint64_t row = first; row < end; ++row) {
     const float m = pa_[row];
@@ -359,8 +463,8 @@ void Priorities::draw(uint64_t lo, uint64_t hi, size_t k, uint64_t seed, uint64_
     const size_t b =
         j == last ? k : static_cast<size_t>(std::lower_bound(t + a, t + k, end) - t);
     if (a < b && piece.mass > 0) {
-      if (piece.node)
-        descend(piece.node, before, t + a, b - a, out + a);
+      if (piece.level >= 0)
+        descend(piece.level, piece.index, before, t + a, b - a, out + a);
       else
         for (size_t i = a; i < b; ++i)
           out[i] = static_cast<int64_t>(find_in_rows(piece.first, piece.end, t[i] - before));
@@ -373,10 +477,12 @@ void Priorities::draw(uint64_t lo, uint64_t hi, size_t k, uint64_t seed, uint64_
 void Priorities::weigh(const int64_t* out, size_t k, float* weights) const {
   // w = (N * P)^-beta / max w, where the largest weight is the smallest P's:
   // (P / P_min)^-beta, which no beta makes overflow (the ratio is >= 1).
-  double least = INFINITY;
-  for (size_t i = 0; i < k; ++i) least = std::min<double>(least, pa_[static_cast<size_t>(out[i])]);
+  // In float (powf is a third of pow's time): the ratio and the weight are floats anyway.
+  float least = INFINITY;
+  for (size_t i = 0; i < k; ++i) least = std::min(least, pa_[static_cast<size_t>(out[i])]);
+  const auto exponent = static_cast<float>(-beta_);
   for (size_t i = 0; i < k; ++i)
-    weights[i] = static_cast<float>(std::pow(pa_[static_cast<size_t>(out[i])] / least, -beta_));
+    weights[i] = std::pow(pa_[static_cast<size_t>(out[i])] / least, exponent);
 }
 
 void Priorities::save(const std::string& path) const {

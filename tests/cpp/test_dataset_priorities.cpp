@@ -11,6 +11,8 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <future>
+#include <numeric>
 #include <string>
 #include <thread>
 #include <vector>
@@ -437,6 +439,52 @@ TEST(Priorities, UpdatesAndDrawsFromSeveralThreadsSeeWholeUpdates) {
   EXPECT_GT(batches.load(), 0u);
   EXPECT_EQ(mixed.load(), 0u);
   EXPECT_EQ(bad_total.load(), 0u);
+}
+
+TEST(Priorities, AnUpdateDuringADrawReturnsAtOnceAndTheNextReadSeesIt) {
+  // A draw holds the priorities (its accept callback runs under the lock
+  // and waits); an update given meanwhile returns without waiting for it,
+  // the draw keeps the priorities it began with, and every read after the
+  // update sees it.
+  const uint64_t n = 1000;
+  Priorities p(n, 1.0, 0.4, 1.0f);
+  std::promise<void> drawing, updated;
+  std::future<void> go = updated.get_future();
+  std::vector<int64_t> drawn(64);
+  std::thread drawer([&] {
+    bool first = true;
+    p.sample_where(0, n, drawn.size(), 1, 0,
+                   [&](uint64_t) {
+                     if (first) {
+                       first = false;
+                       drawing.set_value();
+                       go.wait();
+                     }
+                     return true;
+                   },
+                   0, drawn.data(), nullptr);
+  });
+  drawing.get_future().wait();
+  std::vector<int64_t> all(n);
+  std::iota(all.begin(), all.end(), 0);
+  std::vector<float> only7(n, 0.0f);
+  only7[7] = 5.0f;
+  auto update = std::async(std::launch::async, [&] { p.update(all.data(), only7.data(), n); });
+  const bool returned = update.wait_for(std::chrono::seconds(30)) == std::future_status::ready;
+  updated.set_value();
+  drawer.join();
+  update.get();
+  EXPECT_TRUE(returned) << "the update waited for the draw under way";
+  EXPECT_GT(std::count_if(drawn.begin(), drawn.end(), [](int64_t r) { return r != 7; }), 0)
+      << "the draw under way saw the update";
+  int64_t seven = 7;
+  float got = 0;
+  p.get(&seven, 1, &got);
+  EXPECT_EQ(got, 5.0f);
+  EXPECT_DOUBLE_EQ(p.total(), 5.0);
+  std::vector<int64_t> out(16);
+  p.sample(0, n, out.size(), 2, 0, out.data(), nullptr);
+  for (int64_t r : out) EXPECT_EQ(r, 7);
 }
 
 TEST(Priorities, SaveLoadRoundTrip) {
