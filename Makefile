@@ -238,8 +238,9 @@ demo: setup $(BUILD)/build.ninja python
 
 # ---------------------------------------------------------------- bench
 # Baselines only the benchmarks compare against (bench/bag_compare.py,
-# bench/replay_compare.py).
-BENCH_PIP_PACKAGES := array-record zstandard grain litdata torchrl
+# bench/loader_compare.py: grain, LitData, SPDL; bench/replay_compare.py:
+# TorchRL, flashbax).
+BENCH_PIP_PACKAGES := array-record zstandard grain litdata torchrl flashbax spdl
 
 $(STAMPS)/pip-bench: Makefile | setup
 	$(call pip_install_missing,$(BENCH_PIP_PACKAGES))

@@ -20,6 +20,10 @@ Loaders:
                     prefetch (when grain is installed)
   litdata           LitData's StreamingDataset/StreamingDataLoader over the same rows
                     (optimize()d into its chunks; when litdata is installed)
+  spdl              Meta's SPDL thread pipeline: the batches' indices as its source, a
+                    gather of the same rows in RAM (numpy) as a stage of 2 concurrent
+                    tasks on 2 threads, in order, 4 batches buffered (when spdl is
+                    installed)
 
 Each cell is the median of --repeat passes (default 3), each with a fresh
 loader: on a shared VM one stall of the host (a millisecond, now and then)
@@ -182,6 +186,38 @@ def grain_batches(path, n, batch, seed):
         yield {k: torch.from_numpy(v) for k, v in b.items()}
 
 
+def epoch_indices(n, batch, seed):
+    """The batches' indices, epoch after epoch (the permutation every loader reads)."""
+    sampler = a2pack.torch_data.EpochBatchSampler(n, batch_size=batch, seed=seed)
+    epoch = 0
+    while True:
+        sampler.set_epoch(epoch)
+        yield from sampler
+        epoch += 1
+
+
+def spdl_batches(path, n, batch, seed):
+    import torch
+    from spdl.pipeline import PipelineBuilder
+
+    ds = a2pack.Dataset(path)
+    exps, moves, legal, ev = ds.get_batch_columns(np.arange(n, dtype=np.int64))
+    moves = moves.astype(np.int64)
+    del ds
+
+    def gather(idx):
+        return {"exponents": torch.from_numpy(exps[idx]), "moves": torch.from_numpy(moves[idx]),
+                "legal": torch.from_numpy(legal[idx]), "ev_values": torch.from_numpy(ev[idx])}
+
+    pipeline = (PipelineBuilder()
+                .add_source(epoch_indices(n, batch, seed))
+                .pipe(gather, concurrency=2, output_order="input")
+                .add_sink(4)
+                .build(num_threads=2))
+    with pipeline.auto_stop():
+        yield from pipeline
+
+
 def litdata_batches(path, n, batch, seed, work):
     import litdata as ld
     import torch
@@ -282,6 +318,11 @@ def main():
         loaders["grain"] = lambda: grain_batches(path, n, args.batch, 1)
     except ImportError:
         print("grain not installed: its cells are skipped")
+    try:
+        import spdl.pipeline  # noqa: F401
+        loaders["spdl"] = lambda: spdl_batches(path, n, args.batch, 1)
+    except ImportError:
+        print("spdl not installed: its cells are skipped")
     try:
         import litdata  # noqa: F401
         loaders["litdata"] = lambda: litdata_batches(path, n, args.batch, 1, work)

@@ -20,7 +20,11 @@ calls:
   - flashbax (JAX on CPU, jitted, the batch ready): its flat buffer's
     uniform sample of 4 096 and its prioritised flat buffer's sample +
     set_priorities of 4 096, in the uniform and prioritized rows;
-and the share of a 2 ms step a2pack's loop waits (consumer_wait_s over the
+TorchRL's buffers hold the rows in a LazyTensorStorage, and from 20 M rows
+in a LazyMemmapStorage under bench-out (four in-memory copies of 10^8 rows
+do not fit this machine); each baseline runs in a forked child, so one
+that runs out of memory is reported and skipped. Then
+the share of a 2 ms step a2pack's loop waits (consumer_wait_s over the
 loop's time). The a2pack time is what the loop receives: next() on a feed
 whose producers fill ahead, columns exponents, moves, legal, ev_values.
 
@@ -50,14 +54,20 @@ COLUMNS = ("exponents", "moves", "legal", "ev_values")
 BATCH, SLICES, SLICE_LEN = 4096, 256, 16
 
 
-def median_ms(fn, calls):
+def times_ms(fn, calls):
+    """(median, mean) of `calls` calls after one to warm up, in ms: the
+    median is a call's latency, the mean what a loop of them sustains."""
     fn()  # warm
     ts = []
     for _ in range(calls):
         t = time.perf_counter()
         fn()
         ts.append(time.perf_counter() - t)
-    return statistics.median(ts) * 1e3
+    return statistics.median(ts) * 1e3, statistics.mean(ts) * 1e3
+
+
+def median_ms(fn, calls):
+    return times_ms(fn, calls)[0]
 
 
 def a2pack_feed(ds, **kw):
@@ -95,12 +105,35 @@ def numpy_cells(steps, runs, calls, rng):
     return uniform, median_ms(windows, calls)
 
 
+# From this many rows TorchRL's buffers live in a LazyMemmapStorage (files
+# under bench-out): four in-memory copies of 10^8 rows do not fit 24 GiB.
+MEMMAP_ROWS = 20_000_000
+
+
+def isolated(fn, *args):
+    """A baseline's cells in a forked child (the rows shared copy-on-write),
+    so that one which runs out of memory at a size is reported and the other
+    cells go on. Forked while no a2pack feed runs (no threads to lose)."""
+    import multiprocessing as mp
+    ctx = mp.get_context("fork")
+    q = ctx.SimpleQueue()
+    p = ctx.Process(target=lambda: q.put(fn(*args)))
+    p.start()
+    p.join()
+    if p.exitcode != 0:
+        why = "killed (out of memory?)" if p.exitcode == -9 else f"exit status {p.exitcode}"
+        print(f"{fn.__name__} at {len(args[0]):,} rows: its process ended, {why}; cells skipped")
+        return {}
+    return q.get()
+
+
 def torchrl_cells(steps, calls):
+    import shutil
+    import tempfile
+
     import torch
     from tensordict import TensorDict
-    from torchrl.data import LazyTensorStorage, ReplayBuffer
-    from torchrl.data.replay_buffers.samplers import (PrioritizedSampler, RandomSampler,
-                                                      SliceSampler)
+    from torchrl.data import LazyMemmapStorage, LazyTensorStorage, ReplayBuffer
     n = len(steps)
     td = TensorDict({"board": torch.from_numpy(steps["board"].view(np.int64)),
                      "move": torch.from_numpy(steps["move"]),
@@ -108,16 +141,37 @@ def torchrl_cells(steps, calls):
                      "run_id": torch.from_numpy(steps["run_id"].astype(np.int64))},
                     batch_size=[n])
 
+    out_dir = pathlib.Path(os.environ.get("BENCH_OUT", HERE.parent / "bench-out"))
+    scratch = tempfile.mkdtemp(prefix="torchrl-memmap-", dir=out_dir) if n >= MEMMAP_ROWS else None
+
     def buffer(sampler, batch):
-        rb = ReplayBuffer(storage=LazyTensorStorage(n), sampler=sampler, batch_size=batch)
+        storage = (LazyMemmapStorage(n, scratch_dir=tempfile.mkdtemp(dir=scratch)) if scratch
+                   else LazyTensorStorage(n))
+        rb = ReplayBuffer(storage=storage, sampler=sampler, batch_size=batch)
         rb.extend(td)
         return rb
     out = {}
+    try:
+        out.update(torchrl_samplers(buffer, n, calls))
+    finally:
+        if scratch:
+            shutil.rmtree(scratch, ignore_errors=True)
+    return out
+
+
+def torchrl_samplers(buffer, n, calls):
+    import torch
+    from torchrl.data.replay_buffers.samplers import (PrioritizedSampler,
+                                                      PrioritizedSliceSampler, RandomSampler,
+                                                      SliceSampler)
+    out = {}
     rb = buffer(RandomSampler(), BATCH)
     out["uniform"] = median_ms(rb.sample, calls)
+    del rb  # one buffer at a time
     rb = buffer(SliceSampler(num_slices=SLICES, traj_key="run_id", strict_length=True),
                 SLICES * SLICE_LEN)
     out["windows"] = median_ms(rb.sample, calls)
+    del rb
     ps = PrioritizedSampler(max_capacity=n, alpha=0.6, beta=0.4)
     rb = buffer(ps, BATCH)
     pri = torch.rand(BATCH) + 0.1
@@ -126,7 +180,7 @@ def torchrl_cells(steps, calls):
         _, info = rb.sample(return_info=True)
         rb.update_priority(info["index"], pri)
     out["prioritized"] = median_ms(sample_update, calls)
-    from torchrl.data.replay_buffers.samplers import PrioritizedSliceSampler
+    del rb, ps
     rb = buffer(PrioritizedSliceSampler(max_capacity=n, alpha=0.6, beta=0.4, num_slices=SLICES,
                                         traj_key="run_id", strict_length=True),
                 SLICES * SLICE_LEN)
@@ -203,8 +257,8 @@ def main():
         ds, runs = runs_of(path)
         steps = np.load(pathlib.Path(path) / "steps.npy")
         np_uniform, np_windows = numpy_cells(steps, runs, args.calls, rng)
-        trl = {} if args.no_torchrl else torchrl_cells(steps, args.calls)
-        fbx = {} if args.no_flashbax else flashbax_cells(steps, args.calls)
+        trl = {} if args.no_torchrl else isolated(torchrl_cells, steps, args.calls)
+        fbx = {} if args.no_flashbax else isolated(flashbax_cells, steps, args.calls)
         cells = {
             "uniform": (dict(batch_size=BATCH, replacement=True), np_uniform),
             "windows": (dict(batch_size=SLICES, window=SLICE_LEN, replacement=True), np_windows),
@@ -231,13 +285,13 @@ def main():
             def sample_update():
                 b = next(f)
                 f.update_priorities(b["indices"], vals)
-            p_ms = median_ms(sample_update, args.calls)
+            p_ms, p_mean = times_ms(sample_update, args.calls)
         waited = waited_share(ds, batch_size=BATCH, priority=pr)
         t_ms = trl.get("prioritized")
         print(f"{len(ds):>12} {'prioritized':>12} {p_ms:>9.3f} {'-':>9} "
               f"{t_ms if t_ms else float('nan'):>9.3f} {'-':>8} "
               f"{(t_ms / p_ms) if t_ms else float('nan'):>9.1f} {waited:>10.2%}"
-              "   (sample 4 096 + update 4 096)")
+              f"   (sample 4 096 + update 4 096; mean {p_mean:.3f})")
         if t_ms:
             emit("replay", f"prioritized sample+update {len(ds):,} rows", p_ms, "TorchRL", t_ms,
                  "ms/batch", higher_is_better=False, target=30.0)
@@ -252,13 +306,13 @@ def main():
             def window_sample_update():
                 b = next(f)
                 f.update_priorities(b["indices"][:, 0], wvals)
-            w_ms = median_ms(window_sample_update, args.calls)
+            w_ms, w_mean = times_ms(window_sample_update, args.calls)
         waited = waited_share(ds, batch_size=SLICES, window=SLICE_LEN, priority=pr)
         t_ms = trl.get("prioritized windows")
         print(f"{len(ds):>12} {'prio windows':>12} {w_ms:>9.3f} {'-':>9} "
               f"{t_ms if t_ms else float('nan'):>9.3f} {'-':>8} "
               f"{(t_ms / w_ms) if t_ms else float('nan'):>9.1f} {waited:>10.2%}"
-              "   (256 x 16 + update 256 starts)")
+              f"   (256 x 16 + update 256 starts; mean {w_mean:.3f})")
         if t_ms:
             emit("replay", f"prioritized windows sample+update {len(ds):,} rows", w_ms, "TorchRL",
                  t_ms, "ms/batch", higher_is_better=False, target=30.0)
