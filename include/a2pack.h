@@ -2423,7 +2423,9 @@ typedef struct a2pack_feed_options {
                              on a helper thread), its rows join the endless orders at once and
                              the epoch orders at the next epoch; never a row not committed.
                              For every row of a single-file dataset (a2pack_feed_open without
-                             indices, a2pack_feed_open_replay); a state saved over N rows
+                             indices, a2pack_feed_open_replay) and for a sharded dataset
+                             (a2pack_feed_open_shards: the shards an append adds join the
+                             block shuffle at the next epoch); a state saved over N rows
                              resumes over N + k. Default 0 */
   /* Rate limiting, for self-play (live feeds): next() waits while the
    * learner is ahead of the actors, as Reverb's SampleToInsertRatio. A
@@ -2777,7 +2779,10 @@ A2PACK_API a2pack_status a2pack_priorities_save(const a2pack_priorities *p, cons
 /* Set rows indices[0..n) to values[0..n) (a row named twice takes the
  * last). Checked first, nothing changed when refused: A2PACK_E_OUT_OF_RANGE
  * for an index outside the rows, A2PACK_E_INVALID_ARGUMENT for a value
- * negative, NaN or infinite, each naming it and its position. */
+ * negative, NaN or infinite, each naming it and its position. Safe while
+ * feeds draw from p, and it never waits for a draw under way: that draw
+ * keeps the priorities it began with, and every draw or read after this
+ * call returns sees the new values. */
 A2PACK_API a2pack_status a2pack_priorities_update(a2pack_priorities *p, const int64_t *indices,
                                                   const float *values, size_t n);
 /* The priorities of rows indices[0..n) to out. */

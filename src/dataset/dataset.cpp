@@ -182,12 +182,7 @@ void Dataset::open_shards(const OpenOptions& o) {
     if (!present[i])
       fail(A2PACK_E_NOT_FOUND, "{}/{}: shard {} of manifest.json is missing", dir_,
            m.shards[i].file, i);
-  uint32_t crc = 0;
-  for (const auto& r : m.shards) crc = crc32c::combine(crc, r.crc32c, r.rows * kRowBytes);
-  if (crc != m.steps_crc32c)
-    fail(A2PACK_E_CORRUPT,
-         "{}/manifest.json: its shards' CRCs combine to {:#010x}, but steps_crc32c is {:#010x}",
-         dir_, crc, m.steps_crc32c);
+  check_combined_crc(dir_, m);
   open_db(o.verify_crc);
   rows_ = file_rows_ = crc_rows_ = m.rows;
   mem_ = RowMemory(static_cast<size_t>(rows_ * kRowBytes), o.huge_pages);

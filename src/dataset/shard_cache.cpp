@@ -19,6 +19,20 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 }  // namespace
 
+namespace {
+
+std::shared_ptr<const ShardCache::Layout> layout_of(Manifest m) {
+  auto l = std::make_shared<ShardCache::Layout>();
+  for (const auto& r : m.shards) {
+    l->firsts.push_back(r.first_row);
+    l->max_shard_bytes = std::max(l->max_shard_bytes, r.rows * kRowBytes);
+  }
+  l->manifest = std::move(m);
+  return l;
+}
+
+}  // namespace
+
 std::unique_ptr<ShardCache> ShardCache::open(const std::string& dir_in,
                                              const ShardCacheOptions& o) {
   const std::string dir = strip_slashes(dir_in);
@@ -31,27 +45,86 @@ std::unique_ptr<ShardCache> ShardCache::open(const std::string& dir_in,
   if (!m->sharded)  // a single-file dataset is one shard
     m->shards = {ShardRecord{"steps.npy", 0, m->rows, m->runs, m->steps_crc32c}};
   if (m->rows == 0) fail(A2PACK_E_INVALID_ARGUMENT, "{}: holds no rows to read", dir);
-  uint64_t max_bytes = 0;
-  for (const auto& r : m->shards) max_bytes = std::max(max_bytes, r.rows * kRowBytes);
-  if (o.budget_bytes < 2 * max_bytes)
+  auto l = layout_of(std::move(*m));
+  if (o.budget_bytes < 2 * l->max_shard_bytes)
     fail(A2PACK_E_INVALID_ARGUMENT,
          "{}: a memory budget of {} bytes cannot hold two of its largest shard ({} bytes): a "
          "batch that crosses into the next window needs both, and the next window loads while "
          "the current one is read. Raise the budget, or build the dataset with smaller shards "
          "(--shard-rows)",
-         dir, o.budget_bytes, max_bytes);
-  std::unique_ptr<ShardCache> c(new ShardCache(dir, std::move(*m), o));
-  c->max_shard_bytes_ = max_bytes;
-  return c;
+         dir, o.budget_bytes, l->max_shard_bytes);
+  return std::unique_ptr<ShardCache>(new ShardCache(dir, std::move(l), o));
 }
 
-ShardCache::ShardCache(std::string dir, Manifest m, const ShardCacheOptions& o)
-    : dir_(std::move(dir)), m_(std::move(m)), o_(o) {
-  res_.resize(m_.shards.size());
-  wanted_.assign(m_.shards.size(), 0);
-  for (const auto& r : m_.shards) firsts_.push_back(r.first_row);
+ShardCache::ShardCache(std::string dir, std::shared_ptr<const Layout> layout,
+                       const ShardCacheOptions& o)
+    : dir_(std::move(dir)), o_(o), layout_(std::move(layout)) {
+  rows_.store(layout_->manifest.rows, std::memory_order_release);
+  res_.resize(layout_->shards());
+  wanted_.assign(layout_->shards(), 0);
   owner_pid_ = static_cast<long>(::getpid());
   if (o_.prefetch) loader_ = std::make_unique<std::thread>([this] { loader_loop(); });
+}
+
+std::shared_ptr<const ShardCache::Layout> ShardCache::layout() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return layout_;
+}
+
+bool ShardCache::grow(Manifest next, uint32_t window) {
+  check_process();
+  const std::shared_ptr<const Layout> old = layout();
+  const Manifest& m = old->manifest;
+  if (!next.sharded)
+    fail(A2PACK_E_INVALID_ARGUMENT,
+         "{}/manifest.json: the sharded dataset was replaced by a single-file one", dir_);
+  if (next.shards.size() < m.shards.size() || next.rows < m.rows)
+    fail(A2PACK_E_INVALID_ARGUMENT,
+         "{}/manifest.json: lists {} shards of {} rows now, fewer than the {} shards of {} rows "
+         "read so far; the dataset was rebuilt or replaced (shards are followed as they are "
+         "appended)",
+         dir_, next.shards.size(), next.rows, m.shards.size(), m.rows);
+  for (size_t i = 0; i < m.shards.size(); ++i) {
+    const ShardRecord &a = m.shards[i], &b = next.shards[i];
+    if (a.file != b.file || a.first_row != b.first_row || a.rows != b.rows ||
+        a.crc32c != b.crc32c)
+      fail(A2PACK_E_INVALID_ARGUMENT,
+           "{}/manifest.json: shard {} is {} ({} rows from row {}, CRC32C {:08x}) now, where it "
+           "was {} ({} rows from row {}, CRC32C {:08x}); the dataset was rebuilt or replaced "
+           "(shards are followed as they are appended)",
+           dir_, i, b.file, b.rows, b.first_row, b.crc32c, a.file, a.rows, a.first_row,
+           a.crc32c);
+  }
+  if (next.shards.size() == m.shards.size()) return false;
+  uint64_t row = m.rows;
+  for (size_t i = m.shards.size(); i < next.shards.size(); ++i) {
+    const ShardRecord& r = next.shards[i];
+    if (r.first_row != row || r.rows == 0)
+      fail(A2PACK_E_CORRUPT, "{}/manifest.json: shard {} ({}) starts at row {} with {} rows; "
+           "the shards before it end at row {}", dir_, i, r.file, r.first_row, r.rows, row);
+    row += r.rows;
+  }
+  if (row != next.rows)
+    fail(A2PACK_E_CORRUPT, "{}/manifest.json: its shards hold {} rows, its \"rows\" says {}",
+         dir_, row, next.rows);
+  check_combined_crc(dir_, next);
+  auto l = layout_of(std::move(next));
+  if (o_.budget_bytes < 2 * uint64_t{window} * l->max_shard_bytes)
+    fail(A2PACK_E_INVALID_ARGUMENT,
+         "{}: an appended shard of {} bytes: windows of {} shards of it need a budget of {} "
+         "bytes, and the budget is {} (reopen the feed with a larger budget)",
+         dir_, l->max_shard_bytes, window, 2 * uint64_t{window} * l->max_shard_bytes,
+         o_.budget_bytes);
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    if (layout_ != old)
+      fail(A2PACK_E_INTERNAL, "{}: the shards were grown by two threads at once", dir_);
+    res_.resize(l->shards());
+    wanted_.resize(l->shards(), 0);
+    rows_.store(l->manifest.rows, std::memory_order_release);
+    layout_ = std::move(l);
+  }
+  return true;
 }
 
 ShardCache::~ShardCache() {
@@ -79,12 +152,13 @@ void ShardCache::check_process() const {
 }
 
 uint32_t ShardCache::window_for(uint32_t requested) const {
-  const uint64_t fit = o_.budget_bytes / (2 * max_shard_bytes_);
+  const uint64_t max_bytes = max_shard_bytes();
+  const uint64_t fit = o_.budget_bytes / (2 * max_bytes);
   if (requested && requested > fit)
     fail(A2PACK_E_INVALID_ARGUMENT,
          "{}: windows of {} shards need a budget of {} bytes (two windows of its largest shard, "
          "{} bytes); the budget is {}",
-         dir_, requested, 2 * uint64_t{requested} * max_shard_bytes_, max_shard_bytes_,
+         dir_, requested, 2 * uint64_t{requested} * max_bytes, max_bytes,
          o_.budget_bytes);
   return requested ? requested : static_cast<uint32_t>(std::clamp<uint64_t>(fit, 1, UINT32_MAX));
 }
@@ -114,7 +188,7 @@ bool ShardCache::make_room(uint64_t bytes, bool spare_wanted) const {
 }
 
 void ShardCache::load(uint32_t s, std::unique_lock<std::mutex>& lk) const {
-  const ShardRecord& rec = m_.shards[s];
+  const ShardRecord rec = layout_->manifest.shards[s];  // a copy: the layout may grow unlocked
   const uint64_t bytes = rec.rows * kRowBytes;
   res_[s] = std::make_unique<Resident>();
   Resident* r = res_[s].get();
@@ -156,7 +230,7 @@ const uint8_t* ShardCache::pin(uint32_t s) const {
     waited = true;
     if (r) {
       cv_->wait(lk);  // being loaded
-    } else if (make_room(m_.shards[s].rows * kRowBytes, false)) {
+    } else if (make_room(layout_->manifest.shards[s].rows * kRowBytes, false)) {
       load(s, lk);
     } else {
       // Every resident shard is pinned by a gather copying from it (none
@@ -176,21 +250,23 @@ void ShardCache::unpin(uint32_t s) const {
 
 void ShardCache::gather_columns(const int64_t* idx, size_t n, const ColumnsOut& out) const {
   check_process();
+  const std::shared_ptr<const Layout> l = layout();
+  const std::vector<uint64_t>& firsts = l->firsts;
   // Each row's shard, then the rows shard by shard (one pin at a time).
   thread_local std::vector<uint32_t> shard, order;
   thread_local std::vector<size_t> count;
   shard.resize(n);
-  const uint64_t rows = m_.rows;
+  const uint64_t rows = l->manifest.rows;
   for (size_t i = 0; i < n; ++i) {
     if (idx[i] < 0 || static_cast<uint64_t>(idx[i]) >= rows)
       fail(A2PACK_E_OUT_OF_RANGE, "{}: row {} (position {} of the batch) is outside the {} rows",
            dir_, idx[i], i, rows);
     shard[i] = static_cast<uint32_t>(
-        std::upper_bound(firsts_.begin(), firsts_.end(), static_cast<uint64_t>(idx[i])) -
-        firsts_.begin() - 1);
+        std::upper_bound(firsts.begin(), firsts.end(), static_cast<uint64_t>(idx[i])) -
+        firsts.begin() - 1);
   }
   // A counting sort of the positions by shard.
-  count.assign(m_.shards.size() + 1, 0);
+  count.assign(l->shards() + 1, 0);
   for (size_t i = 0; i < n; ++i) ++count[shard[i] + 1];
   for (size_t s = 1; s < count.size(); ++s) count[s] += count[s - 1];
   order.resize(n);
@@ -202,7 +278,7 @@ void ShardCache::gather_columns(const int64_t* idx, size_t n, const ColumnsOut& 
     const size_t a = count[s], b = count[s + 1];
     if (a == b) continue;
     const uint8_t* base = pin(static_cast<uint32_t>(s));
-    const uint64_t first = firsts_[s];
+    const uint64_t first = firsts[s];
     auto row = [&](size_t k) {
       return base + (static_cast<uint64_t>(idx[order[k]]) - first) * kRowBytes;
     };
@@ -215,13 +291,13 @@ void ShardCache::gather_columns(const int64_t* idx, size_t n, const ColumnsOut& 
   }
 }
 
-void ShardCache::shards_of(const std::vector<RowSpanRef>& spans,
-                           std::vector<uint32_t>* out) const {
+void ShardCache::shards_of(const Layout& l, const std::vector<RowSpanRef>& spans,
+                           std::vector<uint32_t>* out) {
+  const std::vector<uint64_t>& f = l.firsts;
   for (const auto& sp : spans) {
     if (sp.count == 0) continue;
-    size_t s = static_cast<size_t>(
-        std::upper_bound(firsts_.begin(), firsts_.end(), sp.first) - firsts_.begin() - 1);
-    for (; s < m_.shards.size() && firsts_[s] < sp.first + sp.count; ++s)
+    size_t s = static_cast<size_t>(std::upper_bound(f.begin(), f.end(), sp.first) - f.begin() - 1);
+    for (; s < l.shards() && f[s] < sp.first + sp.count; ++s)
       out->push_back(static_cast<uint32_t>(s));
   }
 }
@@ -229,8 +305,9 @@ void ShardCache::shards_of(const std::vector<RowSpanRef>& spans,
 void ShardCache::want(const std::vector<RowSpanRef>& now,
                       const std::vector<RowSpanRef>& next) const {
   std::vector<uint32_t> a, b;
-  shards_of(now, &a);
-  shards_of(next, &b);
+  const std::shared_ptr<const Layout> l = layout();
+  shards_of(*l, now, &a);
+  shards_of(*l, next, &b);
   {
     std::lock_guard<std::mutex> lk(mu_);
     // Most batches of a window wish what the one before did: nothing to redo.
@@ -261,7 +338,7 @@ void ShardCache::loader_loop() {
     }
     // Ahead of need: only into room that costs no shard still wanted; else
     // try again when a gather lets one go.
-    if (!make_room(m_.shards[s].rows * kRowBytes, true)) {
+    if (!make_room(layout_->manifest.shards[s].rows * kRowBytes, true)) {
       cv_->wait(lk);
       continue;
     }

@@ -12,6 +12,7 @@
 // there frees nothing the parent owns.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -49,6 +50,16 @@ struct RowSpanRef {
 
 class ShardCache {
  public:
+  // The shards the cache reads: its manifest (a single-file dataset as one
+  // shard), each shard's first global row. Replaced whole when the dataset
+  // grows (grow()); a holder of one keeps reading the shards it names.
+  struct Layout {
+    Manifest manifest;
+    std::vector<uint64_t> firsts;
+    uint64_t max_shard_bytes = 0;
+    size_t shards() const { return manifest.shards.size(); }
+  };
+
   // Reads the manifest of `dir` (a single-file dataset is one shard).
   // Fails for a dataset without rows or a budget that cannot hold two of
   // its largest shard.
@@ -58,14 +69,23 @@ class ShardCache {
   ShardCache& operator=(const ShardCache&) = delete;
 
   const std::string& dir() const { return dir_; }
-  const Manifest& manifest() const { return m_; }
-  uint64_t rows() const { return m_.rows; }
+  std::shared_ptr<const Layout> layout() const;
+  Manifest manifest() const { return layout()->manifest; }
+  uint64_t rows() const { return rows_.load(std::memory_order_acquire); }
   uint64_t budget_bytes() const { return o_.budget_bytes; }
-  uint64_t max_shard_bytes() const { return max_shard_bytes_; }
+  uint64_t max_shard_bytes() const { return layout()->max_shard_bytes; }
   // Shards per window of a block shuffle: `requested`, or when 0 as many as
   // half the budget holds (two windows are resident at once). Fails for a
   // window the budget cannot hold twice.
   uint32_t window_for(uint32_t requested) const;
+
+  // Takes in the shards a committed append added (a sharded append never
+  // touches a shard it did not write): `next` must list this cache's shards
+  // first, unchanged, and windows of `window` shards of its largest shard
+  // must fit the budget twice. Safe while other threads gather; rows the
+  // caller reads are the new layout's from the next gather on. Returns
+  // false when `next` adds no shard.
+  bool grow(Manifest next, uint32_t window);
 
   // Copy rows idx[0..n) to the columns of `out`, in order. An index outside
   // [0, rows) fails with OUT_OF_RANGE before anything is written.
@@ -82,7 +102,7 @@ class ShardCache {
     uint32_t pins = 0;
     bool ready = false;  // false while being loaded
   };
-  ShardCache(std::string dir, Manifest m, const ShardCacheOptions& o);
+  ShardCache(std::string dir, std::shared_ptr<const Layout> layout, const ShardCacheOptions& o);
   void check_process() const;
   // Shard s's rows, pinned (unpin() after); loads it when not resident.
   const uint8_t* pin(uint32_t s) const;
@@ -92,15 +112,15 @@ class ShardCache {
   bool make_room(uint64_t bytes, bool spare_wanted) const;
   void load(uint32_t s, std::unique_lock<std::mutex>& lk) const;  // mu_ held; dropped while reading
   void loader_loop();
-  void shards_of(const std::vector<RowSpanRef>& spans, std::vector<uint32_t>* out) const;
+  static void shards_of(const Layout& l, const std::vector<RowSpanRef>& spans,
+                        std::vector<uint32_t>* out);
 
   std::string dir_;
-  Manifest m_;
   ShardCacheOptions o_;
-  uint64_t max_shard_bytes_ = 0;
-  std::vector<uint64_t> firsts_;  // each shard's first global row
 
   mutable std::mutex mu_;
+  std::shared_ptr<const Layout> layout_;  // under mu_
+  std::atomic<uint64_t> rows_{0};         // layout_'s rows
   // Heap-held: in a forked child it is leaked, since destroying a condition
   // variable the parent's loader thread waited on at the fork blocks forever.
   std::unique_ptr<std::condition_variable> cv_ = std::make_unique<std::condition_variable>();

@@ -104,4 +104,26 @@ size_t shard_of_row(const std::vector<ShardRecord>& shards, uint64_t row) {
   return static_cast<size_t>(it - shards.begin()) - 1;
 }
 
+size_t shards_ending_at(const std::vector<ShardRecord>& shards, uint64_t rows) {
+  if (rows == 0) return 0;
+  if (shards.empty() || shards.back().first_row + shards.back().rows < rows) return SIZE_MAX;
+  const size_t last = shard_of_row(shards, rows - 1);
+  return shards[last].first_row + shards[last].rows == rows ? last + 1 : SIZE_MAX;
+}
+
+uint32_t combined_crc(const std::vector<ShardRecord>& shards, size_t count) {
+  uint32_t crc = 0;
+  for (size_t i = 0; i < count && i < shards.size(); ++i)
+    crc = crc32c::combine(crc, shards[i].crc32c, shards[i].rows * kRowBytes);
+  return crc;
+}
+
+void check_combined_crc(const std::string& dir, const Manifest& m) {
+  const uint32_t crc = combined_crc(m.shards, m.shards.size());
+  if (crc != m.steps_crc32c)
+    fail(A2PACK_E_CORRUPT,
+         "{}/manifest.json: its shards' CRCs combine to {:#010x}, but steps_crc32c is {:#010x}",
+         dir, crc, m.steps_crc32c);
+}
+
 }  // namespace a2pack::dataset

@@ -56,5 +56,14 @@ void read_shard(const std::string& dir, const ShardRecord& r, uint8_t* dst, bool
 // The shard holding global row `row` (shards sorted by first_row, non-empty
 // ones covering [0, rows)).
 size_t shard_of_row(const std::vector<ShardRecord>& shards, uint64_t row);
+// How many of the first shards hold exactly the first `rows` rows (0 for
+// none), or SIZE_MAX when no shard ends at row `rows`.
+size_t shards_ending_at(const std::vector<ShardRecord>& shards, uint64_t rows);
+
+// The CRC32C of the rows of shards [0, count), from the shards' own CRCs.
+uint32_t combined_crc(const std::vector<ShardRecord>& shards, size_t count);
+// CORRUPT, naming dir's manifest, unless its shards' CRCs combine to its
+// steps_crc32c.
+void check_combined_crc(const std::string& dir, const Manifest& m);
 
 }  // namespace a2pack::dataset

@@ -230,7 +230,7 @@ Feed::Feed(std::shared_ptr<const dataset::Dataset> ds, std::vector<int64_t> indi
            bool all_rows, const Options& o)
     : Feed(dataset_rows(ds), epoch_order(*ds, std::move(indices), all_rows, o),
            Position{o.start_epoch, 0}, o) {
-  if (o.live) go_live(std::move(ds), false);
+  if (o.live) live_ = LiveRows::of_dataset(ds, reopen_options(*ds), false);
 }
 
 dataset::Ranges LiveTables::runs_within(uint64_t rows) {
@@ -289,16 +289,11 @@ bool Feed::wait_for_inserts(std::chrono::milliseconds timeout) {
   }
 }
 
-void Feed::go_live(std::shared_ptr<const dataset::Dataset> ds, bool runs) {
-  // A throw here leaves a constructed feed, whose destructor stops the producers.
-  live_ = std::make_unique<LiveRows>(ds, reopen_options(*ds), runs);
-}
-
 void Feed::follow_growth() {
   std::optional<LiveRows::Grown> g = live_->poll();
   if (!g) return;
   const auto& live = static_cast<const order::LiveOrder&>(*order_);  // a live feed's order
-  const uint64_t rows = g->ds->rows();
+  const uint64_t rows = g->rows;
   if (live_tables_) {
     std::lock_guard<std::mutex> lk(live_tables_->mu);
     live_tables_->runs = std::move(g->runs);
@@ -311,7 +306,8 @@ void Feed::follow_growth() {
     std::lock_guard<std::mutex> lk(ring_->mu);
     at = normalized(state_next_);
   }
-  replace_order(live.grown(rows, at), at, dataset_rows(std::move(g->ds)));
+  // A sharded dataset's cache grew in place; a single-file one was opened again.
+  replace_order(live.grown(rows, at), at, g->ds ? dataset_rows(std::move(g->ds)) : nullptr);
 }
 
 Feed::Feed(std::shared_ptr<const dataset::Dataset> ds, const dataset::MixSampler& mix,
@@ -322,11 +318,6 @@ Feed::Feed(std::shared_ptr<const dataset::Dataset> ds, const dataset::MixSampler
 std::unique_ptr<Feed> Feed::over_shards(const std::string& dir, const ShardOptions& so,
                                         const Options& o_in) {
   const Options o = checked(o_in);
-  if (o.live)
-    fail(A2PACK_E_UNSUPPORTED,
-         "feed: {}: live follows a single-file dataset; a sharded dataset's block order does not "
-         "follow appends yet (reopen the feed after an append)",
-         dir);
   if (!o.shuffle)
     fail(A2PACK_E_INVALID_ARGUMENT,
          "feed: {}: a sharded dataset is read in its block shuffle (shards dealt out to the "
@@ -341,17 +332,28 @@ std::unique_ptr<Feed> Feed::over_shards(const std::string& dir, const ShardOptio
   co.budget_bytes = so.budget_bytes;
   co.verify_crc = so.verify_crc;
   co.huge_pages = so.huge_pages;
-  std::shared_ptr<const dataset::ShardCache> cache = dataset::ShardCache::open(dir, co);
-  auto ord = order::BlockOrder::of(*cache, so.window, o.seed,
-                                   static_cast<size_t>(o.batch_size / o.world), o.rank, o.world,
+  std::shared_ptr<dataset::ShardCache> cache = dataset::ShardCache::open(dir, co);
+  const uint32_t window = cache->window_for(so.window);
+  const size_t part = static_cast<size_t>(o.batch_size / o.world);
+  // Over the shards that hold the first `rows` rows: a live feed makes one
+  // such order per generation of shards.
+  auto make = [cache, window, part, o](uint64_t rows, uint64_t seed) {
+    return order::BlockOrder::over(*cache->layout(), rows, window, seed, part, o.rank, o.world,
                                    o.drop_last);
+  };
+  std::unique_ptr<order::Order> ord;
+  if (o.live) ord = std::make_unique<order::LiveOrder>(make, cache->rows(), o.seed);
+  else ord = make(cache->rows(), o.seed);
   if (ord->batches_in(o.start_epoch) == 0)
     fail(A2PACK_E_INVALID_ARGUMENT,
          "feed: {}: epoch {} holds no batch of {} rows for each of {} ranks (the smallest "
          "rank's shards hold fewer rows); use smaller batches or fewer ranks",
-         dir, o.start_epoch, o.batch_size / o.world, o.world);
-  return std::make_unique<Feed>(shard_rows(std::move(cache)), std::move(ord),
-                                Position{o.start_epoch, 0}, o);
+         dir, o.start_epoch, part, o.world);
+  std::unique_ptr<LiveRows> live = o.live ? LiveRows::of_shards(cache, window) : nullptr;
+  auto f = std::make_unique<Feed>(shard_rows(std::move(cache)), std::move(ord),
+                                  Position{o.start_epoch, 0}, o);
+  f->live_ = std::move(live);
+  return f;
 }
 
 std::unique_ptr<Feed> Feed::over_replay(std::shared_ptr<const dataset::Dataset> ds,
@@ -392,7 +394,8 @@ std::unique_ptr<Feed> Feed::over_replay(std::shared_ptr<const dataset::Dataset> 
       ds->rows(), ro.seed);
   auto f = std::make_unique<Feed>(dataset_rows(ds), std::move(ord), first, fo);
   f->live_tables_ = std::move(tables);
-  f->go_live(std::move(ds), windows);
+  const dataset::OpenOptions reopen = reopen_options(*ds);
+  f->live_ = LiveRows::of_dataset(std::move(ds), reopen, windows);
   return f;
 }
 

@@ -178,9 +178,6 @@ class Feed {
   // first; FULL when the limit's own timeout has, counted from the first
   // call that waited for this batch.
   bool wait_for_inserts(std::chrono::milliseconds timeout);
-  // A live feed over `ds`: what follows its folder, and the order made
-  // again over the rows it grows to.
-  void go_live(std::shared_ptr<const dataset::Dataset> ds, bool runs);
   // The position after p, skipping empty epochs; false when the feed ends
   // before it (the epochs limit).
   bool advance(order::Position* p) const;

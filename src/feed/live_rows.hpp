@@ -1,10 +1,15 @@
 // Following a dataset that another process appends to. The consumer asks
 // before each batch (poll: one stat of manifest.json, O(1)); when the
 // manifest changed - an append commits by renaming a new one into place -
-// a helper thread opens the folder again (the committed rows only, so
-// nothing torn or half-written is ever read), checks that the rows the
-// feed has read are still its first rows, and hands the grown dataset to
-// the next poll. The feed then takes the new rows in (order/live_order.hpp).
+// a helper thread reads the committed rows again (only those, so nothing
+// torn or half-written is ever read), checks that the rows the feed has
+// read are still its first rows, and hands the grown rows to the next
+// poll. The feed then takes the new rows in (order/live_order.hpp).
+//
+// A single-file dataset is opened again (a new Dataset over the grown
+// steps.npy); a sharded dataset's cache takes in the shards the append
+// added (dataset/shard_cache.hpp, grow()), the shards it holds staying
+// resident.
 #pragma once
 
 #include <sys/types.h>
@@ -12,6 +17,7 @@
 #include <atomic>
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -19,33 +25,44 @@
 #include <thread>
 
 #include "dataset/dataset.hpp"
+#include "dataset/shard_cache.hpp"
 
 namespace a2pack::feed {
 
 class LiveRows {
  public:
   struct Grown {
-    std::shared_ptr<const dataset::Dataset> ds;
+    uint64_t rows = 0;
+    std::shared_ptr<const dataset::Dataset> ds;  // a single-file dataset, opened again
     dataset::Ranges runs;  // the runs of ds in row order (when asked for)
   };
   // Follows `ds`'s folder, opening it again with `reopen`; with `runs` each
   // grown dataset comes with its runs' table (one query of metadata.db).
-  LiveRows(std::shared_ptr<const dataset::Dataset> ds, const dataset::OpenOptions& reopen,
-           bool runs);
-  ~LiveRows();  // waits for an open under way
+  static std::unique_ptr<LiveRows> of_dataset(std::shared_ptr<const dataset::Dataset> ds,
+                                              const dataset::OpenOptions& reopen, bool runs);
+  // Follows the sharded dataset `shards` reads, growing it in place; new
+  // shards must fit windows of `window` shards in its budget.
+  static std::unique_ptr<LiveRows> of_shards(std::shared_ptr<dataset::ShardCache> shards,
+                                             uint32_t window);
+  ~LiveRows();  // waits for a read under way
   LiveRows(const LiveRows&) = delete;
   LiveRows& operator=(const LiveRows&) = delete;
 
-  // The grown dataset when an open finished with more rows than the last
-  // one handed out. Rethrows what went wrong in an open (the dataset
-  // replaced by a smaller one or by other rows, damaged, removed), once.
-  // The consumer's thread; O(1) unless an open has finished.
+  // The grown rows when a read finished with more rows than the last one
+  // handed out. Rethrows what went wrong in a read (the dataset replaced
+  // by a smaller one or by other rows, damaged, removed), once.
+  // The consumer's thread; O(1) unless a read has finished.
   std::optional<Grown> poll();
-  // Look at the manifest now and wait for the open it calls for (or one
+  // Look at the manifest now and wait for the read it calls for (or one
   // under way) to finish, so that the next poll() has its result.
   void settle();
 
  private:
+  // Reads the committed rows again (on the helper thread, one read at a
+  // time): the grown rows, nothing when no row was added, or a throw.
+  using Read = std::function<std::optional<Grown>()>;
+  LiveRows(std::string dir, Read read);
+
   struct Stamp {
     dev_t dev = 0;
     ino_t ino = 0;
@@ -55,12 +72,10 @@ class LiveRows {
     }
   };
   Stamp stamp() const;
-  void open_again();  // on the helper thread
+  void read_again();  // on the helper thread
 
   std::string dir_, manifest_;
-  dataset::OpenOptions reopen_;
-  bool runs_;
-  std::shared_ptr<const dataset::Dataset> last_;  // the rows the feed reads
+  Read read_;
   Stamp seen_;
   std::thread helper_;
   std::atomic<bool> busy_{false};

@@ -1,6 +1,7 @@
 #include "feed/rows.hpp"
 
 #include "base/crc32c.hpp"
+#include "dataset/shards.hpp"
 
 namespace a2pack::feed {
 
@@ -34,8 +35,14 @@ class ShardRows final : public Rows {
   explicit ShardRows(std::shared_ptr<const dataset::ShardCache> c) : c_(std::move(c)) {}
   uint64_t rows() const override { return c_->rows(); }
   const std::string& dir() const override { return c_->dir(); }
-  uint32_t rows_crc() const override { return c_->manifest().steps_crc32c; }
-  uint32_t prefix_crc(uint64_t n) const override { return n == rows() ? rows_crc() : 0; }
+  uint32_t rows_crc() const override { return c_->layout()->manifest.steps_crc32c; }
+  // The shards' own CRCs combined: O(shards), no row read. 0 (no match)
+  // unless a shard ends at row n.
+  uint32_t prefix_crc(uint64_t n) const override {
+    const auto l = c_->layout();
+    const size_t count = dataset::shards_ending_at(l->manifest.shards, n);
+    return count == SIZE_MAX ? 0 : dataset::combined_crc(l->manifest.shards, count);
+  }
   void gather(const int64_t* idx, size_t n, const dataset::ColumnsOut& out,
               uint32_t) const override {
     c_->gather_columns(idx, n, out);

@@ -71,7 +71,7 @@ class ShardStream {
   ShardStream(const ShardStream&) = delete;
   ShardStream& operator=(const ShardStream&) = delete;
 
-  const Manifest& manifest() const { return cache_->manifest(); }
+  Manifest manifest() const { return cache_->manifest(); }
   const BlockSampler& sampler() const;
   const BlockPlan& plan() const { return *plan_; }
   uint64_t epoch() const { return epoch_; }

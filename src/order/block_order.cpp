@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "base/error.hpp"
+#include "dataset/shards.hpp"
 
 namespace a2pack::order {
 
@@ -26,14 +27,29 @@ BlockOrder::BlockOrder(dataset::BlockSampler sampler, uint64_t first_epoch, size
 std::unique_ptr<BlockOrder> BlockOrder::of(const dataset::ShardCache& shards, uint32_t window,
                                            uint64_t seed, size_t batch, uint32_t rank,
                                            uint32_t world, bool drop_last) {
-  std::vector<uint64_t> rows, firsts;
-  for (const auto& r : shards.manifest().shards) {
-    rows.push_back(r.rows);
-    firsts.push_back(r.first_row);
+  const auto layout = shards.layout();
+  return over(*layout, layout->manifest.rows, shards.window_for(window), seed, batch, rank, world,
+              drop_last);
+}
+
+std::unique_ptr<BlockOrder> BlockOrder::over(const dataset::ShardCache::Layout& layout,
+                                             uint64_t rows, uint32_t window, uint64_t seed,
+                                             size_t batch, uint32_t rank, uint32_t world,
+                                             bool drop_last) {
+  const size_t count = dataset::shards_ending_at(layout.manifest.shards, rows);
+  if (count == SIZE_MAX)
+    fail(A2PACK_E_INVALID_ARGUMENT,
+         "feed: no shard of the dataset ends at row {} (its {} shards hold {} rows): a state of "
+         "a feed over other shards",
+         rows, layout.shards(), layout.manifest.rows);
+  std::vector<uint64_t> counts, firsts;
+  for (size_t i = 0; i < count; ++i) {
+    counts.push_back(layout.manifest.shards[i].rows);
+    firsts.push_back(layout.manifest.shards[i].first_row);
   }
-  return std::make_unique<BlockOrder>(dataset::BlockSampler(std::move(rows), std::move(firsts),
-                                                            seed, batch, rank, world,
-                                                            shards.window_for(window), drop_last));
+  return std::make_unique<BlockOrder>(dataset::BlockSampler(std::move(counts), std::move(firsts),
+                                                            seed, batch, rank, world, window,
+                                                            drop_last));
 }
 
 std::shared_ptr<const dataset::BlockPlan> BlockOrder::plan(uint64_t epoch) const {

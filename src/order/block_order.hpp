@@ -38,6 +38,14 @@ class BlockOrder final : public Order {
   static std::unique_ptr<BlockOrder> of(const dataset::ShardCache& shards, uint32_t window,
                                         uint64_t seed, size_t batch, uint32_t rank,
                                         uint32_t world, bool drop_last);
+  // The block shuffle of the shards of `layout` that hold its first `rows`
+  // rows (a live feed's generation; fails unless a shard ends there):
+  // `window` shards per window (as resolved by the cache), `batch` rows per
+  // rank.
+  static std::unique_ptr<BlockOrder> over(const dataset::ShardCache::Layout& layout,
+                                          uint64_t rows, uint32_t window, uint64_t seed,
+                                          size_t batch, uint32_t rank, uint32_t world,
+                                          bool drop_last);
 
   const dataset::BlockSampler& sampler() const { return s_; }
   std::shared_ptr<const dataset::BlockPlan> plan(uint64_t epoch) const;

@@ -62,14 +62,28 @@ uint64_t LiveOrder::batches_in(uint64_t epoch) const {
 
 uint64_t LiveOrder::sequence(Position p) const {
   if (endless_) return p.batch;
-  // Whole epochs before p, generation by generation (each generation's
-  // epochs have one length), then p's batch.
+  // Whole epochs before p, generation by generation (each generation's own
+  // count of the epochs it serves: a block order's epochs differ in
+  // length), then p's batch.
   uint64_t s = 0;
   for (size_t i = 0; i < gens_.size() && gens_[i].from < p.epoch; ++i) {
     const uint64_t end = i + 1 < gens_.size() ? std::min(gens_[i + 1].from, p.epoch) : p.epoch;
-    s += (end - gens_[i].from) * gens_[i].order->batches_in(gens_[i].from);
+    const Order& o = *gens_[i].order;
+    s += o.sequence(Position{end, 0}) - o.sequence(Position{gens_[i].from, 0});
   }
   return s + p.batch;
+}
+
+Residency LiveOrder::residency(Position p) const {
+  const Order& o = at(p);
+  Residency r = o.residency(p);
+  // The last batch of an epoch before a generation begins: what comes next
+  // is the next generation's (a block order's next shards are its own).
+  if (!endless_ && p.batch + 1 >= o.batches_in(p.epoch)) {
+    const Position first{p.epoch + 1, 0};
+    if (const Order& n = at(first); &n != &o) r.next = n.residency(first).now;
+  }
+  return r;
 }
 
 void LiveOrder::restart(Position p) {

@@ -10,10 +10,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <numeric>
 #include <set>
+#include <thread>
 #include <vector>
 
 #include "base/error.hpp"
@@ -23,6 +25,7 @@
 #include "dataset/dataset.hpp"
 #include "dataset/fsutil.hpp"
 #include "dataset/npy.hpp"
+#include "dataset/shard_cache.hpp"
 #include "feed/shard_stream.hpp"
 #include "test_dataset_util.hpp"
 
@@ -390,4 +393,68 @@ TEST(ShardStream, BatchesAreTheSamplersRowsWithinTheBudgetWithOrWithoutPrefetch)
     EXPECT_GT(s->stats().evictions, 0u);
   }
   EXPECT_EQ(seen[0], seen[1]);
+}
+
+TEST(ShardCache, TakesInAppendedShardsWhileGathersRunAndRefusesChangedOnes) {
+  Folders f;
+  DirSource src(f.tmp / "runs"), more(f.tmp / "more");
+  build(src, f.tmp / "sh", opts(100));
+  ShardCacheOptions co;
+  co.budget_bytes = 4 * 100 * 32;  // two windows of two shards
+  std::shared_ptr<ShardCache> c = ShardCache::open(f.tmp / "sh", co);
+  const uint64_t n = c->rows();
+  const size_t shards = c->layout()->shards();
+  EXPECT_FALSE(c->grow(*read_manifest(f.tmp / "sh"), 2));  // nothing new
+  // Two threads gather the old rows while the cache takes the new shards in.
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> gatherers;
+  for (uint64_t t = 0; t < 2; ++t)
+    gatherers.emplace_back([&, t] {
+      std::vector<uint32_t> ids(16);
+      std::vector<int64_t> idx(16);
+      uint64_t x = t + 1;
+      while (!stop.load()) {
+        for (auto& i : idx) {
+          x = x * 6364136223846793005ull + 1442695040888963407ull;
+          i = static_cast<int64_t>((x >> 33) % n);
+        }
+        ColumnsOut out;
+        out.run_ids = ids.data();
+        c->gather_columns(idx.data(), idx.size(), out);
+      }
+    });
+  append(more, f.tmp / "sh", opts(0));
+  const auto m = read_manifest(f.tmp / "sh");
+  EXPECT_TRUE(c->grow(*m, 2));
+  stop = true;
+  for (auto& t : gatherers) t.join();
+  EXPECT_EQ(c->rows(), m->rows);
+  EXPECT_GT(c->layout()->shards(), shards);
+  // Every row, old and new, is the dataset's.
+  OpenOptions oo;
+  oo.workers = 1;
+  auto d = Dataset::open(f.tmp / "sh", oo);
+  std::vector<int64_t> all(d->rows());
+  std::iota(all.begin(), all.end(), 0);
+  std::vector<uint32_t> got(all.size()), want(all.size());
+  ColumnsOut a, b;
+  a.run_ids = got.data();
+  b.run_ids = want.data();
+  c->gather_columns(all.data(), all.size(), a);
+  d->gather_columns(all.data(), all.size(), b, 1);
+  EXPECT_EQ(got, want);
+  // A manifest whose shards are not this cache's first ones is refused,
+  // naming the shard, and the cache stays as it was.
+  Manifest changed = *m;
+  changed.shards[1].crc32c ^= 1;
+  try {
+    c->grow(changed, 2);
+    ADD_FAILURE() << "a changed shard was taken in";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("shard 1 is"), std::string::npos) << e.what();
+  }
+  Manifest fewer = *m;
+  fewer.shards.pop_back();
+  EXPECT_THROW(c->grow(fewer, 2), Error);
+  EXPECT_EQ(c->rows(), m->rows);
 }

@@ -4,34 +4,20 @@ nothing uncommitted is served (an appending process killed half-way
 included); a state saved over N rows resumes over N + k, at the same or another
 world size; the rate limit
 holds a learner back until the actors append; bad uses are refused."""
-import os
-import signal
-import subprocess
-import sys
-import time
 
 import numpy as np
 import pytest
 
 import a2pack
-from beam_ddp_helpers import make_run
-from cli_util import cli_path
+from live_helpers import Appender, built, runs, same, take
 
 COLS = ("boards", "run_ids", "step_indices", "indices")
 
 
-def runs(first, count):
-    return [make_run(first + k, 40 + (first + k) * 7 % 50) for k in range(count)]
-
 
 @pytest.fixture
 def ds_dir(tmp_path):
-    d = tmp_path / "ds"
-    (tmp_path / "runs").mkdir()
-    for k, r in enumerate(runs(0, 10)):
-        r.save(tmp_path / "runs" / f"run-{k:03d}.a2run2")
-    a2pack.build_dataset(tmp_path / "runs", d, workers=1)
-    return d
+    return built(tmp_path, "ds", 10)
 
 
 def feed(ds, **kw):
@@ -41,19 +27,6 @@ def feed(ds, **kw):
     return a2pack.Feed(ds, **kw)
 
 
-def take(f, n):
-    out = []
-    for _ in range(n):
-        b = next(f)
-        out.append({"epoch": b.epoch, "batch": b.batch,
-                    **{k: np.array(b[k]) for k in b.keys()}})
-    return out
-
-
-def same(a, b):
-    assert [(x["epoch"], x["batch"]) for x in a] == [(y["epoch"], y["batch"]) for y in b]
-    for x, y in zip(a, b):
-        assert np.array_equal(x["indices"], y["indices"])
 
 
 def test_endless_draws_take_the_appended_rows_at_the_next_batch(ds_dir):
@@ -173,39 +146,20 @@ def test_windows_and_priorities_follow_the_growth(ds_dir):
         assert drawn.max() >= n
 
 
-APPENDER = r"""
-import sys, time
-import a2pack
-from beam_ddp_helpers import make_run
-ds, first, count = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-for k in range(count):
-    a2pack.append_runs(ds, [make_run(first + 10 * k + j, 60 + j) for j in range(10)])
-    print(k, flush=True)
-"""
-
 
 def test_an_appending_process_never_shows_a_torn_row_even_when_killed(ds_dir, tmp_path):
     """Another process appends while the feed runs; one is SIGKILLed in the
     middle of an append. Every row served equals the committed row at its
     index (appends never change rows), and the feed sees every commit."""
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        [os.path.dirname(__file__)] + [p for p in sys.path if p]))
-    script = tmp_path / "appender.py"
-    script.write_text(APPENDER)
+    appender = Appender(tmp_path, ds_dir)
     ds = a2pack.Dataset(ds_dir, mmap=True)
     served = []
     with feed(ds, replacement=True, batch_size=256, seed=9, depth=2) as f:
-        proc = subprocess.Popen([sys.executable, str(script), str(ds_dir), "1000", "6"],
-                                env=env, stdout=subprocess.PIPE, text=True)
+        proc = appender.start(1000, 6)
         for _ in range(6):
             served += take(f, 5)
         assert proc.wait(timeout=300) == 0
-        # One more, killed as soon as it has started appending.
-        proc = subprocess.Popen([sys.executable, str(script), str(ds_dir), "5000", "50"],
-                                env=env, stdout=subprocess.PIPE, text=True)
-        proc.stdout.readline()  # its first append committed; the next is under way
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=60)
+        appender.kill_mid_append()  # one more, killed as soon as it has started appending
         served += take(f, 5)
         rows = f.refresh()
         served += take(f, 5)

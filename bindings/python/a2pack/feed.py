@@ -558,7 +558,9 @@ class Feed(_FeedBase):
     the epoch orders at the next epoch, and nothing uncommitted is ever
     read. Priorities grow with the rows, each new row at the largest
     priority given so far. For every row of a single-file dataset, opened
-    (not a selection, a mix or a sharded folder). A ``state_dict()`` taken
+    (not a selection or a mix), and for a sharded dataset given by its
+    folder, whose appended shards join the block shuffle at the next epoch
+    (the shards held stay resident). A ``state_dict()`` taken
     over N rows resumes over N + k: the same batches up to its position,
     the k new rows taken in from there. :meth:`refresh` takes in what was
     committed until now, so that the next batch sees it.
@@ -1036,8 +1038,9 @@ class Feed(_FeedBase):
     def update_priorities(self, indices: npt.ArrayLike, values: npt.ArrayLike) -> None:
         """Set the priorities of rows ``indices`` (e.g. a batch's
         ``indices`` column) to ``values`` (e.g. its absolute TD errors);
-        thread-safe while the producers draw. For a feed opened with
-        ``priority=``."""
+        thread-safe while the producers draw, and without waiting for a
+        draw under way (that batch keeps the priorities it began with; the
+        next draw sees these). For a feed opened with ``priority=``."""
         if self._priorities is None:
             raise ValueError("this feed was opened without priority=a2pack.Priorities(...)")
         self._priorities.update(indices, values)

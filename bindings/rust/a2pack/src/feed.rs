@@ -272,7 +272,9 @@ impl FeedOptions {
     /// once), its rows joining the endless orders at once and the epoch
     /// orders at the next epoch; never a row not committed. For every row
     /// of a single-file dataset ([`Feed::open`] without indices,
-    /// `Feed::open_replay`); a state saved over N rows resumes over N + k.
+    /// `Feed::open_replay`) and for a sharded one ([`Feed::open_shards`]:
+    /// appended shards join the block shuffle at the next epoch); a state
+    /// saved over N rows resumes over N + k.
     pub fn live(mut self, live: bool) -> Self {
         self.raw.live = i32::from(live);
         self

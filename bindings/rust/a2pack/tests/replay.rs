@@ -258,3 +258,45 @@ fn a_live_feed_takes_in_appended_rows_and_resumes_over_more() {
     let err = Feed::open_replay(&grown, &replay, None, &limited).unwrap_err();
     assert!(err.to_string().contains("open the feed with live"), "{err}");
 }
+
+#[test]
+fn a_live_sharded_feed_takes_appended_shards_in_at_the_next_epoch() {
+    let dir = tempfile::tempdir().unwrap();
+    let ds_dir = built(dir.path(), 100);
+    let n = Dataset::open(&ds_dir).unwrap().rows().len();
+    let shards = ShardFeedOptions::new().budget_bytes(1 << 20).window(2);
+    let live = opts(32).live(true);
+    let mut f = Feed::open_shards(&ds_dir, &shards, &live).unwrap();
+    let per_epoch = f.stats().batches_per_epoch;
+    let mut epoch0: Vec<usize> = f.next_batch().unwrap().unwrap().indices().unwrap().to_vec();
+    let state = f.state().unwrap();
+    let more = dir.path().join("more");
+    common::gen_runs(&more, 6, 900);
+    let r = dataset::append(&ds_dir, &more, &BuildOptions::new().workers(1), None).unwrap();
+    assert_eq!(f.refresh().unwrap() as usize, r.total_rows as usize);
+    let mut rest = Vec::new();
+    let mut epoch1 = Vec::new();
+    while epoch1.len() < r.total_rows as usize {
+        let b = f.next_batch().unwrap().unwrap();
+        let idx = b.indices().unwrap().to_vec();
+        match b.info().epoch {
+            0 => {
+                epoch0.extend_from_slice(&idx);
+                rest.push(idx);
+            }
+            1 => epoch1.extend_from_slice(&idx),
+            e => panic!("epoch {e} before epoch 1 held every row"),
+        }
+    }
+    assert_eq!(rest.len() as u64, per_epoch - 1);
+    epoch0.sort_unstable();
+    assert_eq!(epoch0, (0..n).collect::<Vec<_>>()); // the epoch begun keeps its shards
+    epoch1.sort_unstable();
+    assert_eq!(epoch1, (0..r.total_rows as usize).collect::<Vec<_>>());
+    // The state taken over n rows resumes over the grown shards.
+    let mut g = Feed::open_shards(&ds_dir, &shards, &live).unwrap();
+    g.load_state(&state).unwrap();
+    for want in &rest {
+        assert_eq!(g.next_batch().unwrap().unwrap().indices().unwrap(), &want[..]);
+    }
+}
