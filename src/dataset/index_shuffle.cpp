@@ -1,7 +1,7 @@
 #include "dataset/index_shuffle.hpp"
 
+#include <algorithm>
 #include <cstring>
-#include <vector>
 
 #include "base/error.hpp"
 #include "base/splitmix.hpp"
@@ -91,24 +91,36 @@ void IndexShuffle::fill(uint64_t start, size_t len, uint32_t* out) const {
   if (start > n_ || len > n_ - start)
     fail(A2PACK_E_INTERNAL, "index shuffle: positions {}..{} past {}", start, start + len, n_);
   const Rounds r{lo_bits_, lo_mask_, hi_mask_, keys_};
-  for (size_t i = 0; i < len; ++i) out[i] = static_cast<uint32_t>(start + i);
-  permute(r, out, len);
-  // Cycle-walk the values past n: gather them, run them through the network
-  // again together (vectorised), put back those now inside, repeat. Each
-  // pass keeps fewer than half of them on average.
-  std::vector<uint32_t> at, walk;
-  for (size_t i = 0; i < len; ++i)
-    if (out[i] >= n_) at.push_back(static_cast<uint32_t>(i));
-  while (!at.empty()) {
-    walk.resize(at.size());
-    for (size_t j = 0; j < at.size(); ++j) walk[j] = out[at[j]];
-    permute(r, walk.data(), walk.size());
-    size_t kept = 0;
-    for (size_t j = 0; j < at.size(); ++j) {
-      out[at[j]] = walk[j];
-      if (walk[j] >= n_) at[kept++] = at[j];
+  // A chunk at a time, its walk lists on the stack: a fill allocates
+  // nothing.
+  constexpr size_t kChunk = 1024;
+  uint32_t at[kChunk], walk[kChunk];
+  for (size_t c = 0; c < len; c += kChunk) {
+    uint32_t* v = out + c;
+    const size_t m = std::min(kChunk, len - c);
+    for (size_t i = 0; i < m; ++i) v[i] = static_cast<uint32_t>(start + c + i);
+    permute(r, v, m);
+    // Cycle-walk the values past n: gather them, run them through the
+    // network again together (vectorised), put back those now inside,
+    // repeat; each pass keeps fewer than half of them on average. The lists
+    // are kept without branches: up to half of the values walk, at random,
+    // and a branch on each would mispredict as often.
+    size_t k = 0;
+    for (size_t i = 0; i < m; ++i) {
+      at[k] = static_cast<uint32_t>(i);
+      k += v[i] >= n_;
     }
-    at.resize(kept);
+    while (k > 0) {
+      for (size_t j = 0; j < k; ++j) walk[j] = v[at[j]];
+      permute(r, walk, k);
+      size_t kept = 0;
+      for (size_t j = 0; j < k; ++j) {
+        v[at[j]] = walk[j];
+        at[kept] = at[j];
+        kept += walk[j] >= n_;
+      }
+      k = kept;
+    }
   }
 }
 

@@ -148,3 +148,20 @@ TEST(IndexShuffle, StatesSayWhichPermutationAndAnOldStateKeepsItsOrder) {
   for (int k = 0; k < 4; ++k) odd[odd.size() - 4 + k] = static_cast<char>((crc >> (8 * k)) & 0xFF);
   EXPECT_EQ(status_of([&] { x.load_state(odd.data(), odd.size()); }), A2PACK_E_UNSUPPORTED);
 }
+
+// The order is part of every checkpoint that names the index shuffle: a
+// state saved by any earlier build must walk the same positions, so the
+// values are pinned (a faster network must compute the same one).
+TEST(IndexShuffle, TheOrderIsPinnedSoSavedStatesKeepTheirBatches) {
+  struct Case {
+    uint64_t n, seed, epoch;
+    uint32_t crc, first[3];
+  };
+  for (const Case& c : {Case{37, 3, 0, 0xE953886Du, {33, 34, 3}},
+                        Case{1000003, 7, 2, 0x23ECC7BEu, {571052, 544028, 272735}}}) {
+    std::vector<uint32_t> v(c.n);
+    IndexShuffle(c.n, c.seed, c.epoch).fill(0, c.n, v.data());
+    EXPECT_EQ(crc32c::compute(v.data(), v.size() * sizeof v[0]), c.crc) << "n " << c.n;
+    for (int i = 0; i < 3; ++i) EXPECT_EQ(v[i], c.first[i]) << "n " << c.n << " position " << i;
+  }
+}
