@@ -266,10 +266,11 @@ def rss_bytes():
 
 def feed_memory(path, batch, epochs=3):
     """What a feed adds to the process's resident memory while it serves
-    `epochs` epochs (depth 4, 2 threads), against its ring and the epoch
-    permutations it keeps (at most three: the previous one while its last
-    batches are filled, the current one, the next one made ahead; 4 bytes
-    a row each)."""
+    `epochs` epochs (depth 4, 2 threads), against its ring and what the
+    stored permutations would take (the index shuffle, the default, keeps
+    none; shuffle="stored" up to three: the previous one while its last
+    batches are filled, the current one, the next one made ahead; 4 bytes a
+    row each)."""
     ds = a2pack.Dataset(path)
     before = rss_bytes()
     feed = a2pack.Feed(ds, batch_size=batch, depth=4, threads=2, columns=COLUMNS,
@@ -365,8 +366,8 @@ def main():
     if any(k.startswith("feed") for k in loaders):
         grown, peak, ring, perms = feed_memory(path, args.batch)
         print(f"feed (depth 4, 2 threads) over 3 epochs: resident memory grew {grown / 2**20:.1f} MiB "
-              f"(at most {peak / 2**20:.1f} MiB); its ring is {ring / 2**20:.1f} MiB and its epoch "
-              f"permutations at most {perms / 2**20:.1f} MiB")
+              f"(at most {peak / 2**20:.1f} MiB); its ring is {ring / 2**20:.1f} MiB (stored epoch "
+              f"permutations would take up to {perms / 2**20:.1f} MiB)")
 
     from results import emit
 

@@ -1,5 +1,7 @@
 #include "feed/feed.hpp"
 
+#include <sched.h>
+
 #include <algorithm>
 #include <cstring>
 #include <system_error>
@@ -171,6 +173,14 @@ std::unique_ptr<order::Order> mix_order(const dataset::Dataset& ds, const datase
   out.indices = probe.data();
   ord->fill({0, first_batch}, out);
   return ord;
+}
+
+// Whether a CPU the process may use is left over beside `producers`
+// threads (true where the affinity cannot be read).
+bool cpu_beside(unsigned producers) {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return true;
+  return static_cast<unsigned>(CPU_COUNT(&set)) > producers;
 }
 
 }  // namespace
@@ -448,6 +458,7 @@ void Feed::restart_at(Position p) {
 void Feed::start() {
   if (o_.depth == 0) return;
   placement_.begin(o_.spare_consumer_cpu);
+  poll_ = cpu_beside(o_.threads);
   threads_.reserve(o_.threads);
   for (unsigned t = 0; t < o_.threads; ++t) {
     try {
@@ -666,10 +677,14 @@ Slot* Feed::next(std::chrono::milliseconds timeout, bool* ended) {
     if (ring_->held >= ring_->slot_count()) throw full();
     auto ok = [&] { return ready_[i] != nullptr || (failed_ && error_ticket_ == consumed_); };
     const auto t0 = Clock::now();
-    if (issued_ > consumed_ && timeout.count() != 0) {
+    if (poll_ && issued_ > consumed_ && timeout.count() != 0) {
       // The batch is being gathered and will be ready within tens of
       // microseconds: poll for a short window instead of sleeping at once
-      // (a futex wake-up costs about as much as the gather itself).
+      // (a futex wake-up costs about as much as the gather itself). Only
+      // with a CPU to spare beside the producers: where they take every
+      // CPU (two producers on two), polling takes one from the gather it
+      // waits for: measured on 2 vCPUs at 0 ms steps, two producers
+      // delivered 52 M rows/s at 4 M rows polling, 74 M blocking at once.
       const uint64_t seen = fills_.load(std::memory_order_acquire);
       lk.unlock();
       spin_until([&] { return fills_.load(std::memory_order_acquire) != seen; },

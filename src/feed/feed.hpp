@@ -229,6 +229,7 @@ class Feed {
   order::Position state_next_;
   std::vector<std::thread> threads_;
   Placement placement_;  // where the producers may run
+  bool poll_ = true;     // next() may poll for a batch being gathered (Feed::start)
 
   // The consumer's counters and the producers' on cache lines of their own:
   // a line both sides write moves between CPUs at every batch, and the
