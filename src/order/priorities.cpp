@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <limits>
 #include <cstring>
 
 #include "base/error.hpp"
@@ -97,10 +98,9 @@ std::shared_lock<std::shared_mutex> Priorities::read_lock() const {
 
 void Priorities::apply_pending() {
   if (!pending_.load(std::memory_order_relaxed)) return;
-  apply(later_idx_.data(), later_p_.data(), later_pa_.data(), later_idx_.size());
+  apply(later_idx_.data(), later_p_.data(), later_idx_.size());
   later_idx_.clear();
   later_p_.clear();
-  later_pa_.clear();
   pending_.store(false, std::memory_order_release);
 }
 
@@ -175,31 +175,40 @@ void Priorities::get(const int64_t* idx, size_t k, float* out) const {
 void Priorities::update(const int64_t* idx, const float* values, size_t k) {
   // Checked under pending_mu_, which every change of the row count holds.
   std::unique_lock<std::mutex> pl(pending_mu_);
-  thread_local std::vector<float> powered;
-  powered.resize(k);
+  // With alpha <= 1 every finite p >= 0 has a finite p^alpha (at most
+  // max(p, 1)), so p^alpha waits for apply(); above 1 it is computed here
+  // to refuse one a float cannot hold.
+  const bool may_overflow = alpha_ > 1;
+  bool bad = false;
   for (size_t i = 0; i < k; ++i) {
-    if (idx[i] < 0 || static_cast<uint64_t>(idx[i]) >= p_.size())
-      fail(A2PACK_E_OUT_OF_RANGE, "priorities: index {} (position {}) is outside the {} rows",
-           idx[i], i, p_.size());
-    powered[i] = checked_power(values[i], i);
+    bad |= idx[i] < 0 || static_cast<uint64_t>(idx[i]) >= p_.size();
+    bad |= !(values[i] >= 0 && values[i] <= std::numeric_limits<float>::max());
   }
-  // Applied now when no sampler reads; otherwise left for the next reader
-  // (a producer about to draw its next batch), so that the learner never
-  // waits out a draw under way: the batch being drawn keeps the priorities
-  // it began with, every later one sees these.
-  std::unique_lock<std::shared_mutex> lk(mu_, std::try_to_lock);
-  if (lk.owns_lock()) {
-    apply_pending();
-    apply(idx, values, powered.data(), k);
-    return;
-  }
+  if (bad || may_overflow)
+    for (size_t i = 0; i < k; ++i) {
+      if (idx[i] < 0 || static_cast<uint64_t>(idx[i]) >= p_.size())
+        fail(A2PACK_E_OUT_OF_RANGE, "priorities: index {} (position {}) is outside the {} rows",
+             idx[i], i, p_.size());
+      checked_power(values[i], i);
+    }
+  // Left for the next reader (a producer about to draw its next batch, or
+  // a get, save or total), which applies them before it reads: the learner
+  // neither waits out a draw under way nor spends its own step on the tree
+  // (the rows, blocks and ancestors of 4 096 rows far apart: most of an
+  // update's time); the batch being drawn keeps the priorities it began
+  // with, every later one sees these. Past kMaxPending rows waiting (no
+  // reader comes), this update applies them itself.
   later_idx_.insert(later_idx_.end(), idx, idx + k);
   later_p_.insert(later_p_.end(), values, values + k);
-  later_pa_.insert(later_pa_.end(), powered.begin(), powered.end());
   pending_.store(true, std::memory_order_release);
+  if (later_idx_.size() < kMaxPending) return;
+  pl.unlock();
+  auto lk = write_lock();  // mu_ before pending_mu_, as every reader takes them
+  std::lock_guard<std::mutex> again(pending_mu_);
+  apply_pending();
 }
 
-void Priorities::apply(const int64_t* idx, const float* values, const float* powered, size_t k) {
+void Priorities::apply(const int64_t* idx, const float* values, size_t k) {
   // Rows, blocks and nodes far apart in a large tree each miss the cache:
   // the ones kAhead positions on are asked for while these are written.
   constexpr size_t kAhead = 16;
@@ -210,7 +219,7 @@ void Priorities::apply(const int64_t* idx, const float* values, const float* pow
     }
     const auto r = static_cast<size_t>(idx[i]);
     p_[r] = values[i];
-    pa_[r] = powered[i];
+    pa_[r] = power(values[i], alpha_);
     largest_ = std::max(largest_, values[i]);
   }
   // Each touched block once (sorted), however many of its rows changed.

@@ -19,9 +19,11 @@
 // difference of prefix sums: the newest rows' mass is not lost beside the
 // mass of the older ones however far apart they are.
 //
-// Thread safety: update() and grow() take the lock exclusively, sample()
-// and the readers share it, so a learner may update while producers
-// sample; each sample sees the priorities of before or after a whole update.
+// Thread safety: update() checks its rows and leaves them for the next
+// reader, which applies them under the lock taken exclusively (as grow()
+// takes it); sample() and the readers share it, so a learner may update
+// while producers sample, and each sample sees the priorities of before or
+// after a whole update.
 // A writer waiting for the lock holds back new readers (a gate before the
 // shared lock), so producers sampling back to back never starve the learner.
 //
@@ -63,7 +65,13 @@ class Priorities {
   // refused: OUT_OF_RANGE for an index outside [0, n), INVALID_ARGUMENT for
   // a value negative, NaN or infinite (or whose p^alpha is beyond a float),
   // each naming it and its position.
+  // The rows are applied by the next reader (a draw, get, save or total),
+  // so that the learner's update never does the tree's work; with
+  // kMaxPending rows waiting, the update applies them itself.
   void update(const int64_t* idx, const float* values, size_t k);
+  // Rows of updates left waiting before an update applies them (12 bytes
+  // each: 12 MiB at most).
+  static constexpr size_t kMaxPending = size_t{1} << 20;
   // Rows [size(), new_n) join with priority `initial` (nothing when new_n
   // is not larger). O(new rows + log n) unless the tree must double.
   void grow(uint64_t new_n, float initial);
@@ -148,9 +156,9 @@ class Priorities {
   // updates left pending.
   std::shared_lock<std::shared_mutex> read_lock() const;
   std::unique_lock<std::shared_mutex> write_lock();
-  // Rows idx[0..k) to values (checked already; powered: their p^alpha).
-  // mu_ held exclusively.
-  void apply(const int64_t* idx, const float* values, const float* powered, size_t k);
+  // Rows idx[0..k) to values (checked already), and their p^alpha. mu_ held
+  // exclusively.
+  void apply(const int64_t* idx, const float* values, size_t k);
   // The updates left pending, in the order given. mu_ held exclusively,
   // and pending_mu_.
   void apply_pending();
@@ -173,13 +181,13 @@ class Priorities {
   Array<double> tree_;
   mutable std::shared_mutex mu_;
   mutable std::mutex gate_;
-  // Updates given while a sampler read, to be applied by the next reader or
+  // Updates given and not yet applied, to be applied by the next reader or
   // writer (under pending_mu_, which is also held while the row count
   // changes; taken after mu_ where both are waited for).
   std::mutex pending_mu_;
   std::atomic<bool> pending_{false};
   std::vector<int64_t> later_idx_;
-  std::vector<float> later_p_, later_pa_;
+  std::vector<float> later_p_;
 };
 
 }  // namespace a2pack::order

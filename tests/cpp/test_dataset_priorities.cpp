@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <future>
 #include <numeric>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -323,6 +324,42 @@ TEST(Priorities, RefusedUpdatesChangeNothing) {
   }
   EXPECT_EQ(all_priorities(p), before);
   EXPECT_EQ(p.total(), total);
+}
+
+TEST(Priorities, AValueWhosePowerABigAlphaTakesBeyondAFloatIsRefused) {
+  Priorities p(8, 2.0, 0.4, 1.0f);
+  const int64_t idx[] = {1, 2};
+  const float val[] = {3.0f, 1e20f};  // (1e20)^2 is past the largest float
+  std::string msg;
+  EXPECT_EQ(status_of([&] { p.update(idx, val, 2); }, &msg), A2PACK_E_INVALID_ARGUMENT);
+  EXPECT_NE(msg.find("(position 1)"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("beyond a float"), std::string::npos) << msg;
+  EXPECT_EQ(all_priorities(p), std::vector<float>(8, 1.0f));
+}
+
+// Updates are left for the next reader; with none coming, an update applies
+// what waits once it passes kMaxPending rows. Either way every read sees
+// every update in the order given.
+TEST(Priorities, UpdatesWithoutAReaderAreAppliedInOrderPastTheirBound) {
+  const uint64_t n = 50000;
+  Priorities p(n, 0.5, 0.4, 1.0f);
+  std::vector<float> want(n, 1.0f);
+  std::mt19937_64 rng(11);
+  std::vector<int64_t> idx(4096);
+  std::vector<float> val(idx.size());
+  const size_t rounds = Priorities::kMaxPending / idx.size() * 2 + 3;
+  for (size_t r = 0; r < rounds; ++r) {
+    for (size_t i = 0; i < idx.size(); ++i) {
+      idx[i] = static_cast<int64_t>(rng() % n);
+      val[i] = static_cast<float>(rng() % 1000) / 8.0f;
+      want[static_cast<size_t>(idx[i])] = val[i];
+    }
+    p.update(idx.data(), val.data(), idx.size());
+  }
+  EXPECT_EQ(all_priorities(p), want);
+  double total = 0;
+  for (float v : want) total += std::sqrt(static_cast<double>(v));
+  EXPECT_NEAR(p.total(), total, 1e-6 * total);
 }
 
 TEST(Priorities, ARowNamedTwiceTakesTheLast) {
