@@ -9,19 +9,25 @@
 // The ratios against the baselines are reported as counters.
 //
 // `bench_dataset --make-dataset=DIR [--rows=N]` only writes the dataset (for
-// bench/dataset_compare.py) and exits.
+// bench/dataset_compare.py) and exits. `bench_dataset --probe=DIR
+// [--threads=T]` measures, on DIR's rows loaded as a feed loads them, what
+// the memory allows for random rows (the memory-parallelism probe below)
+// and a2pack's column gather, with 1 to T threads, prints one JSON line
+// (for bench/shuffle_compare.py) and exits.
 #include <benchmark/benchmark.h>
 #include <fcntl.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <memory>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "base/file_io.hpp"
@@ -178,15 +184,26 @@ void BM_Gather_A2pack(benchmark::State& st) {
   st.counters["x_vs_plain"] = plain_seconds_per_batch(d.ds->data()) / per;
 }
 
+// Room for one batch of the feed's four columns, and the ColumnsOut over it.
+struct FeedColumns {
+  std::vector<uint8_t> exps = std::vector<uint8_t>(16 * kBatch);
+  std::vector<uint8_t> moves = std::vector<uint8_t>(kBatch);
+  std::vector<uint8_t> legal = std::vector<uint8_t>(4 * kBatch);
+  std::vector<float> ev = std::vector<float>(4 * kBatch);
+  ColumnsOut out() {
+    ColumnsOut c;
+    c.exponents = exps.data();
+    c.moves = moves.data();
+    c.legal = legal.data();
+    c.ev_values = ev.data();
+    return c;
+  }
+};
+
 void BM_GatherColumns_A2pack(benchmark::State& st) {
   auto& d = data();
-  std::vector<uint8_t> exps(16 * kBatch), moves(kBatch), legal(4 * kBatch);
-  std::vector<float> ev(4 * kBatch);
-  ColumnsOut c;
-  c.exponents = exps.data();
-  c.moves = moves.data();
-  c.legal = legal.data();
-  c.ev_values = ev.data();
+  FeedColumns cols;
+  const ColumnsOut c = cols.out();
   uint32_t workers = static_cast<uint32_t>(st.range(0));
   size_t b = 0;
   auto t0 = std::chrono::steady_clock::now();
@@ -206,13 +223,9 @@ void BM_GatherColumns_A2pack(benchmark::State& st) {
 // p10 and median microseconds per batch, and the p10 ratios to the plain loop.
 void BM_GatherInterleaved(benchmark::State& st) {
   auto& d = data();
-  std::vector<uint8_t> out(32 * kBatch), exps(16 * kBatch), moves(kBatch), legal(4 * kBatch);
-  std::vector<float> ev(4 * kBatch);
-  ColumnsOut c;
-  c.exponents = exps.data();
-  c.moves = moves.data();
-  c.legal = legal.data();
-  c.ev_values = ev.data();
+  std::vector<uint8_t> out(32 * kBatch);
+  FeedColumns cols;
+  const ColumnsOut c = cols.out();
   const char* names[] = {"plain", "w1", "w2", "cols_w1", "cols_w2"};
   constexpr int kMethods = 5;
   std::vector<double> t[kMethods];
@@ -346,6 +359,125 @@ void BM_SamplerFill(benchmark::State& st) {
   st.SetLabel(kind == Shuffle::kIndex ? "index shuffle" : "stored permutation");
 }
 
+// ---------------------------------------------------------------- the memory's limit
+// The memory-parallelism probe: how many random rows a second the memory
+// delivers to `threads` cores when nothing but the loads themselves stands
+// in the way. Each thread walks its own pre-drawn random rows and reads one
+// word of each, the loads independent of each other (a sum), with a
+// software prefetch (into L2, as the gather's) `ahead` rows in front, so
+// that as many misses are in flight as the core's buffers take; the best
+// of a few distances is the limit. Every run draws rows of its own, so that
+// none finds the lines an earlier one left in the cache. A gather moves a
+// row's 32 bytes into its columns besides: this bounds it from above.
+double probe_rows_per_s(const uint8_t* base, uint64_t rows, unsigned threads, size_t ahead,
+                        uint64_t seed) {
+  constexpr size_t kRowsPerThread = size_t{1} << 22;  // 4 M loads: ~0.1 s a thread
+  std::vector<std::vector<uint32_t>> idx(threads);
+  for (unsigned t = 0; t < threads; ++t) {
+    std::mt19937_64 rng(seed * 64 + t);
+    idx[t].resize(kRowsPerThread + ahead);
+    for (auto& x : idx[t]) x = static_cast<uint32_t>(rng() % rows);
+  }
+  std::atomic<unsigned> ready{0};
+  std::atomic<bool> go{false};
+  std::vector<uint64_t> sums(threads);
+  std::vector<double> secs(threads);
+  std::vector<std::thread> pool;
+  for (unsigned t = 0; t < threads; ++t)
+    pool.emplace_back([&, t] {
+      const uint32_t* ix = idx[t].data();
+      ready.fetch_add(1);
+      while (!go.load()) std::this_thread::yield();
+      auto t0 = std::chrono::steady_clock::now();
+      uint64_t sum = 0;
+      for (size_t i = 0; i < kRowsPerThread; ++i) {
+        if (ahead) __builtin_prefetch(base + size_t{ix[i + ahead]} * 32, 0, 2);
+        uint64_t w;
+        std::memcpy(&w, base + size_t{ix[i]} * 32, sizeof w);
+        sum += w;
+      }
+      secs[t] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      sums[t] = sum;
+    });
+  while (ready.load() < threads) std::this_thread::yield();
+  go.store(true);
+  for (auto& th : pool) th.join();
+  benchmark::DoNotOptimize(sums.data());
+  return static_cast<double>(kRowsPerThread) * threads / *std::max_element(secs.begin(), secs.end());
+}
+
+struct Probe {
+  double rows_per_s = 0;
+  size_t ahead = 0;
+};
+
+Probe memory_limit(const uint8_t* base, uint64_t rows, unsigned threads) {
+  Probe best;
+  uint64_t seed = 1;
+  for (size_t ahead : {size_t{0}, size_t{16}, size_t{32}, size_t{64}, size_t{128}}) {
+    double r = 0;
+    for (int rep = 0; rep < 3; ++rep)
+      r = std::max(r, probe_rows_per_s(base, rows, threads, ahead, seed++));
+    if (r > best.rows_per_s) best = {r, ahead};
+  }
+  return best;
+}
+
+// a2pack's column gather of 4 096-row random batches (the feed's columns),
+// one batch per thread at a time, as the feed's producers gather; each
+// batch drawn afresh (no row's line left in the cache by an earlier one).
+double gather_rows_per_s(const Dataset& ds, unsigned threads) {
+  constexpr int kBatches = 400;
+  static uint64_t runs = 0;
+  const uint64_t run = ++runs;
+  std::vector<double> secs(threads);
+  std::vector<std::thread> pool;
+  for (unsigned t = 0; t < threads; ++t)
+    pool.emplace_back([&, t] {
+      std::mt19937_64 rng(run * 1000003 + t);
+      std::vector<std::vector<int64_t>> batches(kBatches, std::vector<int64_t>(kBatch));
+      for (auto& b : batches)
+        for (auto& x : b) x = static_cast<int64_t>(rng() % ds.rows());
+      FeedColumns cols;
+      const ColumnsOut c = cols.out();
+      auto t0 = std::chrono::steady_clock::now();
+      for (int k = 0; k < kBatches; ++k) ds.gather_columns(batches[k].data(), kBatch, c, 1);
+      secs[t] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    });
+  for (auto& th : pool) th.join();
+  return double{kBatches} * kBatch * threads / *std::max_element(secs.begin(), secs.end());
+}
+
+int probe_main(const std::string& dir, unsigned max_threads) {
+  OpenOptions o;
+  o.verify_crc = false;
+  auto ds = Dataset::open(dir, o);
+  std::printf("{\"rows\": %llu", static_cast<unsigned long long>(ds->rows()));
+  for (unsigned t = 1; t <= max_threads; ++t) {
+    const Probe p = memory_limit(ds->data(), ds->rows(), t);
+    std::printf(", \"probe_%u\": %.0f, \"probe_%u_ahead\": %zu, \"gather_%u\": %.0f", t,
+                p.rows_per_s, t, p.ahead, t, gather_rows_per_s(*ds, t));
+  }
+  std::printf("}\n");
+  return 0;
+}
+
+
+// The gather against the memory's limit on the same rows, with 1 and 2
+// threads: counters rows/s of each and the share of the limit reached.
+void BM_GatherOfMemoryLimit(benchmark::State& st) {
+  auto& d = data();
+  const auto threads = static_cast<unsigned>(st.range(0));
+  for (auto _ : st) {
+    const Probe p = memory_limit(d.ds->data(), d.rows, threads);
+    const double g = gather_rows_per_s(*d.ds, threads);
+    st.counters["probe_Mrows_s"] = p.rows_per_s / 1e6;
+    st.counters["probe_ahead"] = static_cast<double>(p.ahead);
+    st.counters["gather_Mrows_s"] = g / 1e6;
+    st.counters["gather_of_limit"] = g / p.rows_per_s;
+  }
+}
+
 // Wall-clock time throughout: with workers, the caller's CPU time is not the cost.
 BENCHMARK(BM_Gather_PlainLoop)->MinTime(0.5)->UseRealTime();
 BENCHMARK(BM_Gather_PlainLoop_SmallPages)->MinTime(0.5)->UseRealTime();
@@ -359,20 +491,26 @@ BENCHMARK(BM_SelectSql)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_SamplerEpoch)->Unit(benchmark::kMillisecond)->Iterations(3)->UseRealTime();
 BENCHMARK(BM_SamplerFill)->Args({4'000'000, 0})->Args({4'000'000, 1})->Args({100'000'000, 0})
     ->Args({100'000'000, 1})->MinTime(0.3);
+BENCHMARK(BM_GatherOfMemoryLimit)->Arg(1)->Arg(2)->Iterations(1)->UseRealTime();
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  // Our own flags first: --make-dataset=DIR [--rows=N] writes a dataset and exits.
-  std::string make;
+  // Our own flags first: --make-dataset=DIR [--rows=N] writes a dataset and
+  // exits, --probe=DIR [--threads=T] measures DIR's rows and exits.
+  std::string make, probe;
+  unsigned threads = 2;
   uint64_t rows = bench_rows();
   std::vector<char*> rest;
   for (int i = 0; i < argc; ++i) {
     std::string a = argv[i];
     if (a.rfind("--make-dataset=", 0) == 0) make = a.substr(15);
     else if (a.rfind("--rows=", 0) == 0) rows = std::strtoull(a.c_str() + 7, nullptr, 10);
+    else if (a.rfind("--probe=", 0) == 0) probe = a.substr(8);
+    else if (a.rfind("--threads=", 0) == 0) threads = static_cast<unsigned>(std::stoul(a.substr(10)));
     else rest.push_back(argv[i]);
   }
+  if (!probe.empty()) return probe_main(probe, std::max(threads, 1u));
   if (!make.empty()) {
     SyntheticSource src(rows);
     BuildOptions o;

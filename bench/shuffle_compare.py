@@ -6,13 +6,18 @@ same run.
 For each it reports, at 0 ms steps (the loop takes batches as fast as they
 come): rows per second delivered (median of --repeat passes, the two orders
 interleaved), the time from Feed(...) to the first batch, and the resident
-memory the feed adds over --epochs epochs beside its ring.
+memory the feed adds over --epochs epochs beside its ring. Then, on the same
+rows loaded as a feed loads them, the memory's limit for random rows
+(bench_dataset --probe: each core's loads independent, prefetched ahead, as
+many misses in flight as it takes) with the feed's two producer threads,
+and what the feed delivers of it.
 
 Usage: python3 bench/shuffle_compare.py [--rows N ...] [--batches K] [--repeat R]
 Datasets of N rows are made by bench_dataset (synthetic runs) and reused.
 """
 
 import argparse
+import json
 import os
 import pathlib
 import statistics
@@ -24,7 +29,8 @@ import a2pack
 
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from dataset_compare import ensure_dataset  # noqa: E402  (bench/)
+from dataset_compare import ensure_dataset, find_bench_bin  # noqa: E402  (bench/)
+from results import emit  # noqa: E402
 
 COLUMNS = ("exponents", "moves", "legal", "ev_values")
 KINDS = {"index": True, "stored": "stored"}
@@ -84,6 +90,13 @@ def memory_here(path, kind, epochs):
     return max(peak, grown), st["slots"] * st["slot_bytes"]
 
 
+def memory_limit(path, threads=2):
+    """bench_dataset --probe over the dataset at `path`: its JSON line."""
+    out = subprocess.run([str(find_bench_bin()), f"--probe={path}", f"--threads={threads}"],
+                         check=True, capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rows", type=int, nargs="+", default=[4_000_000, 100_000_000])
@@ -118,6 +131,15 @@ def main():
             ring_s = f"{ring / 2**20:.1f} MiB" if ring is not None else "-"
             print(f"| {n:,} | {k} | {med[k] / 1e6:.1f} M | {med[k] / med['stored']:.2f} "
                   f"| {first * 1e3:.1f} ms | {mem_s} | {ring_s} |", flush=True)
+        limit = memory_limit(path)
+        print(f"memory limit for random rows, 2 threads: {limit['probe_2'] / 1e6:.1f} M rows/s "
+              f"(prefetch {limit['probe_2_ahead']} ahead; 1 thread {limit['probe_1'] / 1e6:.1f} M); "
+              f"a2pack's column gather {limit['gather_2'] / 1e6:.1f} M (1 thread "
+              f"{limit['gather_1'] / 1e6:.1f} M); the feed (index shuffle) delivers "
+              f"{med['index'] / limit['probe_2']:.0%} of the limit", flush=True)
+        emit("shuffle_compare", f"index shuffle, {n:,} rows, 0 ms steps", med["index"],
+             "stored permutation", med["stored"], "rows/s", target=0.9,
+             bound=limit["probe_2"], bound_name="memory-parallelism probe, 2 threads")
         print(f"load average {os.getloadavg()[0]:.2f}")
 
 
