@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
-#include <limits>
 #include <cstring>
+#include <limits>
 
 #include "base/error.hpp"
 #include "base/file_io.hpp"
