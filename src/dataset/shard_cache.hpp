@@ -80,8 +80,8 @@ class ShardCache {
   uint32_t window_for(uint32_t requested) const;
 
   // Takes in the shards a committed append added (a sharded append never
-  // touches a shard it did not write): `next` must list this cache's shards
-  // first, unchanged, and windows of `window` shards of its largest shard
+  // touches a shard it did not write): `next`, as read_manifest read it,
+  // must list this cache's shards first, unchanged, and windows of `window` shards of its largest shard
   // must fit the budget twice. Safe while other threads gather; rows the
   // caller reads are the new layout's from the next gather on. Returns
   // false when `next` adds no shard.
