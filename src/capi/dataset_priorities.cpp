@@ -72,6 +72,7 @@ A2PACK_EXPORT a2pack_status a2pack_priorities_info_get(const a2pack_priorities* 
     i.alpha = p->p->alpha();
     i.beta = p->p->beta();
     i.total = p->p->total();
+    i.bytes = p->p->bytes();
     capi::write_out(out, i);
   });
 }

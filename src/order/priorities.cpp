@@ -48,6 +48,30 @@ float power(float p, double alpha) {
   return std::pow(p, static_cast<float>(alpha));
 }
 
+// power() of k values: the exponent's cases taken once for them all (the
+// common ones then vectorise), a value repeated from the one before not
+// raised again (rows made or grown at one priority). The same results as
+// power() value by value.
+void powers_of(const float* p, unsigned k, double alpha, float* out) {
+  if (alpha == 1.0) {
+    for (unsigned x = 0; x < k; ++x) out[x] = p[x] == 0 ? 0.0f : p[x];
+  } else if (alpha == 0.5) {
+    for (unsigned x = 0; x < k; ++x) out[x] = p[x] == 0 ? 0.0f : std::sqrt(p[x]);
+  } else if (alpha == 0.0) {
+    for (unsigned x = 0; x < k; ++x) out[x] = p[x] == 0 ? 0.0f : 1.0f;
+  } else {
+    const auto a = static_cast<float>(alpha);
+    float in = 0, was = 0;  // power(0) is 0
+    for (unsigned x = 0; x < k; ++x) {
+      if (p[x] != in) {
+        in = p[x];
+        was = in == 0 ? 0.0f : std::pow(in, a);
+      }
+      out[x] = was;
+    }
+  }
+}
+
 }  // namespace
 
 Priorities::Priorities(uint64_t n, double alpha, double beta, float initial)
@@ -55,9 +79,8 @@ Priorities::Priorities(uint64_t n, double alpha, double beta, float initial)
   if (n == 0) fail(A2PACK_E_INVALID_ARGUMENT, "priorities: n must be at least 1");
   check_parameter("alpha", alpha);
   check_parameter("beta", beta);
-  const float pa = checked_power(initial, kInitial);
+  checked_power(initial, kInitial);  // refused here; p^alpha is computed where read
   p_.assign(n, initial);
-  pa_.assign(n, pa);
   largest_ = initial;
   rebuild();
 }
@@ -119,10 +142,23 @@ double Priorities::total() const {
   return tree_[0];
 }
 
+void Priorities::powers(uint64_t first, unsigned k, float* out) const {
+  powers_of(p_.data() + first, k, alpha_, out);
+}
+
+uint64_t Priorities::bytes() const {
+  auto lk = read_lock();
+  return p_.capacity() * sizeof(float) + tree_.capacity() * sizeof(double) +
+         (level_at_.capacity() + level_nodes_.capacity()) * sizeof(uint64_t);
+}
+
 double Priorities::block_sum(uint64_t block) const {
+  const uint64_t first = block * kBlock;
+  const auto k = static_cast<unsigned>(std::min<uint64_t>(p_.size() - first, kBlock));
+  float m[kBlock];
+  powers(first, k, m);
   double s = 0;
-  const uint64_t end = std::min<uint64_t>(p_.size(), (block + 1) * kBlock);
-  for (uint64_t i = block * kBlock; i < end; ++i) s += pa_[i];
+  for (unsigned x = 0; x < k; ++x) s += m[x];
   return s;
 }
 
@@ -213,13 +249,9 @@ void Priorities::apply(const int64_t* idx, const float* values, size_t k) {
   // the ones kAhead positions on are asked for while these are written.
   constexpr size_t kAhead = 16;
   for (size_t i = 0; i < k; ++i) {
-    if (i + kAhead < k) {
-      __builtin_prefetch(p_.data() + idx[i + kAhead], 1);
-      __builtin_prefetch(pa_.data() + idx[i + kAhead], 1);
-    }
+    if (i + kAhead < k) __builtin_prefetch(p_.data() + idx[i + kAhead], 1);
     const auto r = static_cast<size_t>(idx[i]);
     p_[r] = values[i];
-    pa_[r] = power(values[i], alpha_);
     largest_ = std::max(largest_, values[i]);
   }
   // Each touched block once (sorted), however many of its rows changed.
@@ -252,14 +284,17 @@ void Priorities::apply(const int64_t* idx, const float* values, size_t k) {
 }
 
 void Priorities::grow(uint64_t new_n, float initial) {
-  const float pa = checked_power(initial, kInitial);
+  checked_power(initial, kInitial);  // refused here; p^alpha is computed where read
   auto lk = write_lock();
   std::lock_guard<std::mutex> pl(pending_mu_);
   apply_pending();
   const uint64_t old = p_.size();
   if (new_n <= old) return;
+  // Room for a quarter more rows at a time rather than the vector's double:
+  // a live dataset's appends still move each row a bounded number of times
+  // (four on average), and the room unused is a byte a row, not four.
+  if (new_n > p_.capacity()) p_.reserve(std::max<uint64_t>(new_n, p_.capacity() + p_.capacity() / 4));
   p_.resize(new_n, initial);
-  pa_.resize(new_n, pa);
   largest_ = std::max(largest_, initial);
   const uint64_t blocks = (new_n + kBlock - 1) / kBlock;
   if (blocks > capacity_)
@@ -270,9 +305,11 @@ void Priorities::grow(uint64_t new_n, float initial) {
 
 void Priorities::pieces(uint64_t lo, uint64_t hi, std::vector<Piece>& out) const {
   out.clear();
-  auto rows = [&](uint64_t first, uint64_t end) {
+  auto rows = [&](uint64_t first, uint64_t end) {  // at most a block's
+    float m[kBlock];
+    powers(first, static_cast<unsigned>(end - first), m);
     double s = 0;
-    for (uint64_t i = first; i < end; ++i) s += pa_[i];
+    for (uint64_t i = 0; i < end - first; ++i) s += m[i];
     out.push_back({-1, 0, first, end, s});
   };
   const uint64_t first_block = (lo + kBlock - 1) / kBlock, end_block = hi / kBlock;
@@ -298,7 +335,7 @@ void Priorities::cover(int level, uint64_t index, uint64_t first, uint64_t end,
 }
 
 void Priorities::descend(int level, uint64_t index, double before, const double* t, size_t k,
-                         int64_t* out) const {
+                         int64_t* out, float* mass) const {
   // Level by level rather than target by target: every target steps down
   // one level before any steps down the next, so the loads of a level are
   // independent of each other and overlap in memory (a depth-first walk
@@ -367,79 +404,85 @@ void Priorities::descend(int level, uint64_t index, double before, const double*
   // ahead in the same way.
   const uint64_t rows = p_.size();
   for (size_t i = 0; i < k; ++i) {
-    if (i + kAhead < k) __builtin_prefetch(pa_.data() + at[i + kAhead] * kBlock);
+    if (i + kAhead < k) __builtin_prefetch(p_.data() + at[i + kAhead] * kBlock);
     const uint64_t first = at[i] * kBlock;
     out[i] = static_cast<int64_t>(
-        find_in_rows(first, std::min<uint64_t>(rows, first + kBlock), t[i] - base[i]));
+        find_in_rows(first, std::min<uint64_t>(rows, first + kBlock), t[i] - base[i], mass + i));
   }
 }
 
-uint64_t Priorities::find_in_rows(uint64_t first, uint64_t end, double target) const {
-  if (end - first == kBlock) {
-    // A whole block, as nearly every draw's: the first row whose mass range
-    // ends above the target, counted without a branch (a search that stops
-    // at it mispredicts once a draw).
-    const float* m = pa_.data() + first;
-    double acc = 0;
-    unsigned q = 0;
-    for (unsigned x = 0; x < kBlock; ++x) {
-      acc += m[x];
-      q += !(target < acc) ? 1u : 0u;
-    }
-    // A row without mass is never the answer, except by rounding (the
-    // target past the last row with mass, or before the first): below.
-    if (q < kBlock && m[q] > 0) return first + q;
-  }
+uint64_t Priorities::find_in_rows(uint64_t first, uint64_t end, double target,
+                                  float* mass) const {
+  // At most a block's rows, each one's p^alpha computed as the scan reaches
+  // it: the first row whose mass range ends above the target. (Stopping
+  // there mispredicts once a draw, and spares the rows after it their
+  // powers, half a block's on average: the larger cost.) A row without mass
+  // is never the answer: rounding can put the target before the first row
+  // with mass (the next with some is taken) or past the last (the last).
+  double acc = 0;
   uint64_t last = end;
+  float last_mass = 0;
   for (uint64_t row = first; row < end; ++row) {
-    const float m = pa_[row];
+    const float m = power(p_[row], alpha_);
+    acc += m;
     if (!(m > 0)) continue;
-    if (target < m) return row;
-    target -= m;
+    if (target < acc) {
+      *mass = m;
+      return row;
+    }
     last = row;
+    last_mass = m;
   }
-  // Rounding ran past the end: the last row with mass (there is one: the
-  // caller's mass for these rows was not 0).
   if (last == end)
     fail(A2PACK_E_INTERNAL, "priorities: rows [{}, {}) have no mass where their sum had some",
          first, end);
+  *mass = last_mass;
   return last;
 }
 
 void Priorities::sample(uint64_t lo, uint64_t hi, size_t k, uint64_t seed, uint64_t stream,
                         int64_t* out, float* weights) const {
+  thread_local std::vector<float> scratch;  // the masses, where no weights are asked for
+  if (!weights) scratch.resize(k);
+  float* mass = weights ? weights : scratch.data();
   auto lk = read_lock();
-  draw(lo, hi, k, seed, stream, out);
-  if (weights) weigh(out, k, weights);
+  draw(lo, hi, k, seed, stream, out, mass);
+  if (weights) weigh(weights, k);
 }
 
 size_t Priorities::sample_where(uint64_t lo, uint64_t hi, size_t k, uint64_t seed,
                                 uint64_t stream, const std::function<bool(uint64_t)>& accept,
                                 int max_rounds, int64_t* out, float* weights) const {
-  auto lk = read_lock();  // every round sees the same priorities
-  draw(lo, hi, k, seed, stream, out);
-  thread_local std::vector<size_t> redo;  // a producer's, reused batch after batch
+  // A producer's, reused batch after batch.
+  thread_local std::vector<size_t> redo;
   thread_local std::vector<int64_t> again;
+  thread_local std::vector<float> scratch, again_mass;
+  if (!weights) scratch.resize(k);
+  float* mass = weights ? weights : scratch.data();
+  auto lk = read_lock();  // every round sees the same priorities
+  draw(lo, hi, k, seed, stream, out, mass);
   redo.clear();
   for (size_t i = 0; i < k; ++i)
     if (!accept(static_cast<uint64_t>(out[i]))) redo.push_back(i);
   for (int round = 1; round <= max_rounds && !redo.empty(); ++round) {
     again.resize(redo.size());
+    again_mass.resize(redo.size());
     draw(lo, hi, redo.size(), seed, stream ^ (uint64_t{static_cast<unsigned>(round)} << 56),
-         again.data());
+         again.data(), again_mass.data());
     size_t m = 0;
     for (size_t j = 0; j < redo.size(); ++j) {
       out[redo[j]] = again[j];
+      mass[redo[j]] = again_mass[j];
       if (!accept(static_cast<uint64_t>(again[j]))) redo[m++] = redo[j];
     }
     redo.resize(m);
   }
-  if (redo.empty() && weights) weigh(out, k, weights);
+  if (redo.empty() && weights) weigh(weights, k);
   return redo.size();
 }
 
 void Priorities::draw(uint64_t lo, uint64_t hi, size_t k, uint64_t seed, uint64_t stream,
-                      int64_t* out) const {
+                      int64_t* out, float* mass_out) const {
   if (hi > p_.size() || lo >= hi)
     fail(A2PACK_E_OUT_OF_RANGE, "priorities: rows [{}, {}) of {}", lo, hi, p_.size());
   thread_local std::vector<Piece> parts;
@@ -473,25 +516,25 @@ void Priorities::draw(uint64_t lo, uint64_t hi, size_t k, uint64_t seed, uint64_
         j == last ? k : static_cast<size_t>(std::lower_bound(t + a, t + k, end) - t);
     if (a < b && piece.mass > 0) {
       if (piece.level >= 0)
-        descend(piece.level, piece.index, before, t + a, b - a, out + a);
+        descend(piece.level, piece.index, before, t + a, b - a, out + a, mass_out + a);
       else
         for (size_t i = a; i < b; ++i)
-          out[i] = static_cast<int64_t>(find_in_rows(piece.first, piece.end, t[i] - before));
+          out[i] = static_cast<int64_t>(
+              find_in_rows(piece.first, piece.end, t[i] - before, mass_out + i));
     }
     a = b;
     before = end;
   }
 }
 
-void Priorities::weigh(const int64_t* out, size_t k, float* weights) const {
+void Priorities::weigh(float* mass, size_t k) const {
   // w = (N * P)^-beta / max w, where the largest weight is the smallest P's:
   // (P / P_min)^-beta, which no beta makes overflow (the ratio is >= 1).
   // In float (powf is a third of pow's time): the ratio and the weight are floats anyway.
   float least = INFINITY;
-  for (size_t i = 0; i < k; ++i) least = std::min(least, pa_[static_cast<size_t>(out[i])]);
+  for (size_t i = 0; i < k; ++i) least = std::min(least, mass[i]);
   const auto exponent = static_cast<float>(-beta_);
-  for (size_t i = 0; i < k; ++i)
-    weights[i] = std::pow(pa_[static_cast<size_t>(out[i])] / least, exponent);
+  for (size_t i = 0; i < k; ++i) mass[i] = std::pow(mass[i] / least, exponent);
 }
 
 void Priorities::save(const std::string& path) const {
@@ -555,14 +598,13 @@ std::unique_ptr<Priorities> Priorities::load(const std::string& path, double alp
   std::unique_ptr<Priorities> p(new Priorities(alpha, beta));
   p->p_.resize(n);
   f.pread_exact(p->p_.data(), n * sizeof(float), data);  // one read: the disk's speed
-  p->pa_.resize(n);
   for (uint64_t i = 0; i < n; ++i) {
     const float v = p->p_[i];
     if (!std::isfinite(v) || v < 0)
       fail(A2PACK_E_CORRUPT, "{}: priority {} of row {} is not finite and at least 0", path, v, i);
-    p->pa_[i] = power(v, alpha);
     p->largest_ = std::max(p->largest_, v);
-    if (!std::isfinite(p->pa_[i]))
+    // (Only where alpha > 1 can a finite priority's power be beyond a float.)
+    if (alpha > 1 && !std::isfinite(power(v, alpha)))
       fail(A2PACK_E_INVALID_ARGUMENT, "{}: priority {} of row {} to the power alpha {} is beyond a float",
            path, v, i, alpha);
   }

@@ -2,17 +2,19 @@
 // priority p_i >= 0 per row, rows drawn with probability p_i^alpha / sum,
 // importance weights (N * P(i))^-beta normalised by a batch's largest.
 //
-// Layout: the priorities as given (f32) and p^alpha (f32) per row, and a sum
-// tree of doubles over blocks of 16 rows whose nodes have 8 children each,
-// side by side (one 64-byte cache line): 8 bytes a row, plus 8 bytes per
-// block (the blocks rounded up to a power of two) and a seventh of that for
-// the nodes above, 0.6 to 1.2 bytes a row: 8.6 bytes a row at 2^20 rows,
-// 8.8 at 10^8. Sampling finds a block in O(log8 n) steps of one cache line
-// each and scans its 16 rows; an update changes the rows, the block sum and
-// the block's O(log8 n) ancestors. Eight children a node rather than two:
-// a third of the levels, so a third of the cache misses on a tree larger
-// than the caches. The sums are doubles, so a billion rows of small
-// priorities keep their mass.
+// Layout: the priorities as given (f32, 4 bytes a row), and a sum tree of
+// doubles over blocks of 8 rows whose nodes have 8 children each, side by
+// side (one 64-byte cache line): 8 bytes per block (the blocks rounded up to
+// a power of two) and a seventh of that for the nodes above, 1.1 to 2.3
+// bytes a row: 5.1 to 6.3 bytes a row in all. p^alpha is not stored: it is
+// computed where it is read (the 8 rows of a drawn block, a changed block's
+// 8 rows, a drawn row's weight), which costs a draw of 4 096 rows about as
+// much as the tree's cache misses do and halves the memory. Sampling finds
+// a block in O(log8 n) steps of one cache line each and scans its 8 rows; an
+// update changes the row, the block sum and the block's O(log8 n)
+// ancestors. Eight children a node rather than two: a third of the levels,
+// so a third of the cache misses on a tree larger than the caches. The sums
+// are doubles, so a billion rows of small priorities keep their mass.
 //
 // A range [lo, hi) is drawn from its own pieces (the rows of its partial
 // blocks and the O(log n) subtrees that cover its whole blocks), not as a
@@ -57,6 +59,10 @@ class Priorities {
   double beta() const { return beta_; }
   // The sum of p^alpha over all rows.
   double total() const;
+  // The memory held for the rows: the priorities and the sum tree (5.1 to
+  // 6.3 bytes a row). Updates waiting for a reader take 12 bytes a row more
+  // while they wait, kMaxPending rows at most.
+  uint64_t bytes() const;
   // Priorities of rows idx[0..k) to out (OUT_OF_RANGE for an index outside).
   void get(const int64_t* idx, size_t k, float* out) const;
 
@@ -110,7 +116,7 @@ class Priorities {
                                           uint64_t expected_n);
 
  private:
-  static constexpr uint64_t kBlock = 16;
+  static constexpr uint64_t kBlock = 8;
   static constexpr uint64_t kFan = 8;  // children a node: one cache line of doubles
   // Part of a range: rows [first, end) of one block (level -1), or node
   // `index` of tree level `level` whose blocks all lie inside the range.
@@ -121,13 +127,16 @@ class Priorities {
   };
 
   Priorities(double alpha, double beta) : alpha_(alpha), beta_(beta) {}
-  // k stratified draws of [lo, hi) (the lock held).
-  void draw(uint64_t lo, uint64_t hi, size_t k, uint64_t seed, uint64_t stream, int64_t* out) const;
-  // The drawn rows' importance weights, normalised by the largest (the lock held).
-  void weigh(const int64_t* out, size_t k, float* weights) const;
+  // k stratified draws of [lo, hi) (the lock held): the rows to out, their
+  // p^alpha to mass.
+  void draw(uint64_t lo, uint64_t hi, size_t k, uint64_t seed, uint64_t stream, int64_t* out,
+            float* mass) const;
+  // The drawn rows' importance weights from their p^alpha, in place,
+  // normalised by the largest.
+  void weigh(float* mass, size_t k) const;
   // v^alpha, after refusing v (and a v^alpha a float cannot hold).
   float checked_power(float v, size_t position) const;
-  void rebuild();  // the tree's shape, every block sum and every node, from pa_
+  void rebuild();  // the tree's shape, every block sum and every node, from p_
   // Block sums of blocks [first, end) and their ancestors.
   void refresh_blocks(uint64_t first, uint64_t end);
   double block_sum(uint64_t block) const;
@@ -139,7 +148,7 @@ class Priorities {
   // `level`, whose subtree starts at mass `before`: the rows they fall on,
   // to out[0, k).
   void descend(int level, uint64_t index, double before, const double* t, size_t k,
-               int64_t* out) const;
+               int64_t* out, float* mass) const;
   // Node j of level d (0: the root; depth_: the blocks), and the sum of
   // node j's children (recomputed, never adjusted by a difference, so
   // rounding does not accumulate over updates).
@@ -150,14 +159,17 @@ class Priorities {
   uint64_t span(int d) const { return uint64_t{1} << (3 * (depth_ - d)); }
   // The row of [first, end) that mass `target` (from `first`) falls on: never
   // one without mass (rounding past the end takes the last with some).
-  uint64_t find_in_rows(uint64_t first, uint64_t end, double target) const;
+  // Its p^alpha to *mass.
+  uint64_t find_in_rows(uint64_t first, uint64_t end, double target, float* mass) const;
+  // p^alpha of rows [first, first + k), k <= kBlock, to out.
+  void powers(uint64_t first, unsigned k, float* out) const;
   // Readers pass the gate before taking the shared lock; a writer holds it
   // while it waits for the exclusive one. A reader first applies the
   // updates left pending.
   std::shared_lock<std::shared_mutex> read_lock() const;
   std::unique_lock<std::shared_mutex> write_lock();
-  // Rows idx[0..k) to values (checked already), and their p^alpha. mu_ held
-  // exclusively.
+  // Rows idx[0..k) to values (checked already), and their blocks' sums. mu_
+  // held exclusively.
   void apply(const int64_t* idx, const float* values, size_t k);
   // The updates left pending, in the order given. mu_ held exclusively,
   // and pending_mu_.
@@ -170,7 +182,7 @@ class Priorities {
   using Array = std::vector<T, DefaultInitAllocator<T>>;
 
   double alpha_, beta_;
-  Array<float> p_, pa_;   // the priorities, and p^alpha
+  Array<float> p_;        // the priorities
   float largest_ = 0;     // see largest()
   uint64_t capacity_ = 1;  // blocks the tree holds: their number rounded up to a power of two
   int depth_ = 0;          // the blocks' level: kFan^depth_ >= capacity_

@@ -969,6 +969,7 @@ struct a2pack_priorities_info
     alpha::Cdouble  # double alpha
     beta::Cdouble  # double beta
     total::Cdouble  # double total
+    bytes::UInt64  # uint64_t bytes
 end
 
 # a2pack_priorities_api

@@ -179,6 +179,7 @@ fn prioritized_draws_skip_zero_priorities_and_carry_weights() {
     let ds = Dataset::open(built(dir.path(), 0)).unwrap();
     let n = ds.rows().len() as u64;
     let pr = Priorities::new(n, 0.6, 0.4, 1.0).unwrap();
+    assert!(pr.bytes() >= 4 * n); // the values at least
     let evens: Vec<usize> = (0..n as usize).step_by(2).collect();
     pr.update(&evens, &vec![0.0; evens.len()]).unwrap();
     let mut f = Feed::open_replay(&ds, &ReplayOptions::new(), Some(&pr), &opts(64)).unwrap();
