@@ -1,5 +1,5 @@
 // Prioritized replay's priorities (order/priorities.hpp) on their own, at
-// 1 M, 10 M and 100 M rows (100 M take about 0.93 GB): a learner's step of
+// 1 M, 10 M and 100 M rows (100 M take about 0.51 GB): a learner's step of
 // sampling 4 096 rows with their importance weights and updating the same
 // 4 096 rows' priorities, and each half alone; sampling from the newest 1 %
 // of the rows (a recency range); saving and loading the .npy.

@@ -20,6 +20,16 @@ calls:
   - flashbax (JAX on CPU, jitted, the batch ready): its flat buffer's
     uniform sample of 4 096 and its prioritised flat buffer's sample +
     set_priorities of 4 096, in the uniform and prioritized rows;
+Beside the cells, per size: the memory the priorities hold (bytes a row),
+and a checkpoint: a2pack's Priorities.save / load (the .npy) and the
+prioritized feed's state_dict() (pickled) against TorchRL's
+PrioritizedSampler.dumps / loads (its sum and min trees), times and bytes.
+Once, over a dataset of --append-base rows growing by appends of runs of
+250 steps: rows appended per second with a2pack.append_runs (each a
+committed, fsynced append to the folder) alone and while a live
+prioritized feed samples and updates on another thread (the batches it
+served meanwhile beside it), against TorchRL's ReplayBuffer.extend (in
+memory) with a prioritized sample and update after each extend.
 TorchRL's buffers hold the rows in a LazyTensorStorage, and from 20 M rows
 in a LazyMemmapStorage under bench-out (four in-memory copies of 10^8 rows
 do not fit this machine); each baseline runs in a forked child, so one
@@ -33,7 +43,7 @@ The peers sample on the caller's thread, so a step between calls does not
 change their time.
 
 Usage: python3 bench/replay_compare.py [--rows N ...] [--calls K] [--no-torchrl]
-       [--no-flashbax]
+       [--no-flashbax] [--append-base N] [--append-rows N] [--appends K]
 """
 
 from __future__ import annotations
@@ -41,8 +51,12 @@ from __future__ import annotations
 import argparse
 import os
 import pathlib
+import pickle
+import shutil
 import statistics
 import sys
+import tempfile
+import threading
 import time
 
 import numpy as np
@@ -51,7 +65,8 @@ import a2pack
 
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from dataset_compare import ensure_dataset  # noqa: E402  (bench/)
+from append_compare import RUN_STEPS, build_base, synthetic_rows  # noqa: E402  (bench/)
+from dataset_compare import ensure_dataset  # noqa: E402
 from results import emit  # noqa: E402
 
 COLUMNS = ("exponents", "moves", "legal", "ev_values")
@@ -130,6 +145,131 @@ def numpy_cells(steps, runs, calls, rng):
 MEMMAP_ROWS = 20_000_000
 
 
+def bench_out():
+    d = pathlib.Path(os.environ.get("BENCH_OUT", HERE.parent / "bench-out"))
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+def a2pack_checkpoint(ds, pr):
+    """Priorities.save / load of the .npy and a prioritized feed's
+    state_dict(), pickled, and its load into a new feed: ms and bytes."""
+    out = {}
+    with tempfile.TemporaryDirectory(dir=bench_out()) as d:
+        path = pathlib.Path(d) / "priorities.npy"
+        t = time.perf_counter()
+        pr.save(path)
+        out["save"] = (time.perf_counter() - t) * 1e3
+        out["bytes"] = path.stat().st_size
+        t = time.perf_counter()
+        a2pack.Priorities.load(path, alpha=0.6, beta=0.4, rows=len(ds))
+        out["load"] = (time.perf_counter() - t) * 1e3
+    with a2pack_feed(ds, batch_size=BATCH, priority=pr) as f:
+        for _ in range(3):
+            next(f)
+        t = time.perf_counter()
+        state = pickle.dumps(f.state_dict())
+        out["state save"] = (time.perf_counter() - t) * 1e3
+        out["state bytes"] = len(state)
+    with a2pack_feed(ds, batch_size=BATCH, priority=pr) as f:
+        t = time.perf_counter()
+        f.load_state_dict(pickle.loads(state))
+        out["state load"] = (time.perf_counter() - t) * 1e3
+    return out
+
+
+def run_chunks(rng, chunks, rows):
+    """`chunks` lists of RunV2 objects of RUN_STEPS steps, `rows` rows each."""
+    from a2pack.run import Meta
+    out = []
+    for c in range(chunks):
+        rows_of = synthetic_rows(rows, rng)
+        runs = []
+        for i, a in enumerate(range(0, rows, RUN_STEPS)):
+            k = min(RUN_STEPS, rows - a)
+            r = rows_of[a:a + k]
+            meta = Meta(steps=k, start_unix_s=1_800_000_000 + c * 100_000 + i, elapsed_s=1.0,
+                        max_score=1000 + i, highest_tile=2048, engine_str="bench")
+            col = {f: np.ascontiguousarray(r[f]) for f in ("board", "move", "ev_values", "ev_legal")}
+            runs.append(a2pack.RunV2.from_arrays(meta, col["board"], col["move"],
+                                                 col["ev_values"], col["ev_legal"], final_board=0))
+        out.append(runs)
+    return out
+
+
+def a2pack_append(base_rows, chunks, rows):
+    """Rows appended per second (median over the appends) with
+    append_runs alone, then while a live prioritized feed samples and
+    updates on another thread; and that feed's batches per second."""
+    half = len(chunks) // 2
+    with tempfile.TemporaryDirectory(dir=bench_out()) as d:
+        path = pathlib.Path(d) / "ds"
+        build_base(path, base_rows, np.random.default_rng(5))
+        alone = []
+        for runs in chunks[:half]:
+            t = time.perf_counter()
+            a2pack.append_runs(path, runs)
+            alone.append(rows / (time.perf_counter() - t))
+        ds = a2pack.Dataset(path, mmap=True)
+        pr = a2pack.Priorities(len(ds), alpha=0.6, beta=0.4)
+        vals = np.full(BATCH, 0.5, np.float32)
+        stop = threading.Event()
+        served = [0]
+        with a2pack_feed(ds, batch_size=BATCH, priority=pr, live=True) as f:
+            def learner():
+                while not stop.is_set():
+                    b = next(f)
+                    f.update_priorities(b["indices"], vals)
+                    served[0] += 1
+            th = threading.Thread(target=learner)
+            th.start()
+            sampling = []
+            t0 = time.perf_counter()
+            try:
+                for runs in chunks[half:]:
+                    t = time.perf_counter()
+                    a2pack.append_runs(path, runs)
+                    sampling.append(rows / (time.perf_counter() - t))
+            finally:
+                stop.set()
+                th.join()
+            wall = time.perf_counter() - t0
+            seen = f.refresh()
+    return {"alone": statistics.median(alone), "sampling": statistics.median(sampling),
+            "batches/s": served[0] / wall, "rows seen": seen}
+
+
+def torchrl_append(base_rows, rows, appends):
+    """ReplayBuffer.extend rows per second (median), each extend followed
+    by a prioritized sample and update of 4 096, over a LazyTensorStorage
+    holding every row."""
+    import torch
+    from tensordict import TensorDict
+    from torchrl.data import LazyTensorStorage, ReplayBuffer
+    from torchrl.data.replay_buffers.samplers import PrioritizedSampler
+
+    def td_of(rows):
+        return TensorDict({"board": torch.from_numpy(rows["board"].view(np.int64)),
+                           "move": torch.from_numpy(rows["move"]),
+                           "ev_values": torch.from_numpy(np.ascontiguousarray(rows["ev_values"]))},
+                          batch_size=[len(rows)])
+    cap = base_rows + rows * appends
+    rb = ReplayBuffer(storage=LazyTensorStorage(cap),
+                      sampler=PrioritizedSampler(max_capacity=cap, alpha=0.6, beta=0.4),
+                      batch_size=BATCH)
+    rb.extend(td_of(synthetic_rows(base_rows, np.random.default_rng(5))))
+    tds = [td_of(synthetic_rows(rows, np.random.default_rng(6 + i))) for i in range(appends)]
+    pri = torch.full((BATCH,), 0.5)
+    rates = []
+    for td in tds:
+        t = time.perf_counter()
+        rb.extend(td)
+        rates.append(rows / (time.perf_counter() - t))
+        _, info = rb.sample(return_info=True)
+        rb.update_priority(info["index"], pri)
+    return {"extend": statistics.median(rates)}
+
+
 def isolated(fn, *args):
     """A baseline's cells in a forked child (the rows shared copy-on-write),
     so that one which runs out of memory at a size is reported and the other
@@ -142,7 +282,8 @@ def isolated(fn, *args):
     p.join()
     if p.exitcode != 0:
         why = "killed (out of memory?)" if p.exitcode == -9 else f"exit status {p.exitcode}"
-        print(f"{fn.__name__} at {len(args[0]):,} rows: its process ended, {why}; cells skipped")
+        size = args[0] if isinstance(args[0], int) else len(args[0])
+        print(f"{fn.__name__} at {size:,} rows: its process ended, {why}; cells skipped")
         return {}
     return q.get()
 
@@ -161,8 +302,7 @@ def torchrl_cells(steps, calls):
                      "run_id": torch.from_numpy(steps["run_id"].astype(np.int64))},
                     batch_size=[n])
 
-    out_dir = pathlib.Path(os.environ.get("BENCH_OUT", HERE.parent / "bench-out"))
-    scratch = tempfile.mkdtemp(prefix="torchrl-memmap-", dir=out_dir) if n >= MEMMAP_ROWS else None
+    scratch = tempfile.mkdtemp(prefix="torchrl-memmap-", dir=bench_out()) if n >= MEMMAP_ROWS else None
 
     def buffer(sampler, batch):
         storage = (LazyMemmapStorage(n, scratch_dir=tempfile.mkdtemp(dir=scratch)) if scratch
@@ -200,6 +340,18 @@ def torchrl_samplers(buffer, n, calls):
         _, info = rb.sample(return_info=True)
         rb.update_priority(info["index"], pri)
     out["prioritized"] = median_ms(sample_update, calls)
+    # Its checkpoint: the sampler's state (sum and min trees) to a folder.
+    with tempfile.TemporaryDirectory(dir=bench_out()) as d:
+        t = time.perf_counter()
+        ps.dumps(d)
+        out["checkpoint save"] = (time.perf_counter() - t) * 1e3
+        out["checkpoint bytes"] = sum(f.stat().st_size for f in pathlib.Path(d).rglob("*")
+                                      if f.is_file())
+        back = PrioritizedSampler(max_capacity=n, alpha=0.6, beta=0.4)
+        t = time.perf_counter()
+        back.loads(d)
+        out["checkpoint load"] = (time.perf_counter() - t) * 1e3
+        del back
     del rb, ps
     rb = buffer(PrioritizedSliceSampler(max_capacity=n, alpha=0.6, beta=0.4, num_slices=SLICES,
                                         traj_key="run_id", strict_length=True),
@@ -267,6 +419,10 @@ def main():
     ap.add_argument("--no-torchrl", action="store_true")
     ap.add_argument("--no-flashbax", action="store_true")
     ap.add_argument("--dataset")
+    ap.add_argument("--append-base", type=int, default=1_000_000,
+                    help="rows of the dataset the appends grow (0: no append cells)")
+    ap.add_argument("--append-rows", type=int, default=50_000, help="rows an append adds")
+    ap.add_argument("--appends", type=int, default=16)
     args = ap.parse_args()
     rng = np.random.default_rng(0)
     print(f"load average {os.getloadavg()[0]:.2f}; ms per batch: a2pack's next() in a loop of "
@@ -330,7 +486,43 @@ def main():
                 print(f"{'':>12} {'':>12} flashbax {fbx[cell]:.3f} ms: x{fbx[cell] / ms:.1f}")
                 emit("replay", label, ms, "flashbax", fbx[cell], "ms/batch",
                      higher_is_better=False, note=note)
+        # The random priorities the cells' updates gave every row they drew
+        # are in pr: its file and tree are those of a learner's.
+        print(f"{len(ds):>12} priorities hold {pr.nbytes / len(ds):.2f} bytes a row "
+              f"({pr.nbytes / 2**20:.1f} MiB)")
+        emit("replay", f"priorities memory {len(ds):,} rows", pr.nbytes / len(ds), "", None,
+             "bytes/row", higher_is_better=False, note="values and sum tree")
+        ck = a2pack_checkpoint(ds, pr)
+        line = (f"{len(ds):>12} checkpoint: priorities save {ck['save']:.1f} ms, load "
+                f"{ck['load']:.1f} ms, {ck['bytes'] / 2**20:.1f} MiB; feed state_dict "
+                f"{ck['state bytes']:,} B, {ck['state save']:.2f} ms, load {ck['state load']:.2f} ms")
+        if trl.get("checkpoint save") is not None:
+            line += (f"; TorchRL PrioritizedSampler dumps {trl['checkpoint save']:.1f} ms, loads "
+                     f"{trl['checkpoint load']:.1f} ms, {trl['checkpoint bytes'] / 2**20:.1f} MiB")
+            emit("replay", f"checkpoint save {len(ds):,} rows", ck["save"], "TorchRL",
+                 trl["checkpoint save"], "ms", higher_is_better=False,
+                 note="Priorities.save against PrioritizedSampler.dumps")
+            emit("replay", f"checkpoint load {len(ds):,} rows", ck["load"], "TorchRL",
+                 trl["checkpoint load"], "ms", higher_is_better=False,
+                 note="Priorities.load against PrioritizedSampler.loads")
+        print(line)
         del steps
+    if args.append_base:
+        chunks = run_chunks(rng, args.appends, args.append_rows)
+        ours = a2pack_append(args.append_base, chunks, args.append_rows)
+        del chunks
+        trl = ({} if args.no_torchrl else
+               isolated(torchrl_append, args.append_base, args.append_rows, args.appends))
+        line = (f"appends of {args.append_rows:,} rows to {args.append_base:,}: a2pack "
+                f"append_runs {ours['alone'] / 1e6:.2f} M rows/s alone, "
+                f"{ours['sampling'] / 1e6:.2f} M rows/s while a live prioritized feed served "
+                f"{ours['batches/s']:.0f} batches/s (it saw {ours['rows seen']:,} rows)")
+        if trl:
+            line += f"; TorchRL extend {trl['extend'] / 1e6:.2f} M rows/s (in memory)"
+            emit("replay", "append while sampling", ours["sampling"] / 1e6, "TorchRL extend",
+                 trl["extend"] / 1e6, "M rows/s",
+                 note=f"committed appends of {args.append_rows:,} rows, a live feed sampling")
+        print(line)
 
 
 if __name__ == "__main__":

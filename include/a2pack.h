@@ -2753,7 +2753,8 @@ typedef struct a2pack_feed_api {
  * priorities (from its loss) while the feed's producers draw: a batch
  * filled ahead has the priorities of when it was filled, at most the feed's
  * depth of batches old. Sampling and updating are O(log n) per row; the
- * priorities take 5.1 to 6.3 bytes a row (the priorities, and a sum tree of
+ * priorities take 5.14 bytes a row, up to 6.5 while they grow with a live
+ * dataset (the priorities, and a sum tree of
  * doubles over blocks of 8 rows; p^alpha is computed where it is read).
  *
  * Thread safety: every call may come from any thread at any time; updates
@@ -2796,7 +2797,7 @@ typedef struct a2pack_priorities_info {
   double beta;
   double total;  /* the sum of p^alpha over the rows */
   uint64_t bytes; /* the memory held for the rows: the priorities and the sum tree
-                     (5.1 to 6.3 bytes a row; updates waiting for the next draw take
+                     (5.14 bytes a row, up to 6.5 grown; updates waiting for the next draw take
                      12 bytes each while they wait, 2^20 at most) */
 } a2pack_priorities_info;
 

@@ -1,7 +1,6 @@
 #include "order/priorities.hpp"
 
 #include <algorithm>
-#include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -82,7 +81,7 @@ Priorities::Priorities(uint64_t n, double alpha, double beta, float initial)
   checked_power(initial, kInitial);  // refused here; p^alpha is computed where read
   p_.assign(n, initial);
   largest_ = initial;
-  rebuild();
+  rebuild(0);
 }
 
 float Priorities::largest() const {
@@ -112,11 +111,25 @@ std::shared_lock<std::shared_mutex> Priorities::read_lock() const {
   if (pending_.load(std::memory_order_acquire)) {
     auto* self = const_cast<Priorities*>(this);
     auto lk = self->write_lock();
-    std::lock_guard<std::mutex> pl(self->pending_mu_);
-    self->apply_pending();
+    self->take_pending();
   }
   { std::lock_guard<std::mutex> pass(gate_); }
   return std::shared_lock<std::shared_mutex>(mu_);
+}
+
+void Priorities::take_pending() {
+  // The queue is taken under pending_mu_ and applied after it is let go: a
+  // learner's update meanwhile waits for the swap only, not for the tree.
+  {
+    std::lock_guard<std::mutex> pl(pending_mu_);
+    if (!pending_.load(std::memory_order_relaxed)) return;
+    taken_idx_.swap(later_idx_);
+    taken_p_.swap(later_p_);
+    pending_.store(false, std::memory_order_release);
+  }
+  apply(taken_idx_.data(), taken_p_.data(), taken_idx_.size());
+  taken_idx_.clear();  // (their room kept for the next swap)
+  taken_p_.clear();
 }
 
 void Priorities::apply_pending() {
@@ -167,9 +180,9 @@ double Priorities::children_sum(int d, uint64_t j) const {
   return ((c[0] + c[1]) + (c[2] + c[3])) + ((c[4] + c[5]) + (c[6] + c[7]));
 }
 
-void Priorities::rebuild() {
+void Priorities::rebuild(uint64_t capacity) {
   const uint64_t blocks = (p_.size() + kBlock - 1) / kBlock;
-  capacity_ = std::bit_ceil(std::max<uint64_t>(blocks, 1));
+  capacity_ = std::max<uint64_t>({capacity, blocks, 1});
   depth_ = 0;
   while (span(0) < capacity_) ++depth_;
   level_at_.assign(static_cast<size_t>(depth_) + 1, 0);
@@ -240,8 +253,7 @@ void Priorities::update(const int64_t* idx, const float* values, size_t k) {
   if (later_idx_.size() < kMaxPending) return;
   pl.unlock();
   auto lk = write_lock();  // mu_ before pending_mu_, as every reader takes them
-  std::lock_guard<std::mutex> again(pending_mu_);
-  apply_pending();
+  take_pending();
 }
 
 void Priorities::apply(const int64_t* idx, const float* values, size_t k) {
@@ -298,7 +310,9 @@ void Priorities::grow(uint64_t new_n, float initial) {
   largest_ = std::max(largest_, initial);
   const uint64_t blocks = (new_n + kBlock - 1) / kBlock;
   if (blocks > capacity_)
-    rebuild();  // the tree doubles (or more): amortised over the rows that filled it
+    // The tree takes a quarter more blocks (or all the new ones), built
+    // again: amortised over the rows that filled it, as the values' room is.
+    rebuild(capacity_ + capacity_ / 4);
   else
     refresh_blocks(old / kBlock, blocks);
 }
@@ -608,7 +622,7 @@ std::unique_ptr<Priorities> Priorities::load(const std::string& path, double alp
       fail(A2PACK_E_INVALID_ARGUMENT, "{}: priority {} of row {} to the power alpha {} is beyond a float",
            path, v, i, alpha);
   }
-  p->rebuild();
+  p->rebuild(0);
   return p;
 }
 

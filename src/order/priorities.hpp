@@ -4,9 +4,10 @@
 //
 // Layout: the priorities as given (f32, 4 bytes a row), and a sum tree of
 // doubles over blocks of 8 rows whose nodes have 8 children each, side by
-// side (one 64-byte cache line): 8 bytes per block (the blocks rounded up to
-// a power of two) and a seventh of that for the nodes above, 1.1 to 2.3
-// bytes a row: 5.1 to 6.3 bytes a row in all. p^alpha is not stored: it is
+// side (one 64-byte cache line): 8 bytes per block and a seventh of that for
+// the nodes above, 1.14 bytes a row: 5.14 bytes a row in all. Grown (a live
+// dataset's appends), the values and the blocks keep room for a quarter
+// more: 6.4 bytes a row at most. p^alpha is not stored: it is
 // computed where it is read (the 8 rows of a drawn block, a changed block's
 // 8 rows, a drawn row's weight), which costs a draw of 4 096 rows about as
 // much as the tree's cache misses do and halves the memory. Sampling finds
@@ -59,8 +60,8 @@ class Priorities {
   double beta() const { return beta_; }
   // The sum of p^alpha over all rows.
   double total() const;
-  // The memory held for the rows: the priorities and the sum tree (5.1 to
-  // 6.3 bytes a row). Updates waiting for a reader take 12 bytes a row more
+  // The memory held for the rows: the priorities and the sum tree (5.14
+  // bytes a row; up to 6.4 when grown). Updates waiting for a reader take 12 bytes a row more
   // while they wait, kMaxPending rows at most.
   uint64_t bytes() const;
   // Priorities of rows idx[0..k) to out (OUT_OF_RANGE for an index outside).
@@ -136,7 +137,9 @@ class Priorities {
   void weigh(float* mass, size_t k) const;
   // v^alpha, after refusing v (and a v^alpha a float cannot hold).
   float checked_power(float v, size_t position) const;
-  void rebuild();  // the tree's shape, every block sum and every node, from p_
+  // The tree's shape for `capacity` blocks (at least the rows'), every
+  // block sum and every node, from p_.
+  void rebuild(uint64_t capacity);
   // Block sums of blocks [first, end) and their ancestors.
   void refresh_blocks(uint64_t first, uint64_t end);
   double block_sum(uint64_t block) const;
@@ -174,6 +177,9 @@ class Priorities {
   // The updates left pending, in the order given. mu_ held exclusively,
   // and pending_mu_.
   void apply_pending();
+  // The same with mu_ held exclusively and pending_mu_ not: taken from the
+  // queue under it, applied after.
+  void take_pending();
 
   // Large arrays on huge pages (base/uninit_vector.hpp): a draw or an
   // update touches rows, blocks and nodes far apart, and at 10^8 rows on
@@ -184,7 +190,7 @@ class Priorities {
   double alpha_, beta_;
   Array<float> p_;        // the priorities
   float largest_ = 0;     // see largest()
-  uint64_t capacity_ = 1;  // blocks the tree holds: their number rounded up to a power of two
+  uint64_t capacity_ = 1;  // blocks the tree has room for (grown a quarter at a time)
   int depth_ = 0;          // the blocks' level: kFan^depth_ >= capacity_
   // Level d's nodes start at level_at_[d] of tree_ (a multiple of kFan, so
   // that node j's children j * kFan + [0, kFan) share a cache line); level
@@ -200,6 +206,9 @@ class Priorities {
   std::atomic<bool> pending_{false};
   std::vector<int64_t> later_idx_;
   std::vector<float> later_p_;
+  // The updates being applied (taken from later_*; under mu_ exclusively).
+  std::vector<int64_t> taken_idx_;
+  std::vector<float> taken_p_;
 };
 
 }  // namespace a2pack::order
