@@ -244,21 +244,14 @@ def torchrl_append(base_rows, rows, appends):
     by a prioritized sample and update of 4 096, over a LazyTensorStorage
     holding every row."""
     import torch
-    from tensordict import TensorDict
     from torchrl.data import LazyTensorStorage, ReplayBuffer
     from torchrl.data.replay_buffers.samplers import PrioritizedSampler
-
-    def td_of(rows):
-        return TensorDict({"board": torch.from_numpy(rows["board"].view(np.int64)),
-                           "move": torch.from_numpy(rows["move"]),
-                           "ev_values": torch.from_numpy(np.ascontiguousarray(rows["ev_values"]))},
-                          batch_size=[len(rows)])
     cap = base_rows + rows * appends
     rb = ReplayBuffer(storage=LazyTensorStorage(cap),
                       sampler=PrioritizedSampler(max_capacity=cap, alpha=0.6, beta=0.4),
                       batch_size=BATCH)
-    rb.extend(td_of(synthetic_rows(base_rows, np.random.default_rng(5))))
-    tds = [td_of(synthetic_rows(rows, np.random.default_rng(6 + i))) for i in range(appends)]
+    rb.extend(tensordict_of(synthetic_rows(base_rows, np.random.default_rng(5))))
+    tds = [tensordict_of(synthetic_rows(rows, np.random.default_rng(6 + i))) for i in range(appends)]
     pri = torch.full((BATCH,), 0.5)
     rates = []
     for td in tds:
@@ -288,19 +281,23 @@ def isolated(fn, *args):
     return q.get()
 
 
-def torchrl_cells(steps, calls):
-    import shutil
-    import tempfile
-
+def tensordict_of(rows, run_id=False):
+    """Rows as TorchRL stores them: board, move, ev_values (and run_id, the
+    slice samplers' trajectory key)."""
     import torch
     from tensordict import TensorDict
+    cols = {"board": torch.from_numpy(rows["board"].view(np.int64)),
+            "move": torch.from_numpy(rows["move"]),
+            "ev_values": torch.from_numpy(np.ascontiguousarray(rows["ev_values"]))}
+    if run_id:
+        cols["run_id"] = torch.from_numpy(rows["run_id"].astype(np.int64))
+    return TensorDict(cols, batch_size=[len(rows)])
+
+
+def torchrl_cells(steps, calls):
     from torchrl.data import LazyMemmapStorage, LazyTensorStorage, ReplayBuffer
     n = len(steps)
-    td = TensorDict({"board": torch.from_numpy(steps["board"].view(np.int64)),
-                     "move": torch.from_numpy(steps["move"]),
-                     "ev_values": torch.from_numpy(np.ascontiguousarray(steps["ev_values"])),
-                     "run_id": torch.from_numpy(steps["run_id"].astype(np.int64))},
-                    batch_size=[n])
+    td = tensordict_of(steps, run_id=True)
 
     scratch = tempfile.mkdtemp(prefix="torchrl-memmap-", dir=bench_out()) if n >= MEMMAP_ROWS else None
 

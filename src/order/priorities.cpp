@@ -132,14 +132,6 @@ void Priorities::take_pending() {
   taken_p_.clear();
 }
 
-void Priorities::apply_pending() {
-  if (!pending_.load(std::memory_order_relaxed)) return;
-  apply(later_idx_.data(), later_p_.data(), later_idx_.size());
-  later_idx_.clear();
-  later_p_.clear();
-  pending_.store(false, std::memory_order_release);
-}
-
 std::unique_lock<std::shared_mutex> Priorities::write_lock() {
   std::lock_guard<std::mutex> hold(gate_);
   return std::unique_lock<std::shared_mutex>(mu_);
@@ -165,14 +157,18 @@ uint64_t Priorities::bytes() const {
          (level_at_.capacity() + level_nodes_.capacity()) * sizeof(uint64_t);
 }
 
-double Priorities::block_sum(uint64_t block) const {
-  const uint64_t first = block * kBlock;
-  const auto k = static_cast<unsigned>(std::min<uint64_t>(p_.size() - first, kBlock));
+double Priorities::rows_mass(uint64_t first, uint64_t end) const {
+  const auto k = static_cast<unsigned>(end - first);
   float m[kBlock];
   powers(first, k, m);
   double s = 0;
   for (unsigned x = 0; x < k; ++x) s += m[x];
   return s;
+}
+
+double Priorities::block_sum(uint64_t block) const {
+  const uint64_t first = block * kBlock;
+  return rows_mass(first, std::min<uint64_t>(p_.size(), first + kBlock));
 }
 
 double Priorities::children_sum(int d, uint64_t j) const {
@@ -298,8 +294,8 @@ void Priorities::apply(const int64_t* idx, const float* values, size_t k) {
 void Priorities::grow(uint64_t new_n, float initial) {
   checked_power(initial, kInitial);  // refused here; p^alpha is computed where read
   auto lk = write_lock();
-  std::lock_guard<std::mutex> pl(pending_mu_);
-  apply_pending();
+  take_pending();
+  std::lock_guard<std::mutex> pl(pending_mu_);  // updates check their rows under it
   const uint64_t old = p_.size();
   if (new_n <= old) return;
   // Room for a quarter more rows at a time rather than the vector's double:
@@ -320,11 +316,7 @@ void Priorities::grow(uint64_t new_n, float initial) {
 void Priorities::pieces(uint64_t lo, uint64_t hi, std::vector<Piece>& out) const {
   out.clear();
   auto rows = [&](uint64_t first, uint64_t end) {  // at most a block's
-    float m[kBlock];
-    powers(first, static_cast<unsigned>(end - first), m);
-    double s = 0;
-    for (uint64_t i = 0; i < end - first; ++i) s += m[i];
-    out.push_back({-1, 0, first, end, s});
+    out.push_back({-1, 0, first, end, rows_mass(first, end)});
   };
   const uint64_t first_block = (lo + kBlock - 1) / kBlock, end_block = hi / kBlock;
   if (first_block > end_block) {  // inside one block
@@ -454,11 +446,18 @@ uint64_t Priorities::find_in_rows(uint64_t first, uint64_t end, double target,
   return last;
 }
 
+float* Priorities::masses_to(float* weights, size_t k) {
+  // The drawn rows' p^alpha go where their weights will, or, where none are
+  // asked for, to a buffer of the thread's.
+  if (weights) return weights;
+  thread_local std::vector<float> scratch;
+  scratch.resize(k);
+  return scratch.data();
+}
+
 void Priorities::sample(uint64_t lo, uint64_t hi, size_t k, uint64_t seed, uint64_t stream,
                         int64_t* out, float* weights) const {
-  thread_local std::vector<float> scratch;  // the masses, where no weights are asked for
-  if (!weights) scratch.resize(k);
-  float* mass = weights ? weights : scratch.data();
+  float* mass = masses_to(weights, k);
   auto lk = read_lock();
   draw(lo, hi, k, seed, stream, out, mass);
   if (weights) weigh(weights, k);
@@ -470,9 +469,8 @@ size_t Priorities::sample_where(uint64_t lo, uint64_t hi, size_t k, uint64_t see
   // A producer's, reused batch after batch.
   thread_local std::vector<size_t> redo;
   thread_local std::vector<int64_t> again;
-  thread_local std::vector<float> scratch, again_mass;
-  if (!weights) scratch.resize(k);
-  float* mass = weights ? weights : scratch.data();
+  thread_local std::vector<float> again_mass;
+  float* mass = masses_to(weights, k);
   auto lk = read_lock();  // every round sees the same priorities
   draw(lo, hi, k, seed, stream, out, mass);
   redo.clear();

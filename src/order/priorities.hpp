@@ -143,6 +143,10 @@ class Priorities {
   // Block sums of blocks [first, end) and their ancestors.
   void refresh_blocks(uint64_t first, uint64_t end);
   double block_sum(uint64_t block) const;
+  // The sum of p^alpha over rows [first, end), at most a block's.
+  double rows_mass(uint64_t first, uint64_t end) const;
+  // Where a draw puts its rows' p^alpha: `weights`, or a buffer of k.
+  static float* masses_to(float* weights, size_t k);
   // [lo, hi) as pieces in row order.
   void pieces(uint64_t lo, uint64_t hi, std::vector<Piece>& out) const;
   void cover(int level, uint64_t index, uint64_t first, uint64_t end,
@@ -174,11 +178,8 @@ class Priorities {
   // Rows idx[0..k) to values (checked already), and their blocks' sums. mu_
   // held exclusively.
   void apply(const int64_t* idx, const float* values, size_t k);
-  // The updates left pending, in the order given. mu_ held exclusively,
-  // and pending_mu_.
-  void apply_pending();
-  // The same with mu_ held exclusively and pending_mu_ not: taken from the
-  // queue under it, applied after.
+  // The updates left pending, in the order given, mu_ held exclusively:
+  // taken from the queue under pending_mu_, applied after it is let go.
   void take_pending();
 
   // Large arrays on huge pages (base/uninit_vector.hpp): a draw or an
