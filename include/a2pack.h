@@ -2603,6 +2603,9 @@ typedef struct a2pack_feed_shards_options {
   uint32_t window;       /* shards per window; 0 (default): as many as half the budget holds */
   int32_t verify_crc;    /* 1 (default): check each shard against the manifest as it loads */
   int32_t huge_pages;    /* 1 (default): ask for transparent huge pages for resident shards */
+  /* added later */
+  int32_t prefetch;      /* 1 (default): load the next window's shards on a background thread;
+                            0: a producer loads them when its batch needs them */
 } a2pack_feed_shards_options;
 
 A2PACK_API void a2pack_feed_shards_options_init(a2pack_feed_shards_options *opts);
@@ -2688,6 +2691,47 @@ A2PACK_API a2pack_status a2pack_feed_refresh(a2pack_feed *f, uint64_t *rows);
  * already. */
 A2PACK_API a2pack_status a2pack_feed_put_back(a2pack_feed *f, a2pack_feed_batch **batch);
 
+/* This rank's dataset rows of batch `batch` of epoch `epoch` in the feed's
+ * order, to out, nothing gathered; *n gets their count, 0 past the epoch's
+ * batches. With out NULL, *n gets the room out needs: the most rows of a
+ * rank's part of a batch (batch_size / world units, times the window for
+ * windows). For a prioritized order, the rows it would draw with the
+ * priorities of now. The consumer's thread, as next(). */
+A2PACK_API a2pack_status a2pack_feed_batch_indices(a2pack_feed *f, uint64_t epoch, uint64_t batch,
+                                                   int64_t *out, size_t *n);
+
+/* Hand out batch `batch` of epoch `epoch` next (0: the epoch's start), as a
+ * loaded state would: the batches filled ahead are made again from there,
+ * batches the consumer holds stay valid. A2PACK_E_INVALID_ARGUMENT, with the
+ * feed unchanged, past the epoch's batches or the feed's last epoch. The
+ * consumer's thread, as next(). */
+A2PACK_API a2pack_status a2pack_feed_seek(a2pack_feed *f, uint64_t epoch, uint64_t batch);
+
+/* A feed over a sharded dataset (a2pack_feed_open_shards): its shards, what
+ * this rank reads in one epoch, and the resident shards' counters. */
+typedef struct a2pack_feed_shards_info {
+  size_t size;              /* sizeof(a2pack_feed_shards_info), set by the caller */
+  uint64_t rows, runs, shards; /* the dataset's (a live feed: what it has taken in) */
+  uint64_t max_shard_bytes;
+  uint32_t window_shards;   /* shards per window */
+  uint64_t batches;         /* batches in the epoch asked for (every rank the same) */
+  uint64_t rank_shards;     /* this rank's shards in the epoch asked for */
+  uint64_t rank_rows;       /* and their rows */
+  uint64_t loads;           /* shards read from disk */
+  uint64_t evictions;       /* shards dropped to stay within the budget */
+  uint64_t bytes_read;
+  uint64_t resident_bytes;  /* now */
+  uint64_t resident_shards;
+  double load_wait_s;       /* the producers waited for shards to load */
+  double load_s;            /* spent loading, on any thread */
+} a2pack_feed_shards_info;
+
+/* The shards of a feed opened by a2pack_feed_open_shards, this rank's in
+ * epoch `epoch`. A2PACK_E_INVALID_ARGUMENT for a feed over other rows. Any
+ * thread. */
+A2PACK_API a2pack_status a2pack_feed_shards_info_get(const a2pack_feed *f, uint64_t epoch,
+                                                     a2pack_feed_shards_info *out);
+
 /* Release the batch in each of the `n` cells that holds one, and empty the
  * cell (NULL cells are skipped, and so are cells holding NULL): for a
  * caller that keeps each reference in a cell of its own and must release
@@ -2738,6 +2782,10 @@ typedef struct a2pack_feed_api {
   a2pack_status (*refresh)(a2pack_feed *, uint64_t *);
   /* added later: the column table */
   a2pack_status (*column_info_get)(a2pack_feed_column, a2pack_feed_column_info *);
+  /* added later: positions and shards */
+  a2pack_status (*batch_indices)(a2pack_feed *, uint64_t, uint64_t, int64_t *, size_t *);
+  a2pack_status (*seek)(a2pack_feed *, uint64_t, uint64_t);
+  a2pack_status (*shards_info_get)(const a2pack_feed *, uint64_t, a2pack_feed_shards_info *);
 } a2pack_feed_api;
 /* (end of section feed) */
 

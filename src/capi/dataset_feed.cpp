@@ -317,6 +317,7 @@ A2PACK_EXPORT void a2pack_feed_shards_options_init(a2pack_feed_shards_options* o
   o->window = d.window;
   o->verify_crc = d.verify_crc ? 1 : 0;
   o->huge_pages = d.huge_pages ? 1 : 0;
+  o->prefetch = d.prefetch ? 1 : 0;
 }
 
 A2PACK_EXPORT a2pack_status a2pack_feed_open_shards(const char* dir,
@@ -334,7 +335,51 @@ A2PACK_EXPORT a2pack_status a2pack_feed_open_shards(const char* dir,
     r.window = so.window;
     r.verify_crc = so.verify_crc != 0;
     r.huge_pages = so.huge_pages != 0;
+    r.prefetch = so.prefetch != 0;
     *out = new a2pack_feed{feed::Feed::over_shards(dir, r, o)};
+  });
+}
+
+A2PACK_EXPORT a2pack_status a2pack_feed_batch_indices(a2pack_feed* f, uint64_t epoch,
+                                                      uint64_t batch, int64_t* out, size_t* n) {
+  if (n) *n = 0;
+  return guard([&] {
+    require_parent(f);
+    require(n, "n");
+    *n = out ? f->f->batch_indices({epoch, batch}, out) : f->f->order().max_rows();
+  });
+}
+
+A2PACK_EXPORT a2pack_status a2pack_feed_seek(a2pack_feed* f, uint64_t epoch, uint64_t batch) {
+  return guard([&] {
+    require_parent(f);
+    f->f->seek({epoch, batch});
+  });
+}
+
+A2PACK_EXPORT a2pack_status a2pack_feed_shards_info_get(const a2pack_feed* f, uint64_t epoch,
+                                                        a2pack_feed_shards_info* out) {
+  return guard([&] {
+    require(f, "feed");
+    const feed::ShardsInfo si = f->f->shards_info(epoch);
+    a2pack_feed_shards_info i{};
+    i.size = sizeof i;
+    i.rows = si.manifest.rows;
+    i.runs = si.manifest.runs;
+    i.shards = si.manifest.shards.size();
+    i.max_shard_bytes = si.max_shard_bytes;
+    i.window_shards = si.window_shards;
+    i.batches = si.batches;
+    i.rank_shards = si.rank_shards;
+    i.rank_rows = si.rank_rows;
+    i.loads = si.cache.loads;
+    i.evictions = si.cache.evictions;
+    i.bytes_read = si.cache.bytes_read;
+    i.resident_bytes = si.cache.resident_bytes;
+    i.resident_shards = si.cache.resident_shards;
+    i.load_wait_s = si.cache.load_wait_s;
+    i.load_s = si.cache.load_s;
+    capi::write_out(out, i);
   });
 }
 
@@ -429,6 +474,9 @@ const a2pack_feed_api* feed_api_table() {
       a2pack_feed_open_replay,
       a2pack_feed_refresh,
       a2pack_feed_column_info_get,
+      a2pack_feed_batch_indices,
+      a2pack_feed_seek,
+      a2pack_feed_shards_info_get,
   };
   return &table;
 }

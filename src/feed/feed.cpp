@@ -45,6 +45,8 @@ uint64_t ns_since(Clock::time_point t0) {
 // count and manifest CRC refuse a state taken over another dataset (the
 // order's own hash covers the selection, not the rows' contents).
 constexpr char kMagic[4] = {'A', '2', 'F', 'S'};
+// A shard stream's state: its block order's (dataset/block_sampler.cpp).
+constexpr char kShardStreamMagic[4] = {'A', '2', 'B', 'S'};
 constexpr uint32_t kVersion = 1;
 constexpr size_t kHeader = 4 + 4 + 4 + 4 + 8 + 4;
 constexpr uint32_t kFlagShuffle = 1, kFlagMix = 2, kFlagBlocks = 4, kFlagReplay = 8,
@@ -265,6 +267,45 @@ uint64_t Feed::refresh() {
   return rows_->rows();
 }
 
+size_t Feed::batch_indices(Position p, int64_t* out) const {
+  const uint64_t n = order_->batches_in(p.epoch);
+  if (n != order::Order::kEndless && p.batch >= n) return 0;
+  order::Out o;
+  o.indices = out;
+  return order_->fill(p, o);
+}
+
+void Feed::seek(Position p) {
+  check_forked();
+  const uint64_t n = order_->batches_in(p.epoch);
+  if (past_end(p) || (n != order::Order::kEndless && p.batch >= n))
+    fail(A2PACK_E_INVALID_ARGUMENT,
+         "feed: no batch {} in epoch {} ({} batches{})", p.batch, p.epoch,
+         past_end(p) ? 0 : n,
+         past_end(p) ? fmt::format("; the feed ends before epoch {}", o_.epochs) : "");
+  stop();
+  begin(p);
+}
+
+ShardsInfo Feed::shards_info(uint64_t epoch) const {
+  if (!shards_)
+    fail(A2PACK_E_INVALID_ARGUMENT,
+         "feed: the shards' counters are a sharded dataset's feed's; this feed is over {}",
+         order_->describe());
+  ShardsInfo i;
+  const auto layout = shards_->layout();
+  i.manifest = layout->manifest;
+  i.max_shard_bytes = layout->max_shard_bytes;
+  i.cache = shards_->stats();
+  const auto& blocks = static_cast<const order::BlockOrder&>(order_->maker_of({epoch, 0}));
+  i.window_shards = blocks.sampler().window();
+  const auto plan = blocks.plan(epoch);
+  i.batches = plan->batches;
+  i.rank_shards = plan->shards.size();
+  i.rank_rows = plan->rows;
+  return i;
+}
+
 bool Feed::wait_for_inserts(std::chrono::milliseconds timeout) {
   const auto t0 = Clock::now();
   for (;;) {
@@ -342,6 +383,7 @@ std::unique_ptr<Feed> Feed::over_shards(const std::string& dir, const ShardOptio
   co.budget_bytes = so.budget_bytes;
   co.verify_crc = so.verify_crc;
   co.huge_pages = so.huge_pages;
+  co.prefetch = so.prefetch;
   std::shared_ptr<dataset::ShardCache> cache = dataset::ShardCache::open(dir, co);
   const uint32_t window = cache->window_for(so.window);
   const size_t part = static_cast<size_t>(o.batch_size / o.world);
@@ -360,8 +402,9 @@ std::unique_ptr<Feed> Feed::over_shards(const std::string& dir, const ShardOptio
          "rank's shards hold fewer rows); use smaller batches or fewer ranks",
          dir, o.start_epoch, part, o.world);
   std::unique_ptr<LiveRows> live = o.live ? LiveRows::of_shards(cache, window) : nullptr;
-  auto f = std::make_unique<Feed>(shard_rows(std::move(cache)), std::move(ord),
+  auto f = std::make_unique<Feed>(shard_rows(cache), std::move(ord),
                                   Position{o.start_epoch, 0}, o);
+  f->shards_ = std::move(cache);
   f->live_ = std::move(live);
   return f;
 }
@@ -769,8 +812,18 @@ std::string Feed::save_state() const {
 void Feed::load_state(const void* data, size_t len) {
   check_forked();
   const auto* p = static_cast<const uint8_t*>(data);
+  if (p && len >= 4 && std::memcmp(p, kShardStreamMagic, 4) == 0 && shards_ && !live_) {
+    // A shard stream's state (a2pack_shard_stream_state_save) is the block
+    // order's own: it checks the seed, batch, ranks, window and the shards
+    // it was taken over (appended shards join at the next epoch).
+    Position next;
+    auto o = order_->load_state(p, len, &next);
+    replace_order(std::move(o), next);
+    return;
+  }
   if (!p || len < kHeader + 4 || std::memcmp(p, kMagic, 4) != 0)
-    fail(A2PACK_E_INVALID_ARGUMENT, "not a feed state ({} bytes, no 'A2FS' magic)", len);
+    fail(A2PACK_E_INVALID_ARGUMENT, "not a feed state ({} bytes, no 'A2FS' magic{})", len,
+         shards_ && !live_ ? " nor a shard stream's 'A2BS'" : "");
   const uint32_t version = le::load<uint32_t>(p + 4);
   if (version != kVersion)
     fail(A2PACK_E_UNSUPPORTED, "feed state version {}: this library reads version {}", version,
@@ -789,14 +842,19 @@ void Feed::load_state(const void* data, size_t len) {
          kKnownFlags);
   const uint32_t rows_crc = le::load<uint32_t>(p + 12);
   const uint64_t rows = le::load<uint64_t>(p + 16);
-  const bool same_rows = live_ ? rows <= rows_->rows() && rows_crc == rows_->prefix_crc(rows)
+  // A live feed, or one over a sharded dataset, resumes over rows appended
+  // after the state (the block order takes appended shards in at the next
+  // epoch; its own state names the shards it was taken over).
+  const bool grows = live_ || shards_;
+  const bool same_rows = grows ? rows <= rows_->rows() && rows_crc == rows_->prefix_crc(rows)
                                : rows == rows_->rows() && rows_crc == rows_->rows_crc();
   if (!same_rows)
     fail(A2PACK_E_INVALID_ARGUMENT,
          "feed state was taken over another dataset ({} rows, CRC32C {:08x}); {} has {} rows, "
          "CRC32C {:08x}{}",
          rows, rows_crc, rows_->dir(), rows_->rows(), rows_->rows_crc(),
-         live_ ? " (a live feed resumes over the rows the state read, and rows appended after)"
+         grows ? " (a live or sharded feed resumes over the rows the state read, and rows "
+                 "appended after)"
                : "");
   const uint32_t mine = state_flags(*order_) | (live_ ? kFlagLive : 0u);
   if ((flags & kFlagLive) != (mine & kFlagLive))

@@ -83,6 +83,18 @@ struct ShardOptions {
   uint32_t window = 0;  // shards per window; 0: as many as half the budget holds
   bool verify_crc = true;
   bool huge_pages = true;
+  bool prefetch = true;  // load the next window's shards on a background thread
+};
+
+// A feed over a sharded dataset: its shards, what this rank reads in one
+// epoch, and the resident shards' counters.
+struct ShardsInfo {
+  dataset::Manifest manifest;
+  uint64_t max_shard_bytes = 0;
+  uint32_t window_shards = 0;
+  uint64_t batches = 0;                      // in the epoch asked for
+  uint64_t rank_shards = 0, rank_rows = 0;  // this rank's, in the epoch asked for
+  dataset::ShardCacheStats cache;
 };
 
 struct Stats {
@@ -156,6 +168,17 @@ class Feed {
   // A live feed: take in what was committed until now (waiting for the
   // folder to be opened again); the rows the feed reads.
   uint64_t refresh();
+  // This rank's rows of batch p (nothing gathered): at most
+  // order().max_rows(), 0 past the batches of p's epoch. The consumer's
+  // thread, as next().
+  size_t batch_indices(order::Position p, int64_t* out) const;
+  // Hand out batch p next (an epoch's first batch, or any other): batches
+  // filled ahead are dropped, batches the consumer holds stay valid.
+  // INVALID_ARGUMENT past the epoch's batches or the feed's last epoch.
+  void seek(order::Position p);
+  // A feed over a sharded dataset (over_shards): its shards, and this
+  // rank's in `epoch`; INVALID_ARGUMENT for a feed over other rows.
+  ShardsInfo shards_info(uint64_t epoch) const;
   const order::Order& order() const { return *order_; }
   const ForkStamp& stamp() const { return stamp_; }
   const Ring& ring() const { return *ring_; }
@@ -197,6 +220,7 @@ class Feed {
   Slot* hand_out(Slot* s);  // mu held
 
   std::shared_ptr<const Rows> rows_;
+  std::shared_ptr<const dataset::ShardCache> shards_;  // a feed over a sharded dataset's
   Options o_;
   // A live feed's watcher, the runs' table its window orders are made
   // over, and the priorities that grow with it (null otherwise).

@@ -49,6 +49,7 @@ class LiveOrder final : public Order {
   size_t max_rows_any() const override { return max_rows_; }
   size_t fill(Position p, Out& out) const override { return at(p).fill(p, out); }
   Residency residency(Position p) const override;
+  const Order& maker_of(Position p) const override { return at(p); }
   uint64_t seed() const override { return seed_; }
   void restart(Position p) override;
   void stop() override;

@@ -81,6 +81,9 @@ class Order {
   // The rows batch p and its successors read (empty: the order reads the
   // whole dataset at random and has nothing to say).
   virtual Residency residency(Position) const { return {}; }
+  // The order that makes batch p: itself, or the generation of a live
+  // order (order/live_order.hpp) that p falls in.
+  virtual const Order& maker_of(Position) const { return *this; }
   virtual uint64_t seed() const = 0;
 
   // Producers start (or restart) at p: an order that makes anything ahead

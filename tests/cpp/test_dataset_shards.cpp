@@ -2,7 +2,8 @@
 // and runs of a single-file build, in shards of whole runs; an append adds
 // shards and leaves the old ones alone, and is old-or-new at every crash
 // point; the block-shuffle sampler's epochs, deal and checkpoints; the
-// shard stream's budget, prefetch and batches.
+// shard stream's budget, prefetch and batches, and a feed over the shards
+// that answers what the stream answers and loads its states.
 #include <gtest/gtest.h>
 
 #include <sys/stat.h>
@@ -11,6 +12,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <numeric>
@@ -26,6 +28,7 @@
 #include "dataset/fsutil.hpp"
 #include "dataset/npy.hpp"
 #include "dataset/shard_cache.hpp"
+#include "feed/feed.hpp"
 #include "feed/shard_stream.hpp"
 #include "test_dataset_util.hpp"
 
@@ -393,6 +396,83 @@ TEST(ShardStream, BatchesAreTheSamplersRowsWithinTheBudgetWithOrWithoutPrefetch)
     EXPECT_GT(s->stats().evictions, 0u);
   }
   EXPECT_EQ(seen[0], seen[1]);
+}
+
+TEST(FeedOverShards, AnswersWhatTheShardStreamAnswersAndLoadsItsStates) {
+  Folders f;
+  DirSource src(f.tmp / "runs");
+  build(src, f.tmp / "sh", opts(100));
+  ShardStreamOptions so;
+  so.budget_bytes = 4 * 100 * 32;
+  so.batch_size = 64;
+  so.seed = 9;
+  auto s = ShardStream::open(f.tmp / "sh", so);
+  feed::ShardOptions fo;
+  fo.budget_bytes = so.budget_bytes;
+  feed::Options o;
+  o.batch_size = 64;
+  o.seed = 9;
+  o.depth = 2;
+  o.pin = feed::Pin::kOff;
+  o.spare_consumer_cpu = false;
+  auto feed = feed::Feed::over_shards(f.tmp / "sh", fo, o);
+
+  const feed::ShardsInfo info = feed->shards_info(0);
+  EXPECT_EQ(info.manifest.rows, s->manifest().rows);
+  EXPECT_EQ(info.manifest.shards.size(), s->manifest().shards.size());
+  EXPECT_EQ(info.window_shards, s->sampler().window());
+  EXPECT_EQ(info.batches, s->plan().batches);
+  EXPECT_EQ(info.rank_rows, s->plan().rows);
+  EXPECT_EQ(info.rank_shards, s->plan().shards.size());
+  const uint64_t batches = info.batches;
+  ASSERT_GT(batches, 3u);
+  std::vector<int64_t> a(64), b(64);
+  for (uint64_t k = 0; k < batches; ++k) {
+    const size_t n = s->batch_indices(k, a.data());
+    ASSERT_EQ(feed->batch_indices({0, k}, b.data()), n) << k;
+    EXPECT_TRUE(std::equal(a.begin(), a.begin() + static_cast<long>(n), b.begin())) << k;
+  }
+  EXPECT_EQ(feed->batch_indices({0, batches}, b.data()), 0u);
+
+  // The batch handed out next, against the rows it should hold.
+  auto next_is = [&](uint64_t epoch, uint64_t batch) {
+    bool ended = false;
+    feed::Slot* slot = feed->next(std::chrono::milliseconds(-1), &ended);
+    ASSERT_NE(slot, nullptr);
+    const auto* idx =
+        reinterpret_cast<const int64_t*>(slot->base + feed->ring().offset(feed::kIndices));
+    const size_t n = feed->batch_indices({epoch, batch}, b.data());
+    ASSERT_EQ(slot->rows, n);
+    EXPECT_TRUE(std::equal(idx, idx + n, b.begin())) << epoch << "/" << batch;
+    feed::Ring::release(slot);
+  };
+  // A shard stream's state, taken after three batches, loads into the feed.
+  for (int k = 0; k < 3; ++k) {
+    ColumnsOut out;
+    ASSERT_GT(s->next(out, a.data()), 0u);
+  }
+  const std::string state = s->save_state();
+  feed->load_state(state.data(), state.size());
+  next_is(0, 3);
+  // A seek hands out the batch it names next, in any epoch.
+  feed->seek({1, 2});
+  next_is(1, 2);
+  next_is(1, 3);
+  feed->seek({0, 0});
+  next_is(0, 0);
+  try {
+    feed->seek({0, batches});
+    FAIL() << "a batch past the epoch's was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.status(), A2PACK_E_INVALID_ARGUMENT);
+    EXPECT_NE(std::string(e.what()).find("no batch"), std::string::npos) << e.what();
+  }
+  next_is(0, 1);  // unchanged by the refused seek
+  // A damaged shard stream state changes nothing either.
+  std::string bad = state;
+  bad[20] = static_cast<char>(bad[20] ^ 1);
+  EXPECT_THROW(feed->load_state(bad.data(), bad.size()), Error);
+  next_is(0, 2);
 }
 
 TEST(ShardCache, TakesInAppendedShardsWhileGathersRunAndRefusesChangedOnes) {

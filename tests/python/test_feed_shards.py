@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import a2pack
+from a2pack._native import check, ffi, lib
 from beam_ddp_helpers import write_run_folder
 
 BUDGET = 4 * 300 * 32 + 64  # two windows of two shards of at most 300 rows
@@ -26,12 +27,26 @@ def _feed(path, **kw):
 
 
 def _stream_batches(path, *, batch_size, seed, rank=0, world=1, epochs=1):
+    """The batches of the C shard stream (a2pack_shard_stream_*: the block
+    order read on the caller's thread, without a feed) over the same shards."""
+    o = ffi.new("a2pack_shard_stream_options *")
+    lib.a2pack_shard_stream_options_init(o)
+    o.budget_bytes, o.batch_size, o.seed = BUDGET, batch_size, seed
+    o.rank, o.world = rank, world
+    h = ffi.new("a2pack_shard_stream **")
+    check(lib.a2pack_shard_stream_open(str(path).encode(), o, h))
+    s = ffi.gc(h[0], lib.a2pack_shard_stream_close)
+    info = ffi.new("a2pack_shard_stream_info *")
+    info.size = ffi.sizeof(info[0])
+    idx, n = np.empty(batch_size, np.int64), ffi.new("size_t *")
     out = []
-    with a2pack.ShardStream(path, batch_size=batch_size, seed=seed, rank=rank, world=world,
-                            budget_bytes=BUDGET, columns=("indices",)) as s:
-        for _ in range(epochs):
-            while (b := s.next_batch()) is not None:
-                out.append(b["indices"].copy())
+    for e in range(epochs):
+        check(lib.a2pack_shard_stream_set_epoch(s, e))
+        check(lib.a2pack_shard_stream_info_get(s, info))
+        for b in range(info.batches):
+            check(lib.a2pack_shard_stream_batch_indices(
+                s, b, ffi.cast("int64_t *", idx.ctypes.data), n))
+            out.append(idx[:n[0]].copy())
     return out
 
 
@@ -120,3 +135,63 @@ def test_bad_options_are_refused_naming_them(sharded, tmp_path):
         _feed(sharded, indices=[1, 2, 3])
     with pytest.raises(ValueError, match="sharded dataset"):
         a2pack.Feed(a2pack.Dataset(sharded), budget_bytes=BUDGET)
+
+
+def test_the_feed_answers_what_an_epoch_loop_asks_of_its_shards(sharded):
+    want = _stream_batches(sharded, batch_size=64, seed=5, epochs=2)
+    with _feed(sharded, batch_size=64, seed=5) as f:
+        per_epoch = f.stats()["batches_per_epoch"]
+        info = f.shards_info()
+        assert info["batches"] == per_epoch and info["rank_rows"] == len(a2pack.Dataset(sharded))
+        assert info["shards"] == info["rank_shards"] > 2 and info["window_shards"] == 2
+        # The rows of any batch by number, nothing gathered.
+        assert all(np.array_equal(f.batch_indices(k, e), want[e * per_epoch + k])
+                   for e in range(2) for k in range(per_epoch))
+        assert len(f.batch_indices(per_epoch)) == 0
+        # A seek hands out the batch it names next; one past the epoch is refused.
+        f.seek(1, 3)
+        assert [(e, b) for e, b, _ in _take(f, 2)] == [(1, 3), (1, 4)]
+        with pytest.raises(a2pack.errors.InvalidArgumentError, match="no batch"):
+            f.seek(0, per_epoch)
+        e, b, i = _take(f, 1)[0]
+        assert (e, b) == (1, 5) and np.array_equal(i, want[per_epoch + 5])
+        after = f.shards_info()
+        assert after["loads"] > 0 and after["bytes_read"] > 0
+        assert 0 < after["resident_bytes"] <= BUDGET
+    with pytest.raises(a2pack.errors.InvalidArgumentError, match="sharded dataset"):
+        with a2pack.Feed(a2pack.Dataset(sharded), batch_size=50, pin="off") as g:
+            g.shards_info()
+
+
+def test_a_shard_streams_state_from_before_it_was_a_feed_still_loads(sharded):
+    # The C shard stream's state (what ShardStream saved before it was a
+    # feed) after four batches: the stream and a feed resume at the fifth.
+    o = ffi.new("a2pack_shard_stream_options *")
+    lib.a2pack_shard_stream_options_init(o)
+    o.budget_bytes, o.batch_size, o.seed = BUDGET, 64, 5
+    h = ffi.new("a2pack_shard_stream **")
+    check(lib.a2pack_shard_stream_open(str(sharded).encode(), o, h))
+    s = ffi.gc(h[0], lib.a2pack_shard_stream_close)
+    cols = ffi.new("a2pack_dataset_columns *")
+    cols.size = ffi.sizeof(cols[0])
+    n = ffi.new("size_t *")
+    idx = np.empty(64, np.int64)
+    for _ in range(4):
+        check(lib.a2pack_shard_stream_next(s, cols, ffi.cast("int64_t *", idx.ctypes.data), n))
+    data, size = ffi.new("uint8_t **"), ffi.new("size_t *")
+    check(lib.a2pack_shard_stream_state_save(s, data, size))
+    old = bytes(ffi.buffer(data[0], size[0]))
+    lib.a2pack_free(data[0])
+    assert old[:4] == b"A2BS"
+    want = _stream_batches(sharded, batch_size=64, seed=5)
+    stream = a2pack.ShardStream(sharded, batch_size=64, seed=5, budget_bytes=BUDGET,
+                                columns=("indices",))
+    stream.load_state_dict({"a2pack_shard_stream": old, "epoch": 0, "next_batch": 4})
+    assert stream.info()["next_batch"] == 4
+    got = [b["indices"] for b in stream]
+    assert len(got) == len(want) - 4 and all(map(np.array_equal, got, want[4:]))
+    assert stream.epoch == 1
+    with _feed(sharded, batch_size=64, seed=5) as f:
+        f.load_state_dict(old)
+        e, b, i = _take(f, 1)[0]
+        assert (e, b) == (0, 4) and np.array_equal(i, want[4])

@@ -171,5 +171,6 @@ def test_documented_magics_and_sizes_are_what_the_library_writes(doc, tmp_path):
     assert "`A2FS` (32 + inner length bytes)" in doc and "is 96 bytes" in doc
     a2pack.build_dataset(runs, tmp_path / "dss", shard_rows=50)
     stream = a2pack.ShardStream(tmp_path / "dss", batch_size=16, budget_bytes=1 << 24, seed=0)
-    st = stream.state_dict()["a2pack_shard_stream"]
-    assert st[:4] == b"A2BS" and len(st) == 76 and "`A2BS` (76 bytes)" in doc
+    st = stream.state_dict()["a2pack_shard_stream"]  # a feed's, around the block order's
+    assert st[:4] == b"A2FS" and st[28:32] == b"A2BS" and len(st) == 32 + 76
+    assert "`A2BS` (76 bytes)" in doc

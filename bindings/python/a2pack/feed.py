@@ -528,8 +528,11 @@ class Feed(_FeedBase):
     holds), each window's rows in a seeded random order. ``batch_size`` is
     the global batch, each rank taking ``batch_size // world`` rows of its
     own shards. Ring, pinning, ``state_dict()`` and ranks work as for any
-    feed; ``verify_crc`` (default True) checks each shard as it loads, and
-    ``shard_window`` sets the shards per window.
+    feed; ``verify_crc`` (default True) checks each shard as it loads,
+    ``shard_window`` sets the shards per window, ``prefetch`` (default True)
+    loads the next window's shards on a library thread (False: a producer
+    loads them when its batch needs them), and :meth:`shards_info` gives
+    the shards and the resident shards' counters.
 
     Replay orders (docs/replay.md): ``window=T`` makes every unit a window of
     T consecutive steps of one run (never across a run's end); then
@@ -581,7 +584,8 @@ class Feed(_FeedBase):
                  sampler: Any = None, mix: Any = None, tensors: Optional[str] = None,
                  spare_cpu: Optional[bool] = None, held_timeout: float = 60.0,
                  budget_bytes: Optional[int] = None, shard_window: Optional[int] = None,
-                 verify_crc: Optional[bool] = None, window: Optional[int] = None,
+                 verify_crc: Optional[bool] = None, prefetch: Optional[bool] = None,
+                 window: Optional[int] = None,
                  stride: Optional[int] = None, short: Optional[str] = None,
                  replacement: Optional[bool] = None, recent: Optional[int] = None,
                  priority: Any = None, live: bool = False,
@@ -647,9 +651,9 @@ class Feed(_FeedBase):
         out = ffi.new("a2pack_feed **")
         self._mix = mix
         sharded = isinstance(dataset, (str, os.PathLike))
-        if not sharded and (budget_bytes, shard_window, verify_crc) != (None, None, None):
-            raise ValueError("budget_bytes, shard_window and verify_crc are for a sharded "
-                             "dataset given by its folder: Feed('path/to/dataset', "
+        if not sharded and (budget_bytes, shard_window, verify_crc, prefetch) != (None,) * 4:
+            raise ValueError("budget_bytes, shard_window, verify_crc and prefetch are for a "
+                             "sharded dataset given by its folder: Feed('path/to/dataset', "
                              "budget_bytes=...)")
         replay = (window, stride, short, replacement, recent, priority) != (None,) * 6
         self._window = int(window) if window is not None else 1
@@ -675,6 +679,8 @@ class Feed(_FeedBase):
                 so.window = int(shard_window)
             if verify_crc is not None:
                 so.verify_crc = bool(verify_crc)
+            if prefetch is not None:
+                so.prefetch = bool(prefetch)
             check(lib.a2pack_feed_open_shards(fspath(dataset), so, o, out))
         elif replay:
             ro = ffi.new("a2pack_feed_replay_options *")
@@ -1034,6 +1040,55 @@ class Feed(_FeedBase):
             rows = ffi.new("uint64_t *")
             check(lib.a2pack_feed_refresh(h, rows))
             return int(rows[0])
+
+    def seek(self, epoch: int, batch: int = 0) -> None:
+        """Hand out batch ``batch`` of epoch ``epoch`` next, as a loaded
+        state would: the batches filled ahead are made again from there;
+        batches already taken stay valid. A batch past the epoch's (or the
+        feed's last epoch) is refused, changing nothing."""
+        with self._lock:
+            h = self._check_open()
+            self._settle()
+            check(lib.a2pack_feed_seek(h, int(epoch), int(batch)))
+
+    def batch_indices(self, batch: int, epoch: Optional[int] = None) -> npt.NDArray[np.int64]:
+        """This rank's dataset rows of batch ``batch`` of ``epoch`` (default:
+        the epoch of the next batch), nothing gathered; empty past the
+        epoch's batches. A prioritized order's are the rows it would draw
+        with the priorities of now."""
+        with self._lock:
+            h = self._check_open()
+            if epoch is None:
+                self._settle()
+                epoch = self._stats_locked()["epoch"]
+            n = ffi.new("size_t *")
+            check(lib.a2pack_feed_batch_indices(h, int(epoch), int(batch), ffi.NULL, n))
+            out = np.empty(int(n[0]), np.int64)
+            check(lib.a2pack_feed_batch_indices(h, int(epoch), int(batch),
+                                                ffi.cast("int64_t *", out.ctypes.data), n))
+            return out[:int(n[0])]
+
+    def shards_info(self, epoch: Optional[int] = None) -> Dict[str, Union[int, float]]:
+        """A feed over a sharded dataset (given by its folder): ``rows``,
+        ``runs``, ``shards``, ``max_shard_bytes``, ``window_shards``; this
+        rank's ``rank_shards`` and ``rank_rows`` in ``epoch`` (default: the
+        epoch of the next batch); and the resident shards' counters:
+        ``loads``, ``evictions``, ``bytes_read``, ``resident_bytes``,
+        ``resident_shards``, ``load_wait_s`` (producers waited for shards),
+        ``load_s``."""
+        with self._lock:
+            h = self._check_open()
+            if epoch is None:
+                self._settle()
+                epoch = self._stats_locked()["epoch"]
+            i = ffi.new("a2pack_feed_shards_info *")
+            i.size = ffi.sizeof("a2pack_feed_shards_info")
+            check(lib.a2pack_feed_shards_info_get(h, int(epoch), i))
+        out: Dict[str, Union[int, float]] = {f: int(getattr(i, f)) for f, _ in
+                                             ffi.typeof(i[0]).fields if f != "size"}
+        out["load_wait_s"] = float(i.load_wait_s)
+        out["load_s"] = float(i.load_s)
+        return out
 
     def update_priorities(self, indices: npt.ArrayLike, values: npt.ArrayLike) -> None:
         """Set the priorities of rows ``indices`` (e.g. a batch's

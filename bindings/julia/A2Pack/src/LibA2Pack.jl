@@ -915,6 +915,7 @@ struct a2pack_feed_shards_options
     window::UInt32  # uint32_t window
     verify_crc::Int32  # int32_t verify_crc
     huge_pages::Int32  # int32_t huge_pages
+    prefetch::Int32  # int32_t prefetch
 end
 
 # a2pack_priorities (opaque: used through Ptr{a2pack_priorities} only)
@@ -929,6 +930,26 @@ struct a2pack_feed_replay_options
     replacement::Int32  # int32_t replacement
     recent::UInt64  # uint64_t recent
     priorities::Ptr{a2pack_priorities}  # struct a2pack_priorities *priorities
+end
+
+# a2pack_feed_shards_info
+struct a2pack_feed_shards_info
+    size::Csize_t  # size_t size
+    rows::UInt64  # uint64_t rows
+    runs::UInt64  # uint64_t runs
+    shards::UInt64  # uint64_t shards
+    max_shard_bytes::UInt64  # uint64_t max_shard_bytes
+    window_shards::UInt32  # uint32_t window_shards
+    batches::UInt64  # uint64_t batches
+    rank_shards::UInt64  # uint64_t rank_shards
+    rank_rows::UInt64  # uint64_t rank_rows
+    loads::UInt64  # uint64_t loads
+    evictions::UInt64  # uint64_t evictions
+    bytes_read::UInt64  # uint64_t bytes_read
+    resident_bytes::UInt64  # uint64_t resident_bytes
+    resident_shards::UInt64  # uint64_t resident_shards
+    load_wait_s::Cdouble  # double load_wait_s
+    load_s::Cdouble  # double load_s
 end
 
 # a2pack_feed_api
@@ -960,6 +981,9 @@ struct a2pack_feed_api
     open_replay::Ptr{Cvoid}  # a2pack_status (*open_replay)(const a2pack_dataset *arg1, const a2pack_feed_replay_options *arg2, const a2pack_feed_options *arg3, a2pack_feed **arg4)
     refresh::Ptr{Cvoid}  # a2pack_status (*refresh)(a2pack_feed *arg1, uint64_t *arg2)
     column_info_get::Ptr{Cvoid}  # a2pack_status (*column_info_get)(a2pack_feed_column arg1, a2pack_feed_column_info *arg2)
+    batch_indices::Ptr{Cvoid}  # a2pack_status (*batch_indices)(a2pack_feed *arg1, uint64_t arg2, uint64_t arg3, int64_t *arg4, size_t *arg5)
+    seek::Ptr{Cvoid}  # a2pack_status (*seek)(a2pack_feed *arg1, uint64_t arg2, uint64_t arg3)
+    shards_info_get::Ptr{Cvoid}  # a2pack_status (*shards_info_get)(const a2pack_feed *arg1, uint64_t arg2, a2pack_feed_shards_info *arg3)
 end
 
 # a2pack_priorities_info
@@ -1328,6 +1352,9 @@ const _fp_a2pack_feed_replay_options_init = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_feed_open_replay = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_feed_refresh = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_feed_put_back = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_a2pack_feed_batch_indices = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_a2pack_feed_seek = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_a2pack_feed_shards_info_get = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_feed_batch_release_cells = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_priorities_open = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_priorities_load = Ref{Ptr{Cvoid}}(C_NULL)
@@ -1564,6 +1591,9 @@ const SYMBOLS = (
     (:a2pack_feed_open_replay, _fp_a2pack_feed_open_replay),
     (:a2pack_feed_refresh, _fp_a2pack_feed_refresh),
     (:a2pack_feed_put_back, _fp_a2pack_feed_put_back),
+    (:a2pack_feed_batch_indices, _fp_a2pack_feed_batch_indices),
+    (:a2pack_feed_seek, _fp_a2pack_feed_seek),
+    (:a2pack_feed_shards_info_get, _fp_a2pack_feed_shards_info_get),
     (:a2pack_feed_batch_release_cells, _fp_a2pack_feed_batch_release_cells),
     (:a2pack_priorities_open, _fp_a2pack_priorities_open),
     (:a2pack_priorities_load, _fp_a2pack_priorities_load),
@@ -2663,6 +2693,21 @@ end
 # a2pack_status a2pack_feed_put_back(a2pack_feed *f, a2pack_feed_batch **batch)
 function a2pack_feed_put_back(f, batch)
     @ccall $(_fp_a2pack_feed_put_back[])(f::Ptr{a2pack_feed}, batch::Ptr{Ptr{a2pack_feed_batch}})::a2pack_status
+end
+
+# a2pack_status a2pack_feed_batch_indices(a2pack_feed *f, uint64_t epoch, uint64_t batch, int64_t *out, size_t *n)
+function a2pack_feed_batch_indices(f, epoch, batch, out, n)
+    @ccall $(_fp_a2pack_feed_batch_indices[])(f::Ptr{a2pack_feed}, epoch::UInt64, batch::UInt64, out::Ptr{Int64}, n::Ptr{Csize_t})::a2pack_status
+end
+
+# a2pack_status a2pack_feed_seek(a2pack_feed *f, uint64_t epoch, uint64_t batch)
+function a2pack_feed_seek(f, epoch, batch)
+    @ccall $(_fp_a2pack_feed_seek[])(f::Ptr{a2pack_feed}, epoch::UInt64, batch::UInt64)::a2pack_status
+end
+
+# a2pack_status a2pack_feed_shards_info_get(const a2pack_feed *f, uint64_t epoch, a2pack_feed_shards_info *out)
+function a2pack_feed_shards_info_get(f, epoch, out)
+    @ccall $(_fp_a2pack_feed_shards_info_get[])(f::Ptr{a2pack_feed}, epoch::UInt64, out::Ptr{a2pack_feed_shards_info})::a2pack_status
 end
 
 # void a2pack_feed_batch_release_cells(a2pack_feed_batch **const *cells, size_t n)
