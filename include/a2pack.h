@@ -2522,6 +2522,95 @@ A2PACK_API a2pack_status a2pack_feed_batch_column(const a2pack_feed_batch *b,
                                                   a2pack_feed_column column,
                                                   a2pack_feed_column_view *out);
 
+/* DLPack 1.0 (github.com/dmlc/dlpack, include/dlpack/dlpack.h), the
+ * exchange every array library takes without a copy (numpy, torch, JAX,
+ * CuPy: from_dlpack). These are the standard's own declarations, made here
+ * when <dlpack/dlpack.h> was not included first; an older dlpack.h, without
+ * versioned tensors, is refused. */
+#if defined(DLPACK_DLPACK_H_) && (!defined(DLPACK_MAJOR_VERSION) || DLPACK_MAJOR_VERSION < 1)
+#error "a2pack.h needs DLPack 1.0 or later (DLManagedTensorVersioned): include a newer dlpack.h"
+#endif
+#ifndef DLPACK_DLPACK_H_
+#define DLPACK_DLPACK_H_
+#define DLPACK_MAJOR_VERSION 1
+#define DLPACK_MINOR_VERSION 0
+typedef struct DLPackVersion {
+  uint32_t major;
+  uint32_t minor;
+} DLPackVersion;
+typedef enum {
+  kDLCPU = 1,
+  kDLCUDA = 2,
+  kDLCUDAHost = 3, /* page-locked host memory, readable by the CPU */
+  kDLOpenCL = 4,
+  kDLVulkan = 7,
+  kDLMetal = 8,
+  kDLVPI = 9,
+  kDLROCM = 10,
+  kDLROCMHost = 11,
+  kDLExtDev = 12,
+  kDLCUDAManaged = 13,
+  kDLOneAPI = 14,
+  kDLWebGPU = 15,
+  kDLHexagon = 16,
+  kDLMAIA = 17
+} DLDeviceType;
+typedef struct DLDevice {
+  DLDeviceType device_type;
+  int32_t device_id;
+} DLDevice;
+typedef enum {
+  kDLInt = 0,
+  kDLUInt = 1,
+  kDLFloat = 2,
+  kDLOpaqueHandle = 3,
+  kDLBfloat = 4,
+  kDLComplex = 5,
+  kDLBool = 6
+} DLDataTypeCode;
+typedef struct DLDataType {
+  uint8_t code;
+  uint8_t bits;
+  uint16_t lanes;
+} DLDataType;
+typedef struct DLTensor {
+  void *data;
+  DLDevice device;
+  int32_t ndim;
+  DLDataType dtype;
+  int64_t *shape;
+  int64_t *strides; /* NULL: compact, row-major */
+  uint64_t byte_offset;
+} DLTensor;
+#define DLPACK_FLAG_BITMASK_READ_ONLY (1UL << 0UL)
+#define DLPACK_FLAG_BITMASK_IS_COPIED (1UL << 1UL)
+typedef struct DLManagedTensorVersioned {
+  DLPackVersion version;
+  void *manager_ctx;
+  void (*deleter)(struct DLManagedTensorVersioned *self);
+  uint64_t flags;
+  DLTensor dl_tensor;
+} DLManagedTensorVersioned;
+#endif
+
+/* Columns `columns[0..n)` of the batch as DLPack tensors, out[i] for
+ * columns[i], each holding a reference to the batch of its own: the slot
+ * goes back to the producers when the batch's last reference goes, the
+ * caller's (a2pack_feed_batch_release, which may come at once: the tensors
+ * keep the slot) and every tensor's (its deleter, which the array library
+ * that takes it calls when its last array over the column goes). Each is a
+ * view of the slot, C-contiguous (strides NULL), writable, of the column's
+ * element type (a2pack_feed_column_info; the moves column as the feed's
+ * moves_dtype; bool as kDLBool), shape [rows] or [rows, width], or [units,
+ * steps, ...] for a feed of windows; its device kDLCUDAHost when the ring
+ * is page-locked, kDLCPU otherwise. An empty batch's data points at no row.
+ * All or nothing: on an error no tensor is made, out is left NULL, no
+ * reference taken. A2PACK_E_NOT_FOUND for a column the feed was not opened
+ * with. Any thread; the deleters too. */
+A2PACK_API a2pack_status a2pack_feed_batch_dlpack(a2pack_feed_batch *b,
+                                                  const a2pack_feed_column *columns, size_t n,
+                                                  DLManagedTensorVersioned **out);
+
 typedef struct a2pack_feed_stats {
   size_t size;               /* sizeof(a2pack_feed_stats), set by the caller */
   uint64_t batches_served;   /* handed out by next() since open */
@@ -2786,6 +2875,9 @@ typedef struct a2pack_feed_api {
   a2pack_status (*batch_indices)(a2pack_feed *, uint64_t, uint64_t, int64_t *, size_t *);
   a2pack_status (*seek)(a2pack_feed *, uint64_t, uint64_t);
   a2pack_status (*shards_info_get)(const a2pack_feed *, uint64_t, a2pack_feed_shards_info *);
+  /* added later: DLPack columns */
+  a2pack_status (*batch_dlpack)(a2pack_feed_batch *, const a2pack_feed_column *, size_t,
+                                DLManagedTensorVersioned **);
 } a2pack_feed_api;
 /* (end of section feed) */
 

@@ -477,6 +477,7 @@ const a2pack_feed_api* feed_api_table() {
       a2pack_feed_batch_indices,
       a2pack_feed_seek,
       a2pack_feed_shards_info_get,
+      a2pack_feed_batch_dlpack,
   };
   return &table;
 }

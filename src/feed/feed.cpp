@@ -213,6 +213,7 @@ void Feed::make_ring(size_t part_rows) {
     if (c == kIndices || (o_.columns >> c & 1)) bytes[c] = part_max_ * row_bytes(c, o_.moves);
   ring_ = std::make_shared<Ring>(o_.slots, bytes, o_.pin);
   ring_->moves_dtype = moves_dtype(o_.moves);
+  ring_->unit_rows = order_->unit_rows();
   ready_.assign(std::max<uint32_t>(o_.depth, 1), nullptr);
 }
 

@@ -78,6 +78,9 @@ class Ring {
   // The element type of the moves column (set by the feed before any slot
   // is handed out; read by the column views).
   a2pack_feed_dtype moves_dtype = A2PACK_FEED_DTYPE_U8;
+  // Rows of one unit of a batch (the order's: 1, or a window's steps): a
+  // column's tensor is [rows / unit_rows, unit_rows, ...] when above 1.
+  uint64_t unit_rows = 1;
 
  private:
   std::vector<std::unique_ptr<Slot>> slots_;

@@ -47,6 +47,7 @@ class LiveOrder final : public Order {
   uint64_t sequence(Position p) const override;
   size_t max_rows() const override { return max_rows_; }
   size_t max_rows_any() const override { return max_rows_; }
+  uint64_t unit_rows() const override { return gens_.back().order->unit_rows(); }
   size_t fill(Position p, Out& out) const override { return at(p).fill(p, out); }
   Residency residency(Position p) const override;
   const Order& maker_of(Position p) const override { return at(p); }

@@ -71,6 +71,9 @@ class Order {
   virtual uint64_t sequence(Position p) const = 0;
   // The most rows fill() writes for one batch.
   virtual size_t max_rows() const = 0;
+  // Rows of one unit of a batch: 1, or the steps of a window (a batch's
+  // rows are its units' one after another).
+  virtual uint64_t unit_rows() const { return 1; }
   // The most it writes over any number of rows (a live feed's ring is made
   // for the dataset it grows into).
   virtual size_t max_rows_any() const { return max_rows(); }

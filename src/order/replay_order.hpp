@@ -62,6 +62,7 @@ class ReplayOrder final : public Order {
     return o_.replacement ? p.batch : p.epoch * batch_count_ + p.batch;
   }
   size_t max_rows() const override;
+  uint64_t unit_rows() const override { return o_.window; }
   size_t max_rows_any() const override {
     return static_cast<size_t>((o_.batch_size + o_.world - 1) / o_.world * o_.window);
   }

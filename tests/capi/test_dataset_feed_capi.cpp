@@ -846,3 +846,111 @@ TEST(CapiFeed, TheDefaultIndexShuffleServesEveryRowOnceAnEpoch) {
   EXPECT_EQ(a2pack_feed_open(fx.ds, nullptr, 0, &o, &f), A2PACK_E_INVALID_ARGUMENT);
   EXPECT_NE(std::string(a2pack_last_error()).find("shuffle 3"), std::string::npos);
 }
+
+namespace {
+
+uint32_t held_slots(a2pack_feed* f) {
+  a2pack_feed_stats st{};
+  st.size = sizeof st;
+  EXPECT_EQ(a2pack_feed_stats_get(f, &st), A2PACK_OK);
+  return st.held;
+}
+
+}  // namespace
+
+TEST(CapiFeed, DlpackColumnsViewTheSlotAndKeepItUntilTheirDeleters) {
+  Fixture fx;
+  auto o = opts(64, 2, 1, 5);
+  o.slots = 4;
+  o.columns |= 1u << A2PACK_FEED_BOARDS;
+  o.moves_dtype = A2PACK_FEED_DTYPE_I64;
+  a2pack_feed* f = nullptr;
+  ASSERT_EQ(a2pack_feed_open(fx.ds, nullptr, 0, &o, &f), A2PACK_OK) << a2pack_last_error();
+  a2pack_feed_batch* b = nullptr;
+  ASSERT_EQ(a2pack_feed_next(f, &b), A2PACK_OK) << a2pack_last_error();
+  const a2pack_feed_column cols[] = {A2PACK_FEED_EXPONENTS, A2PACK_FEED_MOVES, A2PACK_FEED_LEGAL,
+                                     A2PACK_FEED_EV_VALUES, A2PACK_FEED_BOARDS,
+                                     A2PACK_FEED_INDICES};
+  constexpr size_t n = sizeof cols / sizeof cols[0];
+  DLManagedTensorVersioned* t[n] = {};
+  ASSERT_EQ(a2pack_feed_batch_dlpack(b, cols, n, t), A2PACK_OK) << a2pack_last_error();
+  struct Want {
+    uint8_t code, bits;
+    int32_t ndim;
+    int64_t width;
+  };
+  const Want want[n] = {{kDLUInt, 8, 2, 16}, {kDLInt, 64, 1, 0}, {kDLBool, 8, 2, 4},
+                        {kDLFloat, 32, 2, 4}, {kDLUInt, 64, 1, 0}, {kDLInt, 64, 1, 0}};
+  for (size_t i = 0; i < n; ++i) {
+    const DLTensor& x = t[i]->dl_tensor;
+    const auto v = column(b, cols[i]);
+    EXPECT_EQ(t[i]->version.major, 1u);
+    EXPECT_EQ(t[i]->flags, 0u);  // writable, not a copy
+    EXPECT_EQ(x.data, v.data) << i;
+    EXPECT_EQ(x.device.device_type, kDLCPU);
+    EXPECT_EQ(x.dtype.code, want[i].code) << i;
+    EXPECT_EQ(x.dtype.bits, want[i].bits) << i;
+    EXPECT_EQ(x.dtype.lanes, 1);
+    ASSERT_EQ(x.ndim, want[i].ndim) << i;
+    EXPECT_EQ(x.shape[0], 64);
+    if (x.ndim == 2) EXPECT_EQ(x.shape[1], want[i].width) << i;
+    EXPECT_EQ(x.strides, nullptr);
+    EXPECT_EQ(x.byte_offset, 0u);
+  }
+  // The boards through the tensor are the dataset's rows.
+  const auto* idx = static_cast<const int64_t*>(t[5]->dl_tensor.data);
+  const auto* boards = static_cast<const uint64_t*>(t[4]->dl_tensor.data);
+  for (int i = 0; i < 64; ++i) EXPECT_EQ(boards[i], fx.rows[idx[i]].board);
+  // The caller's reference goes: the tensors keep the slot, every one of
+  // them, until the last deleter.
+  a2pack_feed_batch_release(b);
+  EXPECT_EQ(held_slots(f), 1u);
+  for (size_t i = 0; i + 1 < n; ++i) {
+    t[i]->deleter(t[i]);
+    EXPECT_EQ(held_slots(f), 1u) << "after " << i + 1 << " deleters";
+  }
+  // A tensor outlives its feed, its memory intact.
+  const std::vector<int64_t> kept(idx, idx + 64);
+  a2pack_feed_close(f);
+  EXPECT_EQ(std::vector<int64_t>(idx, idx + 64), kept);
+  t[n - 1]->deleter(t[n - 1]);
+}
+
+TEST(CapiFeed, DlpackIsAllOrNothingAndShapesWindowsAsUnitsOfSteps) {
+  Fixture fx;
+  auto o = opts(8, 2, 1, 5);
+  o.shuffle = A2PACK_FEED_SHUFFLE_INDEX;
+  a2pack_feed_replay_options ro;
+  a2pack_feed_replay_options_init(&ro);
+  ro.window = 5;
+  o.columns |= 1u << A2PACK_FEED_STEP_INDICES;
+  a2pack_feed* f = nullptr;
+  ASSERT_EQ(a2pack_feed_open_replay(fx.ds, &ro, &o, &f), A2PACK_OK) << a2pack_last_error();
+  a2pack_feed_batch* b = nullptr;
+  ASSERT_EQ(a2pack_feed_next(f, &b), A2PACK_OK) << a2pack_last_error();
+  // A column the feed does not have: nothing made, no reference taken.
+  const a2pack_feed_column bad[] = {A2PACK_FEED_EXPONENTS, A2PACK_FEED_RUN_IDS};
+  DLManagedTensorVersioned* t[2] = {};
+  EXPECT_EQ(a2pack_feed_batch_dlpack(b, bad, 2, t), A2PACK_E_NOT_FOUND);
+  EXPECT_EQ(t[0], nullptr);
+  EXPECT_EQ(t[1], nullptr);
+  EXPECT_EQ(a2pack_feed_batch_dlpack(nullptr, bad, 1, t), A2PACK_E_INVALID_ARGUMENT);
+  EXPECT_EQ(a2pack_feed_batch_dlpack(b, nullptr, 1, t), A2PACK_E_INVALID_ARGUMENT);
+  // Windows: [units, steps, ...], each window consecutive steps of one run.
+  const a2pack_feed_column cols[] = {A2PACK_FEED_EXPONENTS, A2PACK_FEED_STEP_INDICES};
+  ASSERT_EQ(a2pack_feed_batch_dlpack(b, cols, 2, t), A2PACK_OK) << a2pack_last_error();
+  a2pack_feed_batch_release(b);
+  EXPECT_EQ(held_slots(f), 1u);
+  ASSERT_EQ(t[0]->dl_tensor.ndim, 3);
+  EXPECT_EQ(t[0]->dl_tensor.shape[0], 8);
+  EXPECT_EQ(t[0]->dl_tensor.shape[1], 5);
+  EXPECT_EQ(t[0]->dl_tensor.shape[2], 16);
+  ASSERT_EQ(t[1]->dl_tensor.ndim, 2);
+  const auto* steps = static_cast<const uint16_t*>(t[1]->dl_tensor.data);
+  for (int w = 0; w < 8; ++w)
+    for (int s = 1; s < 5; ++s) EXPECT_EQ(steps[w * 5 + s], steps[w * 5] + s) << w;
+  t[0]->deleter(t[0]);
+  t[1]->deleter(t[1]);
+  EXPECT_EQ(held_slots(f), 0u);
+  a2pack_feed_close(f);
+}

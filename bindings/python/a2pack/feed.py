@@ -1058,15 +1058,21 @@ class Feed(_FeedBase):
         with the priorities of now."""
         with self._lock:
             h = self._check_open()
-            if epoch is None:
-                self._settle()
-                epoch = self._stats_locked()["epoch"]
+            epoch = self._epoch_or_next(epoch)
             n = ffi.new("size_t *")
             check(lib.a2pack_feed_batch_indices(h, int(epoch), int(batch), ffi.NULL, n))
             out = np.empty(int(n[0]), np.int64)
             check(lib.a2pack_feed_batch_indices(h, int(epoch), int(batch),
                                                 ffi.cast("int64_t *", out.ctypes.data), n))
             return out[:int(n[0])]
+
+    def _epoch_or_next(self, epoch: Optional[int]) -> int:
+        """(Under the lock.) `epoch`, or when None the epoch of the batch
+        next() hands out next."""
+        if epoch is not None:
+            return int(epoch)
+        self._settle()
+        return int(self._stats_locked()["epoch"])
 
     def shards_info(self, epoch: Optional[int] = None) -> Dict[str, Union[int, float]]:
         """A feed over a sharded dataset (given by its folder): ``rows``,
@@ -1078,9 +1084,7 @@ class Feed(_FeedBase):
         ``load_s``."""
         with self._lock:
             h = self._check_open()
-            if epoch is None:
-                self._settle()
-                epoch = self._stats_locked()["epoch"]
+            epoch = self._epoch_or_next(epoch)
             i = ffi.new("a2pack_feed_shards_info *")
             i.size = ffi.sizeof("a2pack_feed_shards_info")
             check(lib.a2pack_feed_shards_info_get(h, int(epoch), i))

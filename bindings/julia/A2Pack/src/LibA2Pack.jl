@@ -886,6 +886,73 @@ struct a2pack_feed_column_view
     pinned::Int32  # int32_t pinned
 end
 
+# DLPackVersion
+struct DLPackVersion
+    major::UInt32  # uint32_t major
+    minor::UInt32  # uint32_t minor
+end
+
+# DLDeviceType
+const DLDeviceType = Cuint
+const kDLCPU = DLDeviceType(1)
+const kDLCUDA = DLDeviceType(2)
+const kDLCUDAHost = DLDeviceType(3)
+const kDLOpenCL = DLDeviceType(4)
+const kDLVulkan = DLDeviceType(7)
+const kDLMetal = DLDeviceType(8)
+const kDLVPI = DLDeviceType(9)
+const kDLROCM = DLDeviceType(10)
+const kDLROCMHost = DLDeviceType(11)
+const kDLExtDev = DLDeviceType(12)
+const kDLCUDAManaged = DLDeviceType(13)
+const kDLOneAPI = DLDeviceType(14)
+const kDLWebGPU = DLDeviceType(15)
+const kDLHexagon = DLDeviceType(16)
+const kDLMAIA = DLDeviceType(17)
+
+# DLDevice
+struct DLDevice
+    device_type::DLDeviceType  # DLDeviceType device_type
+    device_id::Int32  # int32_t device_id
+end
+
+# DLDataTypeCode
+const DLDataTypeCode = Cuint
+const kDLInt = DLDataTypeCode(0)
+const kDLUInt = DLDataTypeCode(1)
+const kDLFloat = DLDataTypeCode(2)
+const kDLOpaqueHandle = DLDataTypeCode(3)
+const kDLBfloat = DLDataTypeCode(4)
+const kDLComplex = DLDataTypeCode(5)
+const kDLBool = DLDataTypeCode(6)
+
+# DLDataType
+struct DLDataType
+    code::UInt8  # uint8_t code
+    bits::UInt8  # uint8_t bits
+    lanes::UInt16  # uint16_t lanes
+end
+
+# DLTensor
+struct DLTensor
+    data::Ptr{Cvoid}  # void *data
+    device::DLDevice  # DLDevice device
+    ndim::Int32  # int32_t ndim
+    dtype::DLDataType  # DLDataType dtype
+    shape::Ptr{Int64}  # int64_t *shape
+    strides::Ptr{Int64}  # int64_t *strides
+    byte_offset::UInt64  # uint64_t byte_offset
+end
+
+# DLManagedTensorVersioned
+struct DLManagedTensorVersioned
+    version::DLPackVersion  # DLPackVersion version
+    manager_ctx::Ptr{Cvoid}  # void *manager_ctx
+    deleter::Ptr{Cvoid}  # void (*deleter)(struct DLManagedTensorVersioned *self)
+    flags::UInt64  # uint64_t flags
+    dl_tensor::DLTensor  # DLTensor dl_tensor
+end
+
 # a2pack_feed_stats
 struct a2pack_feed_stats
     size::Csize_t  # size_t size
@@ -984,6 +1051,7 @@ struct a2pack_feed_api
     batch_indices::Ptr{Cvoid}  # a2pack_status (*batch_indices)(a2pack_feed *arg1, uint64_t arg2, uint64_t arg3, int64_t *arg4, size_t *arg5)
     seek::Ptr{Cvoid}  # a2pack_status (*seek)(a2pack_feed *arg1, uint64_t arg2, uint64_t arg3)
     shards_info_get::Ptr{Cvoid}  # a2pack_status (*shards_info_get)(const a2pack_feed *arg1, uint64_t arg2, a2pack_feed_shards_info *arg3)
+    batch_dlpack::Ptr{Cvoid}  # a2pack_status (*batch_dlpack)(a2pack_feed_batch *arg1, const a2pack_feed_column *arg2, size_t arg3, DLManagedTensorVersioned **arg4)
 end
 
 # a2pack_priorities_info
@@ -1339,6 +1407,7 @@ const _fp_a2pack_feed_batch_get_info = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_feed_batch_info_get = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_feed_advance = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_feed_batch_column = Ref{Ptr{Cvoid}}(C_NULL)
+const _fp_a2pack_feed_batch_dlpack = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_feed_stats_get = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_feed_state = Ref{Ptr{Cvoid}}(C_NULL)
 const _fp_a2pack_feed_state_save = Ref{Ptr{Cvoid}}(C_NULL)
@@ -1578,6 +1647,7 @@ const SYMBOLS = (
     (:a2pack_feed_batch_info_get, _fp_a2pack_feed_batch_info_get),
     (:a2pack_feed_advance, _fp_a2pack_feed_advance),
     (:a2pack_feed_batch_column, _fp_a2pack_feed_batch_column),
+    (:a2pack_feed_batch_dlpack, _fp_a2pack_feed_batch_dlpack),
     (:a2pack_feed_stats_get, _fp_a2pack_feed_stats_get),
     (:a2pack_feed_state, _fp_a2pack_feed_state),
     (:a2pack_feed_state_save, _fp_a2pack_feed_state_save),
@@ -2628,6 +2698,11 @@ end
 # a2pack_status a2pack_feed_batch_column(const a2pack_feed_batch *b, a2pack_feed_column column, a2pack_feed_column_view *out)
 function a2pack_feed_batch_column(b, column, out)
     @ccall $(_fp_a2pack_feed_batch_column[])(b::Ptr{a2pack_feed_batch}, column::a2pack_feed_column, out::Ptr{a2pack_feed_column_view})::a2pack_status
+end
+
+# a2pack_status a2pack_feed_batch_dlpack(a2pack_feed_batch *b, const a2pack_feed_column *columns, size_t n, DLManagedTensorVersioned **out)
+function a2pack_feed_batch_dlpack(b, columns, n, out)
+    @ccall $(_fp_a2pack_feed_batch_dlpack[])(b::Ptr{a2pack_feed_batch}, columns::Ptr{a2pack_feed_column}, n::Csize_t, out::Ptr{Ptr{DLManagedTensorVersioned}})::a2pack_status
 end
 
 # a2pack_status a2pack_feed_stats_get(const a2pack_feed *f, a2pack_feed_stats *out)

@@ -582,6 +582,56 @@ impl Moves<'_> {
     }
 }
 
+/// A batch's column as a DLPack tensor (`DLManagedTensorVersioned`) with a
+/// reference to its ring slot of its own, released on drop.
+pub struct DlpackColumn(std::ptr::NonNull<sys::DLManagedTensorVersioned>);
+
+// SAFETY: the tensor's deleter may run on any thread (the header's feed
+// section), and its memory never changes while the slot is held.
+unsafe_send!(DlpackColumn);
+unsafe_sync!(DlpackColumn);
+
+impl DlpackColumn {
+    /// The tensor: data, device, dtype, shape (C-contiguous, strides null).
+    pub fn tensor(&self) -> &sys::DLTensor {
+        // SAFETY: the tensor lives until this value's drop or into_raw.
+        unsafe { &self.0.as_ref().dl_tensor }
+    }
+
+    /// Its shape, as the batch's [`FeedBatch::shape`].
+    pub fn shape(&self) -> &[i64] {
+        let t = self.tensor();
+        // SAFETY: `ndim` values, owned by the tensor.
+        unsafe { std::slice::from_raw_parts(t.shape, t.ndim as usize) }
+    }
+
+    /// The managed tensor for a framework that takes DLPack, which must
+    /// call its deleter once when done.
+    pub fn into_raw(self) -> *mut sys::DLManagedTensorVersioned {
+        let t = self.0.as_ptr();
+        std::mem::forget(self);
+        t
+    }
+}
+
+impl fmt::Debug for DlpackColumn {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DlpackColumn").field("shape", &self.shape()).finish()
+    }
+}
+
+impl Drop for DlpackColumn {
+    fn drop(&mut self) {
+        let t = self.0.as_ptr();
+        // SAFETY: this value's own tensor, deleted once.
+        unsafe {
+            if let Some(delete) = (*t).deleter {
+                delete(t)
+            }
+        }
+    }
+}
+
 /// One batch of a [`Feed`]: a reference to its ring slot, released on
 /// drop. Columns are slices into the slot, valid while the batch lives;
 /// `Clone` takes another reference to the same slot.
@@ -716,6 +766,19 @@ impl FeedBatch {
     /// Whether the slot's memory is page-locked for CUDA.
     pub fn pinned(&self) -> bool {
         self.column_view(FeedColumn::Indices).is_ok_and(|v| v.pinned != 0)
+    }
+
+    /// `columns` as DLPack tensors, each holding the slot itself: the slot
+    /// goes back to the producers when this batch and every tensor are gone
+    /// (a tensor handed to a framework with [`DlpackColumn::into_raw`] goes
+    /// when the framework calls its deleter). All or nothing:
+    /// `Status::NotFound` for a column the feed does not fill.
+    pub fn dlpack(&self, columns: &[FeedColumn]) -> Result<Vec<DlpackColumn>> {
+        let raw: Vec<sys::a2pack_feed_column> = columns.iter().map(|c| c.raw()).collect();
+        let mut out = vec![std::ptr::null_mut(); raw.len()];
+        // SAFETY: a held batch; `out` has room for one tensor per column.
+        check(unsafe { sys::a2pack_feed_batch_dlpack(self.raw, raw.as_ptr(), raw.len(), out.as_mut_ptr()) })?;
+        Ok(out.into_iter().map(|t| DlpackColumn(std::ptr::NonNull::new(t).expect("made"))).collect())
     }
 
     fn column_view(&self, column: FeedColumn) -> Result<sys::a2pack_feed_column_view> {

@@ -53,7 +53,7 @@ pub use dataset::{
     SqlParam, StepRow,
 };
 pub use error::{Error, ErrorDetails, Result, Status};
-pub use feed::{Feed, FeedBatch, FeedBatchInfo, FeedColumn, FeedOptions, FeedStats, Moves, MovesDtype, Pin};
+pub use feed::{DlpackColumn, Feed, FeedBatch, FeedBatchInfo, FeedColumn, FeedOptions, FeedStats, Moves, MovesDtype, Pin};
 pub use gen::{GenOptions, Policy};
 pub use logger::{DataLogger, LoggerOptions, StreamId};
 pub use pack::{

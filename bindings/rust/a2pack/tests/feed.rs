@@ -269,3 +269,33 @@ fn producers_spare_a_slow_consumers_cpu_unless_told_not_to() {
         }
     }
 }
+
+#[test]
+fn dlpack_columns_view_the_batch_and_hold_its_slot_until_dropped() {
+    let dir = tempfile::tempdir().unwrap();
+    let ds = built(dir.path());
+    let cols = [FeedColumn::Exponents, FeedColumn::Boards, FeedColumn::Indices];
+    let mut feed = Feed::open(&ds, None, &opts().columns(&cols[..2]).depth(1)).unwrap();
+    let batch = feed.next().unwrap().unwrap();
+    let tensors = batch.dlpack(&cols).unwrap();
+    assert_eq!(tensors[0].shape(), [BATCH as i64, 16]);
+    assert_eq!(tensors[1].shape(), [BATCH as i64]);
+    assert_eq!(tensors[0].tensor().data as *const u8, batch.exponents().unwrap().as_ptr());
+    assert_eq!(tensors[2].tensor().data as *const usize, batch.indices().unwrap().as_ptr());
+    assert_eq!(batch.dlpack(&[FeedColumn::RunIds]).unwrap_err().status(), Status::NotFound);
+    let boards = batch.boards().unwrap().to_vec();
+    drop(batch);
+    // The tensors keep the slot, and its rows, without the batch.
+    assert_eq!(feed.stats().held, 1);
+    let t = &tensors[1];
+    // SAFETY: the tensor's BATCH u64 values, held by it.
+    let seen = unsafe { std::slice::from_raw_parts(t.tensor().data as *const u64, BATCH as usize) };
+    assert_eq!(seen, &boards[..]);
+    let raw = tensors.into_iter().map(|t| t.into_raw()).collect::<Vec<_>>();
+    assert_eq!(feed.stats().held, 1);
+    for t in raw {
+        // SAFETY: each tensor's deleter, once, as a framework would.
+        unsafe { ((*t).deleter.unwrap())(t) };
+    }
+    assert_eq!(feed.stats().held, 0);
+}
