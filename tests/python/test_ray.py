@@ -71,9 +71,19 @@ def cluster():
     # Ray's session files (logs, sockets) in a folder of the module's own,
     # short enough for the sockets' paths, removed after.
     temp = tempfile.mkdtemp(prefix="a2ray-")
-    with deadline(120, "ray.init"):
-        ray.init(num_cpus=2, include_dashboard=False, object_store_memory=256 << 20,
-                 _node_ip_address="127.0.0.1", log_to_driver=False, _temp_dir=temp)
+    with deadline(360, "ray.init"):
+        # Ray gives its raylet a fixed 30 s to register ("The current node
+        # timed out during startup"), which a loaded machine can miss: the
+        # start is tried again from scratch, a few times.
+        for attempt in range(3):
+            try:
+                ray.init(num_cpus=2, include_dashboard=False, object_store_memory=256 << 20,
+                         _node_ip_address="127.0.0.1", log_to_driver=False, _temp_dir=temp)
+                break
+            except Exception as e:
+                if "timed out during startup" not in str(e) or attempt == 2:
+                    raise
+                ray.shutdown()
     ctx = ray.data.DataContext.get_current()
     ctx.enable_progress_bars = False
     ctx.print_on_execution_start = False
