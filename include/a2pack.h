@@ -2522,10 +2522,10 @@ A2PACK_API a2pack_status a2pack_feed_batch_column(const a2pack_feed_batch *b,
                                                   a2pack_feed_column column,
                                                   a2pack_feed_column_view *out);
 
-/* DLPack 1.0 (github.com/dmlc/dlpack, include/dlpack/dlpack.h), the
- * exchange every array library takes without a copy (numpy, torch, JAX,
- * CuPy: from_dlpack). These are the standard's own declarations, made here
- * when <dlpack/dlpack.h> was not included first; an older dlpack.h, without
+/* DLPack 1.0, the tensor exchange every array library takes without a
+ * copy (numpy, torch, JAX, CuPy: from_dlpack). These are the standard's own
+ * declarations, as the DLPack project's <dlpack/dlpack.h> makes them, made
+ * here when that header was not included first; an older dlpack.h, without
  * versioned tensors, is refused. */
 #if defined(DLPACK_DLPACK_H_) && (!defined(DLPACK_MAJOR_VERSION) || DLPACK_MAJOR_VERSION < 1)
 #error "a2pack.h needs DLPack 1.0 or later (DLManagedTensorVersioned): include a newer dlpack.h"
