@@ -236,7 +236,9 @@ def _scalar(t: hm.CType, model: hm.Header) -> bool:
     """An integer or floating type (after typedefs), not a pointer, array or struct."""
     while t.kind == "name" and t.name in model.typedefs:
         t = model.typedefs[t.name].type
-    return t.kind == "name" and not t.name.startswith("struct ") and t.name != "void"
+    # (A struct typedef'd under its own tag's name, as DLPack's, stays a name.)
+    return t.kind == "name" and not t.name.startswith("struct ") and t.name != "void" \
+        and t.name not in model.structs
 
 
 def c_figures(header: pathlib.Path, model: hm.Header, tmp: pathlib.Path) -> list:
