@@ -25,7 +25,7 @@ from __future__ import annotations
 import os
 import uuid
 import zlib
-from typing import IO, Any, Dict, Iterator, List, Optional, Tuple
+from typing import IO, Any, Dict, Iterable, Iterator, List, Optional, Tuple
 
 import apache_beam as beam
 from apache_beam import pvalue, transforms
@@ -134,9 +134,12 @@ class _StageFn(beam.DoFn):
         self._at = 0
 
     # Beam fills `timestamp` in (its default is a marker object, not a Timestamp).
+    # Nothing is emitted per element (finish_bundle emits the bundle's file):
+    # an empty iterable, since Beam reads the return annotation as the output
+    # type and refuses one that is not iterable (`-> None` fails from 2.78 on).
     def process(self, element: Any, temp_dir: str,
                 timestamp: Timestamp = beam.DoFn.TimestampParam,  # type: ignore[assignment]
-                ) -> None:
+                ) -> Iterable[Any]:
         if isinstance(element, tuple) and len(element) == 2:
             element = (element[0], _payload(element[1], element[0]))
         else:
@@ -149,6 +152,7 @@ class _StageFn(beam.DoFn):
         self._file.write(data)
         self._staged.append((key, self._at, len(data), zlib.crc32(data)))
         self._at += len(data)
+        return ()
 
     def finish_bundle(self) -> Iterator[Any]:
         if self._file is None:
